@@ -1,0 +1,319 @@
+//! A2A v1.0 wire types (JSON-RPC binding, ProtoJSON names) and the JSON-RPC error object.
+//! Nothing here knows about workers or backends.
+
+use serde::Serialize;
+use serde_json::{json, Map, Value};
+
+pub const PROTOCOL_VERSION: &str = "1.0";
+const ERROR_DOMAIN: &str = "a2a-protocol.org";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Role {
+    #[serde(rename = "ROLE_USER")]
+    User,
+    #[serde(rename = "ROLE_AGENT")]
+    Agent,
+}
+
+impl Role {
+    /// ProtoJSON enums: the name, or the number.
+    pub fn parse(v: &Value) -> Option<Role> {
+        match v {
+            Value::String(s) if s == "ROLE_USER" => Some(Role::User),
+            Value::String(s) if s == "ROLE_AGENT" => Some(Role::Agent),
+            Value::Number(n) if n.as_f64() == Some(1.0) => Some(Role::User),
+            Value::Number(n) if n.as_f64() == Some(2.0) => Some(Role::Agent),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum TaskState {
+    #[serde(rename = "TASK_STATE_SUBMITTED")]
+    Submitted,
+    #[serde(rename = "TASK_STATE_WORKING")]
+    Working,
+    #[serde(rename = "TASK_STATE_COMPLETED")]
+    Completed,
+    #[serde(rename = "TASK_STATE_FAILED")]
+    Failed,
+    #[serde(rename = "TASK_STATE_CANCELED")]
+    Canceled,
+    #[serde(rename = "TASK_STATE_INPUT_REQUIRED")]
+    InputRequired,
+    #[serde(rename = "TASK_STATE_REJECTED")]
+    Rejected,
+    #[serde(rename = "TASK_STATE_AUTH_REQUIRED")]
+    AuthRequired,
+}
+
+impl TaskState {
+    pub const ALL: [TaskState; 8] = [
+        TaskState::Submitted,
+        TaskState::Working,
+        TaskState::Completed,
+        TaskState::Failed,
+        TaskState::Canceled,
+        TaskState::InputRequired,
+        TaskState::Rejected,
+        TaskState::AuthRequired,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            TaskState::Submitted => "TASK_STATE_SUBMITTED",
+            TaskState::Working => "TASK_STATE_WORKING",
+            TaskState::Completed => "TASK_STATE_COMPLETED",
+            TaskState::Failed => "TASK_STATE_FAILED",
+            TaskState::Canceled => "TASK_STATE_CANCELED",
+            TaskState::InputRequired => "TASK_STATE_INPUT_REQUIRED",
+            TaskState::Rejected => "TASK_STATE_REJECTED",
+            TaskState::AuthRequired => "TASK_STATE_AUTH_REQUIRED",
+        }
+    }
+
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            TaskState::Completed | TaskState::Failed | TaskState::Canceled | TaskState::Rejected
+        )
+    }
+
+    /// The name (`TASK_STATE_COMPLETED`) or the proto number.
+    pub fn parse(v: &Value) -> Option<TaskState> {
+        let number = |n: f64| TaskState::ALL.get((n as usize).checked_sub(1)?).copied();
+        match v {
+            Value::String(s) => TaskState::ALL.into_iter().find(|st| st.name() == s),
+            Value::Number(n) => n.as_f64().filter(|f| f.fract() == 0.0).and_then(number),
+            _ => None,
+        }
+    }
+}
+
+/// A part: exactly one of `text`, `data`, `raw`, `url`; no `kind` (that was v0.3).
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct Part {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub raw: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub media_type: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub filename: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Value>,
+}
+
+impl Part {
+    pub fn text(text: impl Into<String>) -> Part {
+        Part {
+            text: Some(text.into()),
+            ..Part::default()
+        }
+    }
+
+    pub fn data(data: Value) -> Part {
+        Part {
+            data: Some(data),
+            ..Part::default()
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Message {
+    pub message_id: String,
+    pub role: Role,
+    pub parts: Vec<Part>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub task_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TaskStatus {
+    pub state: TaskState,
+    pub timestamp: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<Message>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Artifact {
+    pub artifact_id: String,
+    pub name: String,
+    pub parts: Vec<Part>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Task {
+    pub id: String,
+    pub context_id: String,
+    pub status: TaskStatus,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub artifacts: Vec<Artifact>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub history: Vec<Message>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Value>,
+}
+
+/// A JSON-RPC error with, for A2A-specific codes, one `google.rpc.ErrorInfo` in `data`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RpcError {
+    pub code: i64,
+    pub message: String,
+    pub reason: Option<&'static str>,
+    pub metadata: Vec<(&'static str, String)>,
+}
+
+impl RpcError {
+    fn plain(code: i64, message: impl Into<String>) -> RpcError {
+        RpcError {
+            code,
+            message: message.into(),
+            reason: None,
+            metadata: Vec::new(),
+        }
+    }
+
+    fn a2a(code: i64, reason: &'static str, message: impl Into<String>) -> RpcError {
+        RpcError {
+            code,
+            message: message.into(),
+            reason: Some(reason),
+            metadata: Vec::new(),
+        }
+    }
+
+    pub fn with(mut self, key: &'static str, value: impl Into<String>) -> RpcError {
+        self.metadata.push((key, value.into()));
+        self
+    }
+
+    pub fn parse_error(detail: impl std::fmt::Display) -> RpcError {
+        RpcError::plain(-32700, format!("Parse error: {detail}"))
+    }
+    pub fn invalid_request(detail: &str) -> RpcError {
+        RpcError::plain(-32600, format!("Invalid request: {detail}"))
+    }
+    pub fn method_not_found(method: &str) -> RpcError {
+        RpcError::plain(-32601, format!("Method not found: {method:?}"))
+    }
+    pub fn invalid_params(detail: impl Into<String>) -> RpcError {
+        RpcError::plain(-32602, format!("Invalid params: {}", detail.into()))
+    }
+    pub fn internal(detail: &str) -> RpcError {
+        RpcError::plain(-32603, format!("Internal error: {detail}"))
+    }
+    pub fn task_not_found(task_id: &str) -> RpcError {
+        RpcError::a2a(-32001, "TASK_NOT_FOUND", "Task not found").with("taskId", task_id)
+    }
+    pub fn task_not_cancelable(task_id: &str, why: &str) -> RpcError {
+        RpcError::a2a(
+            -32002,
+            "TASK_NOT_CANCELABLE",
+            format!("Task not cancelable: {why}"),
+        )
+        .with("taskId", task_id)
+    }
+    pub fn push_not_supported() -> RpcError {
+        RpcError::a2a(
+            -32003,
+            "PUSH_NOTIFICATION_NOT_SUPPORTED",
+            "Push notifications are not supported",
+        )
+    }
+    pub fn unsupported(what: &str) -> RpcError {
+        RpcError::a2a(
+            -32004,
+            "UNSUPPORTED_OPERATION",
+            format!("Unsupported operation: {what}"),
+        )
+    }
+    pub fn version_not_supported(version: &str) -> RpcError {
+        RpcError::a2a(
+            -32009,
+            "VERSION_NOT_SUPPORTED",
+            format!(
+                "A2A version {version:?} is not supported; this server speaks {PROTOCOL_VERSION}"
+            ),
+        )
+        .with("requestedVersion", version)
+        .with("supportedVersions", PROTOCOL_VERSION)
+    }
+
+    pub fn to_json(&self) -> Value {
+        let mut obj = Map::new();
+        obj.insert("code".into(), json!(self.code));
+        obj.insert("message".into(), json!(self.message));
+        let metadata: Map<String, Value> = self
+            .metadata
+            .iter()
+            .map(|(k, v)| (k.to_string(), json!(v)))
+            .collect();
+        if let Some(reason) = self.reason {
+            obj.insert(
+                "data".into(),
+                json!([{
+                    "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                    "reason": reason,
+                    "domain": ERROR_DOMAIN,
+                    "metadata": metadata,
+                }]),
+            );
+        }
+        Value::Object(obj)
+    }
+}
+
+/// A JSON-RPC response body.
+pub fn response_ok(id: &Value, result: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "result": result})
+}
+
+pub fn response_err(id: &Value, error: &RpcError) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "error": error.to_json()})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn enums_parse_names_and_numbers() {
+        assert_eq!(Role::parse(&json!("ROLE_USER")), Some(Role::User));
+        assert_eq!(Role::parse(&json!(2)), Some(Role::Agent));
+        assert_eq!(Role::parse(&json!("user")), None);
+        assert_eq!(
+            TaskState::parse(&json!("TASK_STATE_FAILED")),
+            Some(TaskState::Failed)
+        );
+        assert_eq!(TaskState::parse(&json!(7)), Some(TaskState::Rejected));
+        assert_eq!(TaskState::parse(&json!("completed")), None);
+        assert_eq!(TaskState::parse(&json!(0)), None);
+    }
+
+    #[test]
+    fn a2a_errors_carry_error_info() {
+        let v = RpcError::task_not_found("t-1").to_json();
+        assert_eq!(v["code"], -32001);
+        assert_eq!(v["data"][0]["reason"], "TASK_NOT_FOUND");
+        assert_eq!(v["data"][0]["metadata"]["taskId"], "t-1");
+        let v = RpcError::parse_error("x").to_json();
+        assert!(v.get("data").is_none());
+    }
+}

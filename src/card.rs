@@ -1,0 +1,119 @@
+//! The Agent Card (A2A v1.0 shape), rendered once at startup and served with validators.
+
+use serde_json::{json, Value};
+
+use crate::a2a::PROTOCOL_VERSION;
+use crate::time::{http_date, now_millis};
+
+pub struct AgentCard {
+    pub body: Vec<u8>,
+    pub etag: String,
+    pub last_modified: String,
+}
+
+pub const CACHE_CONTROL: &str = "public, max-age=300";
+
+impl AgentCard {
+    pub fn new(agent_name: &str, public_url: &str) -> AgentCard {
+        let body = card_json(agent_name, public_url).to_string().into_bytes();
+        let etag = format!("\"{:016x}\"", fnv1a(&body));
+        AgentCard {
+            body,
+            etag,
+            last_modified: http_date(now_millis() / 1000),
+        }
+    }
+
+    /// Whether an `If-None-Match` value matches this card (`*`, or a list containing the
+    /// ETag, weak or strong).
+    pub fn matches(&self, if_none_match: &str) -> bool {
+        if_none_match
+            .split(',')
+            .map(str::trim)
+            .any(|tag| tag == "*" || tag.strip_prefix("W/").unwrap_or(tag) == self.etag)
+    }
+}
+
+fn card_json(agent_name: &str, public_url: &str) -> Value {
+    let example = |data: Value| -> String { json!({"parts": [{"data": data}]}).to_string() };
+    json!({
+        "name": agent_name,
+        "description": "Creates, lists and stops isolated AI-agent workers, one per task. \
+            Send a SendMessage whose first data part is a control request; create returns the \
+            worker's own A2A URL and bearer token, and callers talk to the worker directly.",
+        "version": env!("CARGO_PKG_VERSION"),
+        "supportedInterfaces": [{
+            "url": format!("{public_url}/a2a"),
+            "protocolBinding": "JSONRPC",
+            "protocolVersion": PROTOCOL_VERSION,
+        }],
+        "capabilities": {
+            "streaming": false,
+            "pushNotifications": false,
+            "extendedAgentCard": false,
+            "extensions": [],
+        },
+        "securitySchemes": {
+            "bearer": {
+                "httpAuthSecurityScheme": {
+                    "scheme": "Bearer",
+                    "description": "The controller's A2A_AUTH_TOKEN.",
+                }
+            }
+        },
+        "securityRequirements": [{"schemes": {"bearer": {"list": []}}}],
+        "defaultInputModes": ["application/json"],
+        "defaultOutputModes": ["application/json"],
+        "skills": [
+            {
+                "id": "create",
+                "name": "Create a worker",
+                "description": "Starts one isolated worker for a task and returns it with its own bearer token (returned only here, once). A task that already has a worker is refused with worker_exists.",
+                "tags": ["workers", "create"],
+                "examples": [example(json!({"operation": "create", "task": "fix-login-bug"}))],
+                "inputModes": ["application/json"],
+                "outputModes": ["application/json"],
+            },
+            {
+                "id": "list",
+                "name": "List workers",
+                "description": "Lists the workers this controller owns, oldest first, read from the backend.",
+                "tags": ["workers", "list"],
+                "examples": [example(json!({"operation": "list"}))],
+                "inputModes": ["application/json"],
+                "outputModes": ["application/json"],
+            },
+            {
+                "id": "stop",
+                "name": "Stop a worker",
+                "description": "Stops and removes a worker this controller owns, by worker_id.",
+                "tags": ["workers", "stop"],
+                "examples": [example(json!({"operation": "stop", "worker_id": "3f9c2a1b7d4e"}))],
+                "inputModes": ["application/json"],
+                "outputModes": ["application/json"],
+            },
+        ],
+    })
+}
+
+/// FNV-1a, 64 bits: a stable content hash for the ETag.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn etag_matching() {
+        let card = AgentCard::new("x", "http://h");
+        assert!(card.matches(&card.etag));
+        assert!(card.matches(&format!("W/{}", card.etag)));
+        assert!(card.matches(&format!("\"nope\", {}", card.etag)));
+        assert!(card.matches("*"));
+        assert!(!card.matches("\"nope\""));
+    }
+}

@@ -1,0 +1,429 @@
+//! Control operations (`create`, `list`, `stop`): request validation, the outcome model
+//! (completed / rejected / failed) and the guarantees this layer owns (see `backend.rs` for
+//! the split of responsibilities). One log line and one metric sample per operation.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use crate::backend::{Backend, BackendError, CreateSpec, WorkerState};
+use crate::metrics::Metrics;
+use crate::sentry::Sentry;
+use crate::token::{self, Token};
+
+pub const MAX_TASK_CHARS: usize = 256;
+pub const MAX_WORKER_ID_CHARS: usize = 64;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ControlRequest {
+    Create { task: String },
+    List,
+    Stop { worker_id: String },
+}
+
+impl ControlRequest {
+    pub fn operation(&self) -> &'static str {
+        match self {
+            ControlRequest::Create { .. } => "create",
+            ControlRequest::List => "list",
+            ControlRequest::Stop { .. } => "stop",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    InvalidRequest,
+    WorkerExists,
+    NotFound,
+    BackendUnavailable,
+    ImageNotFound,
+    NotReady,
+    Capacity,
+    Internal,
+}
+
+/// The `{"error": ...}` a failed or rejected task carries in its status message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ControlError {
+    pub code: ErrorCode,
+    pub message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worker_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state: Option<WorkerState>,
+}
+
+impl ControlError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> ControlError {
+        ControlError {
+            code,
+            message: message.into(),
+            worker_id: None,
+            state: None,
+        }
+    }
+
+    pub fn invalid(message: impl Into<String>) -> ControlError {
+        ControlError::new(ErrorCode::InvalidRequest, message)
+    }
+}
+
+impl From<BackendError> for ControlError {
+    fn from(e: BackendError) -> ControlError {
+        let message = e.to_string();
+        match e {
+            BackendError::Unavailable(_) => {
+                ControlError::new(ErrorCode::BackendUnavailable, message)
+            }
+            BackendError::WorkerExists { worker_id, state } => ControlError {
+                code: ErrorCode::WorkerExists,
+                message,
+                worker_id: Some(worker_id),
+                state: Some(state),
+            },
+            BackendError::NotFound => ControlError::new(ErrorCode::NotFound, message),
+            BackendError::ImageNotFound(_) => ControlError::new(ErrorCode::ImageNotFound, message),
+            BackendError::NotReady(_) => ControlError::new(ErrorCode::NotReady, message),
+            BackendError::Internal(_) => ControlError::new(ErrorCode::Internal, message),
+        }
+    }
+}
+
+/// How an operation ended.
+#[derive(Debug, Clone)]
+pub enum Outcome {
+    /// The reply data, and for `create` the worker's token (kept apart so the protocol layer
+    /// can deliver it exactly once).
+    Completed { data: Value, token: Option<Token> },
+    /// Not attempted: the request was malformed.
+    Rejected(ControlError),
+    /// Attempted and failed.
+    Failed(ControlError),
+}
+
+impl Outcome {
+    pub fn label(&self) -> &'static str {
+        match self {
+            Outcome::Completed { .. } => "completed",
+            Outcome::Rejected(_) => "rejected",
+            Outcome::Failed(_) => "failed",
+        }
+    }
+}
+
+/// Finds the control request: the first data part whose value is an object with an
+/// `"operation"` key. Unknown fields are ignored.
+pub fn parse_request<'a>(
+    data_parts: impl IntoIterator<Item = &'a Value>,
+) -> Result<ControlRequest, ControlError> {
+    let request = data_parts
+        .into_iter()
+        .filter_map(Value::as_object)
+        .find(|o| o.contains_key("operation"))
+        .ok_or_else(|| {
+            ControlError::invalid(
+                "the message has no control request: send a data part {\"operation\": \"create\" | \"list\" | \"stop\", ...}",
+            )
+        })?;
+    let operation = request["operation"]
+        .as_str()
+        .ok_or_else(|| ControlError::invalid("operation must be a string"))?;
+    match operation {
+        "create" => Ok(ControlRequest::Create {
+            task: valid_task(request.get("task"))?,
+        }),
+        "list" => Ok(ControlRequest::List),
+        "stop" => Ok(ControlRequest::Stop {
+            worker_id: valid_worker_id(request.get("worker_id"))?,
+        }),
+        other => Err(ControlError::invalid(format!(
+            "unknown operation {:?}: use create, list or stop",
+            truncate(other, 64)
+        ))),
+    }
+}
+
+/// A task: 1 to 256 characters, not blank, no control characters (they would reach log
+/// lines, labels and terminal titles).
+fn valid_task(v: Option<&Value>) -> Result<String, ControlError> {
+    let task = match v {
+        None | Some(Value::Null) => return Err(ControlError::invalid("create needs a task")),
+        Some(Value::String(s)) => s,
+        Some(_) => return Err(ControlError::invalid("task must be a string")),
+    };
+    if task.trim().is_empty() {
+        return Err(ControlError::invalid("task must not be empty"));
+    }
+    if task.chars().count() > MAX_TASK_CHARS {
+        return Err(ControlError::invalid(format!(
+            "task is longer than {MAX_TASK_CHARS} characters"
+        )));
+    }
+    if task.chars().any(|c| c.is_control() || is_bidi_control(c)) {
+        return Err(ControlError::invalid(
+            "task must not contain control characters",
+        ));
+    }
+    Ok(task.clone())
+}
+
+fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}')
+}
+
+/// A worker id: 1 to 64 characters of `[A-Za-z0-9_.-]`.
+fn valid_worker_id(v: Option<&Value>) -> Result<String, ControlError> {
+    let id = match v {
+        None | Some(Value::Null) => return Err(ControlError::invalid("stop needs a worker_id")),
+        Some(Value::String(s)) => s,
+        Some(_) => return Err(ControlError::invalid("worker_id must be a string")),
+    };
+    let ok = !id.is_empty()
+        && id.len() <= MAX_WORKER_ID_CHARS
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+    if ok {
+        Ok(id.clone())
+    } else {
+        Err(ControlError::invalid(format!(
+            "worker_id must be 1-{MAX_WORKER_ID_CHARS} characters of [A-Za-z0-9_.-]"
+        )))
+    }
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    s.chars().take(max).collect()
+}
+
+/// The operation layer over one backend.
+pub struct Control {
+    backend: Arc<dyn Backend>,
+    metrics: Arc<Metrics>,
+    sentry: Option<Arc<Sentry>>,
+    max_workers: u32,
+    /// Creates admitted but not finished (counted against `MAX_WORKERS`).
+    in_flight: Mutex<u32>,
+    /// Serialises creates of a backend whose task uniqueness is check-then-create.
+    create_lock: Mutex<()>,
+}
+
+impl Control {
+    pub fn new(
+        backend: Arc<dyn Backend>,
+        metrics: Arc<Metrics>,
+        sentry: Option<Arc<Sentry>>,
+        max_workers: u32,
+    ) -> Control {
+        Control {
+            backend,
+            metrics,
+            sentry,
+            max_workers,
+            in_flight: Mutex::new(0),
+            create_lock: Mutex::new(()),
+        }
+    }
+
+    pub fn backend(&self) -> &dyn Backend {
+        self.backend.as_ref()
+    }
+
+    /// Runs a parsed request (or reports a rejected one), logging and counting it.
+    pub fn execute(&self, request: Result<ControlRequest, ControlError>, task_id: &str) -> Outcome {
+        let started = Instant::now();
+        let (operation, outcome, worker_id) = match request {
+            Err(e) => ("invalid", Outcome::Rejected(e), String::new()),
+            Ok(req) => {
+                let op = req.operation();
+                let (outcome, worker_id) = self.run(req);
+                (op, outcome, worker_id)
+            }
+        };
+        let took = started.elapsed();
+        self.record(operation, task_id, &worker_id, &outcome, took);
+        outcome
+    }
+
+    fn run(&self, req: ControlRequest) -> (Outcome, String) {
+        match req {
+            ControlRequest::List => match self.backend.list() {
+                Ok(mut workers) => {
+                    workers.sort_by(|a, b| a.created_at.cmp(&b.created_at));
+                    let data = json!({ "workers": workers });
+                    (Outcome::Completed { data, token: None }, String::new())
+                }
+                Err(e) => (Outcome::Failed(e.into()), String::new()),
+            },
+            ControlRequest::Stop { worker_id } => match self.backend.stop(&worker_id) {
+                Ok(worker) => (
+                    Outcome::Completed {
+                        data: json!({ "worker": worker }),
+                        token: None,
+                    },
+                    worker_id,
+                ),
+                Err(e) => (Outcome::Failed(e.into()), worker_id),
+            },
+            ControlRequest::Create { task } => self.create(task),
+        }
+    }
+
+    fn create(&self, task: String) -> (Outcome, String) {
+        let failed = |e: ControlError| (Outcome::Failed(e), String::new());
+        let ids = token::random_hex(6).and_then(|id| Ok((id, Token::generate()?)));
+        let (worker_id, token) = match ids {
+            Ok(v) => v,
+            Err(e) => {
+                return failed(ControlError::new(
+                    ErrorCode::Internal,
+                    format!("the system random generator failed: {e}"),
+                ))
+            }
+        };
+        let _serial = if self.backend.atomic_task_uniqueness() {
+            None
+        } else {
+            Some(self.create_lock.lock().unwrap_or_else(|p| p.into_inner()))
+        };
+        if let Err(e) = self.admit() {
+            return failed(e);
+        }
+        let spec = CreateSpec {
+            worker_id: worker_id.clone(),
+            task,
+            token,
+        };
+        let result = self.backend.create(&spec);
+        self.release();
+        match result {
+            Ok(worker) => (
+                Outcome::Completed {
+                    data: json!({ "worker": worker }),
+                    token: Some(spec.token),
+                },
+                worker.worker_id,
+            ),
+            Err(e) => (Outcome::Failed(e.into()), worker_id),
+        }
+    }
+
+    /// Reserves a place under `MAX_WORKERS`: listed workers plus creates in flight.
+    fn admit(&self) -> Result<(), ControlError> {
+        let mut in_flight = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
+        if self.max_workers > 0 {
+            let existing = self.backend.list().map_err(ControlError::from)?.len() as u64;
+            if existing + u64::from(*in_flight) >= u64::from(self.max_workers) {
+                return Err(ControlError::new(
+                    ErrorCode::Capacity,
+                    format!(
+                        "MAX_WORKERS ({}) reached: stop a worker first",
+                        self.max_workers
+                    ),
+                ));
+            }
+        }
+        *in_flight += 1;
+        Ok(())
+    }
+
+    fn release(&self) {
+        let mut in_flight = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
+        *in_flight = in_flight.saturating_sub(1);
+    }
+
+    fn record(
+        &self,
+        operation: &'static str,
+        task_id: &str,
+        worker_id: &str,
+        outcome: &Outcome,
+        took: Duration,
+    ) {
+        let backend = self.backend.name();
+        self.metrics
+            .control_operation(operation, backend, outcome.label(), took);
+        let ms = took.as_millis();
+        match outcome {
+            Outcome::Completed { .. } => log::info!(
+                "control operation={operation} task_id={task_id} worker_id={worker_id:?} outcome=completed duration_ms={ms}"
+            ),
+            Outcome::Rejected(e) | Outcome::Failed(e) => {
+                log::warn!(
+                    "control operation={operation} task_id={task_id} worker_id={worker_id:?} outcome={} code={:?} error={:?} duration_ms={ms}",
+                    outcome.label(),
+                    e.code,
+                    e.message
+                );
+                let caller_error = matches!(
+                    e.code,
+                    ErrorCode::InvalidRequest
+                        | ErrorCode::WorkerExists
+                        | ErrorCode::NotFound
+                        | ErrorCode::Capacity
+                );
+                if let (Some(sentry), false) = (&self.sentry, caller_error) {
+                    sentry.report(&format!("{operation} failed ({:?}): {}", e.code, e.message), operation, backend);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(v: Value) -> Result<ControlRequest, ControlError> {
+        parse_request([&v])
+    }
+
+    #[test]
+    fn requests() {
+        assert_eq!(
+            parse(json!({"operation": "list", "x": 1})),
+            Ok(ControlRequest::List)
+        );
+        assert_eq!(
+            parse(json!({"operation": "create", "task": "fix the build"})),
+            Ok(ControlRequest::Create {
+                task: "fix the build".into()
+            })
+        );
+        assert_eq!(
+            parse(json!({"operation": "stop", "worker_id": "abc123"})),
+            Ok(ControlRequest::Stop {
+                worker_id: "abc123".into()
+            })
+        );
+        assert!(parse_request([&json!({"no": 1}), &json!({"operation": "list"})]).is_ok());
+    }
+
+    #[test]
+    fn rejections() {
+        for bad in [
+            json!({"operation": 1}),
+            json!({"operation": "destroy"}),
+            json!({"operation": "create"}),
+            json!({"operation": "create", "task": ""}),
+            json!({"operation": "create", "task": "   "}),
+            json!({"operation": "create", "task": 5}),
+            json!({"operation": "create", "task": "a\nb"}),
+            json!({"operation": "create", "task": "a\u{202e}b"}),
+            json!({"operation": "create", "task": "x".repeat(257)}),
+            json!({"operation": "stop"}),
+            json!({"operation": "stop", "worker_id": "../etc"}),
+            json!({"operation": "stop", "worker_id": "a=b,c"}),
+            json!({"operation": "stop", "worker_id": "x".repeat(65)}),
+            json!({"task": "x"}),
+        ] {
+            let e = parse(bad.clone()).unwrap_err();
+            assert_eq!(e.code, ErrorCode::InvalidRequest, "{bad}");
+        }
+        assert!(parse(json!({"operation": "create", "task": "ünïcödé ✓ task=1,2"})).is_ok());
+    }
+}

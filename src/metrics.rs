@@ -1,0 +1,144 @@
+//! Prometheus metrics in the text exposition format. Label values come from fixed sets
+//! (route names, status codes, operation names, outcomes): never task names or tokens.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::sync::Mutex;
+use std::time::Duration;
+
+const BUCKETS: [f64; 12] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 60.0,
+];
+
+#[derive(Default)]
+struct Histogram {
+    counts: [u64; BUCKETS.len()],
+    sum: f64,
+    count: u64,
+}
+
+#[derive(Default)]
+struct Inner {
+    requests: BTreeMap<(&'static str, u16), u64>,
+    operations: BTreeMap<(&'static str, &'static str, &'static str), u64>,
+    durations: BTreeMap<(&'static str, &'static str), Histogram>,
+}
+
+#[derive(Default)]
+pub struct Metrics {
+    inner: Mutex<Inner>,
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        Metrics::default()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        // A panic while holding this lock cannot leave counters inconsistent in a way that
+        // matters; keep counting.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn http_request(&self, route: &'static str, status: u16) {
+        *self.lock().requests.entry((route, status)).or_default() += 1;
+    }
+
+    pub fn control_operation(
+        &self,
+        operation: &'static str,
+        backend: &'static str,
+        outcome: &'static str,
+        took: Duration,
+    ) {
+        let mut inner = self.lock();
+        *inner
+            .operations
+            .entry((operation, backend, outcome))
+            .or_default() += 1;
+        let h = inner.durations.entry((operation, backend)).or_default();
+        let secs = took.as_secs_f64();
+        for (i, le) in BUCKETS.iter().enumerate() {
+            if secs <= *le {
+                h.counts[i] += 1;
+            }
+        }
+        h.sum += secs;
+        h.count += 1;
+    }
+
+    pub fn render(&self) -> String {
+        let inner = self.lock();
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "# HELP a2a_controller_build_info Build information.\n# TYPE a2a_controller_build_info gauge\n\
+             a2a_controller_build_info{{version=\"{}\",commit=\"{}\"}} 1",
+            env!("CARGO_PKG_VERSION"),
+            env!("A2A_WC_GIT_COMMIT")
+        );
+        out.push_str(
+            "# HELP a2a_controller_http_requests_total HTTP requests by route and status.\n\
+             # TYPE a2a_controller_http_requests_total counter\n",
+        );
+        for ((route, status), n) in &inner.requests {
+            let _ = writeln!(
+                out,
+                "a2a_controller_http_requests_total{{route=\"{route}\",status=\"{status}\"}} {n}"
+            );
+        }
+        out.push_str(
+            "# HELP a2a_controller_control_operations_total Control operations by operation, backend and outcome.\n\
+             # TYPE a2a_controller_control_operations_total counter\n",
+        );
+        for ((op, backend, outcome), n) in &inner.operations {
+            let _ = writeln!(
+                out,
+                "a2a_controller_control_operations_total{{operation=\"{op}\",backend=\"{backend}\",outcome=\"{outcome}\"}} {n}"
+            );
+        }
+        out.push_str(
+            "# HELP a2a_controller_control_operation_duration_seconds Control operation duration.\n\
+             # TYPE a2a_controller_control_operation_duration_seconds histogram\n",
+        );
+        for ((op, backend), h) in &inner.durations {
+            let labels = format!("operation=\"{op}\",backend=\"{backend}\"");
+            for (i, le) in BUCKETS.iter().enumerate() {
+                let _ = writeln!(
+                    out,
+                    "a2a_controller_control_operation_duration_seconds_bucket{{{labels},le=\"{le}\"}} {}",
+                    h.counts[i]
+                );
+            }
+            let _ = writeln!(
+                out,
+                "a2a_controller_control_operation_duration_seconds_bucket{{{labels},le=\"+Inf\"}} {}\n\
+                 a2a_controller_control_operation_duration_seconds_sum{{{labels}}} {}\n\
+                 a2a_controller_control_operation_duration_seconds_count{{{labels}}} {}",
+                h.count, h.sum, h.count
+            );
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_counters_and_cumulative_buckets() {
+        let m = Metrics::new();
+        m.http_request("a2a", 200);
+        m.http_request("a2a", 200);
+        m.control_operation("list", "docker", "completed", Duration::from_millis(20));
+        m.control_operation("list", "docker", "completed", Duration::from_secs(3));
+        let text = m.render();
+        assert!(text.contains("a2a_controller_http_requests_total{route=\"a2a\",status=\"200\"} 2"));
+        assert!(text.contains("operation=\"list\",backend=\"docker\",outcome=\"completed\"} 2"));
+        assert!(text.contains("backend=\"docker\",le=\"0.025\"} 1"));
+        assert!(text.contains("backend=\"docker\",le=\"5\"} 2"));
+        assert!(text.contains("backend=\"docker\",le=\"+Inf\"} 2"));
+        assert!(text.contains("a2a_controller_build_info{version="));
+    }
+}

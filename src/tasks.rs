@@ -1,0 +1,292 @@
+//! The bounded in-memory store of recent control tasks (for `GetTask`, `ListTasks`,
+//! `CancelTask`). Lost on restart by design: workers are never recorded here.
+//!
+//! A create's token is kept beside its task, never inside it, until the first reply that
+//! shows the task's artifacts; that reply takes it, so it is delivered exactly once.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+
+use serde_json::Value;
+
+use crate::a2a::{Task, TaskState};
+use crate::token::Token;
+
+pub const DEFAULT_CAPACITY: usize = 1024;
+
+struct Entry {
+    task: Task,
+    token: Option<Token>,
+    /// Order of the latest status change (larger = newer).
+    seq: u64,
+    status_millis: u64,
+}
+
+struct Inner {
+    tasks: HashMap<String, Entry>,
+    /// Task ids, oldest first.
+    order: VecDeque<String>,
+    next_seq: u64,
+}
+
+pub struct TaskStore {
+    inner: Mutex<Inner>,
+    capacity: usize,
+}
+
+/// Which tasks `ListTasks` wants.
+#[derive(Debug, Default)]
+pub struct Filter {
+    pub context_id: Option<String>,
+    pub state: Option<TaskState>,
+    pub status_after_millis: Option<u64>,
+    /// Only tasks whose status sequence is below this (the page token).
+    pub before_seq: Option<u64>,
+}
+
+pub struct Page {
+    pub tasks: Vec<Task>,
+    pub total: usize,
+    /// Sequence of the last task on the page when more follow.
+    pub next_seq: Option<u64>,
+}
+
+impl TaskStore {
+    pub fn new(capacity: usize) -> TaskStore {
+        TaskStore {
+            inner: Mutex::new(Inner {
+                tasks: HashMap::new(),
+                order: VecDeque::new(),
+                next_seq: 1,
+            }),
+            capacity: capacity.max(1),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Adds a task, evicting the oldest terminal task (else the oldest) when full.
+    pub fn insert(&self, task: Task, token: Option<Token>, status_millis: u64) {
+        let mut inner = self.lock();
+        while inner.tasks.len() >= self.capacity {
+            let victim = inner
+                .order
+                .iter()
+                .position(|id| {
+                    inner
+                        .tasks
+                        .get(id)
+                        .is_some_and(|e| e.task.status.state.is_terminal())
+                })
+                .unwrap_or(0);
+            let Some(id) = inner.order.remove(victim) else {
+                break;
+            };
+            inner.tasks.remove(&id);
+        }
+        let seq = inner.next_seq;
+        inner.next_seq += 1;
+        inner.order.push_back(task.id.clone());
+        inner.tasks.insert(
+            task.id.clone(),
+            Entry {
+                task,
+                token,
+                seq,
+                status_millis,
+            },
+        );
+    }
+
+    /// Replaces a task (a status change). Returns false if it was evicted meanwhile.
+    pub fn update(&self, task: Task, token: Option<Token>, status_millis: u64) -> bool {
+        let mut inner = self.lock();
+        let seq = inner.next_seq;
+        inner.next_seq += 1;
+        match inner.tasks.get_mut(&task.id) {
+            Some(entry) => {
+                *entry = Entry {
+                    task,
+                    token,
+                    seq,
+                    status_millis,
+                };
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The task as a reply shows it; with artifacts, a pending token is delivered now.
+    pub fn get(&self, id: &str, with_artifacts: bool) -> Option<Task> {
+        let mut inner = self.lock();
+        let entry = inner.tasks.get_mut(id)?;
+        Some(view(entry, with_artifacts))
+    }
+
+    /// Context id and state of a task, without delivering anything.
+    pub fn peek(&self, id: &str) -> Option<(String, TaskState)> {
+        let inner = self.lock();
+        inner
+            .tasks
+            .get(id)
+            .map(|e| (e.task.context_id.clone(), e.task.status.state))
+    }
+
+    /// Newest status first, `page_size` at most.
+    pub fn list(&self, filter: &Filter, page_size: usize, with_artifacts: bool) -> Page {
+        let mut inner = self.lock();
+        let mut matching: Vec<(u64, String)> = inner
+            .tasks
+            .values()
+            .filter(|e| {
+                filter
+                    .context_id
+                    .as_ref()
+                    .is_none_or(|c| &e.task.context_id == c)
+                    && filter.state.is_none_or(|s| e.task.status.state == s)
+                    && filter
+                        .status_after_millis
+                        .is_none_or(|after| e.status_millis > after)
+            })
+            .map(|e| (e.seq, e.task.id.clone()))
+            .collect();
+        let total = matching.len();
+        matching.sort_unstable_by_key(|(seq, _)| std::cmp::Reverse(*seq));
+        let rest: Vec<(u64, String)> = matching
+            .into_iter()
+            .filter(|(seq, _)| filter.before_seq.is_none_or(|b| *seq < b))
+            .collect();
+        let more = rest.len() > page_size;
+        let page: Vec<(u64, String)> = rest.into_iter().take(page_size).collect();
+        let next_seq = if more { page.last().map(|p| p.0) } else { None };
+        let tasks = page
+            .iter()
+            .filter_map(|(_, id)| inner.tasks.get_mut(id).map(|e| view(e, with_artifacts)))
+            .collect();
+        Page {
+            tasks,
+            total,
+            next_seq,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.lock().tasks.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+fn view(entry: &mut Entry, with_artifacts: bool) -> Task {
+    let mut task = entry.task.clone();
+    if !with_artifacts {
+        task.artifacts.clear();
+        return task;
+    }
+    if let Some(token) = entry.token.take() {
+        if let Some(Value::Object(data)) = task
+            .artifacts
+            .first_mut()
+            .and_then(|a| a.parts.first_mut())
+            .and_then(|p| p.data.as_mut())
+        {
+            data.insert("token".into(), Value::String(token.expose().to_string()));
+        }
+    }
+    task
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::a2a::{Artifact, Part, TaskStatus};
+    use serde_json::json;
+
+    fn task(id: &str, state: TaskState) -> Task {
+        Task {
+            id: id.into(),
+            context_id: "ctx".into(),
+            status: TaskStatus {
+                state,
+                timestamp: String::new(),
+                message: None,
+            },
+            artifacts: vec![Artifact {
+                artifact_id: "a".into(),
+                name: "result".into(),
+                parts: vec![Part::data(json!({"worker": {}}))],
+            }],
+            history: vec![],
+            metadata: None,
+        }
+    }
+
+    #[test]
+    fn token_is_delivered_once_and_only_with_artifacts() {
+        let store = TaskStore::new(4);
+        let token = Token::from_secret("s3cr3t".into());
+        store.insert(task("t1", TaskState::Completed), Some(token), 1);
+        let without = store.get("t1", false).unwrap();
+        assert!(without.artifacts.is_empty());
+        let first = store.get("t1", true).unwrap();
+        assert_eq!(
+            first.artifacts[0].parts[0].data.as_ref().unwrap()["token"],
+            "s3cr3t"
+        );
+        let second = store.get("t1", true).unwrap();
+        assert!(second.artifacts[0].parts[0]
+            .data
+            .as_ref()
+            .unwrap()
+            .get("token")
+            .is_none());
+    }
+
+    #[test]
+    fn bounded_evicting_terminal_tasks_first() {
+        let store = TaskStore::new(2);
+        store.insert(task("working", TaskState::Working), None, 1);
+        store.insert(task("done", TaskState::Completed), None, 2);
+        store.insert(task("new", TaskState::Completed), None, 3);
+        assert_eq!(store.len(), 2);
+        assert!(store.peek("working").is_some());
+        assert!(store.peek("done").is_none());
+    }
+
+    #[test]
+    fn pages_newest_first() {
+        let store = TaskStore::new(10);
+        for i in 0..5 {
+            store.insert(task(&format!("t{i}"), TaskState::Completed), None, i);
+        }
+        let p1 = store.list(&Filter::default(), 2, false);
+        assert_eq!(p1.total, 5);
+        let ids: Vec<_> = p1.tasks.iter().map(|t| t.id.as_str()).collect();
+        assert_eq!(ids, ["t4", "t3"]);
+        let p2 = store.list(
+            &Filter {
+                before_seq: p1.next_seq,
+                ..Filter::default()
+            },
+            2,
+            false,
+        );
+        let ids: Vec<_> = p2.tasks.iter().map(|t| t.id.as_str()).collect();
+        assert_eq!(ids, ["t2", "t1"]);
+        let p3 = store.list(
+            &Filter {
+                before_seq: p2.next_seq,
+                ..Filter::default()
+            },
+            2,
+            false,
+        );
+        assert_eq!(p3.tasks.len(), 1);
+        assert!(p3.next_seq.is_none());
+    }
+}

@@ -1,0 +1,122 @@
+//! Secrets: per-worker tokens and identifiers from the operating system's generator, and the
+//! constant-time comparison used for bearer tokens.
+
+use std::fmt;
+use std::fs::File;
+use std::io::{self, Read};
+
+/// Fills `buf` from the operating system's cryptographic generator.
+pub fn os_random(buf: &mut [u8]) -> io::Result<()> {
+    File::open("/dev/urandom")?.read_exact(buf)
+}
+
+/// A worker's bearer token: 256 random bits, hex-encoded (64 characters).
+///
+/// `Debug` and `Display` are redacted so that a token cannot reach a log line or an error
+/// message by accident; [`Token::expose`] is the one way to read it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Token(String);
+
+impl Token {
+    pub fn generate() -> io::Result<Token> {
+        let mut bytes = [0u8; 32];
+        os_random(&mut bytes)?;
+        Ok(Token(hex(&bytes)))
+    }
+
+    /// Wraps a token that already exists (for instance, the empty token of a local worker).
+    pub fn from_secret(secret: String) -> Token {
+        Token(secret)
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Token(<redacted>)")
+    }
+}
+
+impl fmt::Display for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// A random identifier of `bytes` random bytes, hex-encoded.
+pub fn random_hex(bytes: usize) -> io::Result<String> {
+    let mut buf = vec![0u8; bytes];
+    os_random(&mut buf)?;
+    Ok(hex(&buf))
+}
+
+/// A random RFC 4122 version-4 UUID, used for task, context, message and artifact ids.
+pub fn uuid_v4() -> io::Result<String> {
+    let mut b = [0u8; 16];
+    os_random(&mut b)?;
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let h = hex(&b);
+    Ok(format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    ))
+}
+
+pub fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(DIGITS[(b >> 4) as usize] as char);
+        out.push(DIGITS[(b & 0xf) as usize] as char);
+    }
+    out
+}
+
+/// Compares two byte strings in time that depends only on their lengths, never on where they
+/// first differ.
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let diff = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y));
+    std::hint::black_box(diff) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_256_bit_hex_and_distinct() {
+        let a = Token::generate().unwrap();
+        let b = Token::generate().unwrap();
+        assert_eq!(a.expose().len(), 64);
+        assert!(a.expose().bytes().all(|c| c.is_ascii_hexdigit()));
+        assert_ne!(a, b);
+        assert_eq!(format!("{a:?} {a}"), "Token(<redacted>) <redacted>");
+    }
+
+    #[test]
+    fn uuid_shape() {
+        let u = uuid_v4().unwrap();
+        assert_eq!(u.len(), 36);
+        assert_eq!(&u[14..15], "4");
+        assert!(matches!(&u[19..20], "8" | "9" | "a" | "b"));
+    }
+
+    #[test]
+    fn comparison() {
+        assert!(constant_time_eq(b"abc", b"abc"));
+        assert!(!constant_time_eq(b"abc", b"abd"));
+        assert!(!constant_time_eq(b"abc", b"abcd"));
+        assert!(constant_time_eq(b"", b""));
+    }
+}

@@ -1,0 +1,130 @@
+//! Control operations over the protocol: replies, every rejection, every failure code.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use a2a_worker_controller::backend::BackendError;
+use serde_json::json;
+
+use crate::support::*;
+
+#[test]
+fn create_list_stop() {
+    let c = controller();
+    let task = c.control(json!({"operation": "create", "task": "fix-login"}));
+    let data = reply_data(&task);
+    let worker = &data["worker"];
+    let token = data["token"].as_str().unwrap();
+    assert_eq!(token.len(), 64);
+    assert!(token.bytes().all(|b| b.is_ascii_hexdigit()));
+    assert_eq!(c.backend.tokens.lock().unwrap().as_slice(), [token.to_string()]);
+    for key in [
+        "worker_id", "task", "a2a_url", "backend", "state", "pane_id", "session_id", "created_at",
+        "reason",
+    ] {
+        assert!(worker[key].is_string(), "{key} in {worker}");
+    }
+    assert_eq!(worker["task"], "fix-login");
+    let id = worker["worker_id"].as_str().unwrap().to_string();
+
+    let second = c.control(json!({"operation": "create", "task": "second"}));
+    let second_id = reply_data(&second)["worker"]["worker_id"].clone();
+    let listed = reply_data(&c.control(json!({"operation": "list"})));
+    let ids: Vec<_> = listed["workers"].as_array().unwrap().iter().map(|w| w["worker_id"].clone()).collect();
+    assert_eq!(ids, [json!(id), second_id], "oldest first");
+    assert!(!listed.to_string().contains(token), "list never returns a token");
+
+    let stopped = reply_data(&c.control(json!({"operation": "stop", "worker_id": id})));
+    assert_eq!(stopped["worker"]["worker_id"], json!(id));
+    assert!(stopped.get("token").is_none());
+    assert_eq!(c.backend.count(), 1);
+}
+
+#[test]
+fn every_rejection_is_a_rejected_task_with_invalid_request() {
+    let c = controller();
+    let cases = [
+        json!({"message": message(vec![json!({"text": "create a worker please"})])}),
+        json!({"message": message(vec![json!({"data": [1, 2]})])}),
+        json!({"message": message(vec![json!({"data": {"op": "list"}})])}),
+        json!({"message": message(vec![json!({"data": {"operation": "explode"}})])}),
+        json!({"message": message(vec![json!({"data": {"operation": 3}})])}),
+        json!({"message": message(vec![json!({"data": {"operation": "create"}})])}),
+        json!({"message": message(vec![json!({"data": {"operation": "create", "task": ""}})])}),
+        json!({"message": message(vec![json!({"data": {"operation": "create", "task": 12}})])}),
+        json!({"message": message(vec![json!({"data": {"operation": "create", "task": "a\r\nb"}})])}),
+        json!({"message": message(vec![json!({"data": {"operation": "create", "task": "x".repeat(300)}})])}),
+        json!({"message": message(vec![json!({"data": {"operation": "stop"}})])}),
+        json!({"message": message(vec![json!({"data": {"operation": "stop", "worker_id": "a b"}})])}),
+        json!({"message": message(vec![json!({"data": {"operation": "stop", "worker_id": ["x"]}})])}),
+    ];
+    for params in cases {
+        let task = c.send(params.clone());
+        let e = control_error(&task, "TASK_STATE_REJECTED");
+        assert_eq!(e["code"], "invalid_request", "{params}");
+        assert!(task.get("artifacts").is_none());
+    }
+    assert_eq!(c.backend.count(), 0, "nothing created");
+}
+
+#[test]
+fn failures_carry_their_codes() {
+    let backend = Arc::new(FakeBackend::default());
+    let c = Builder::default().backend(backend.clone()).flag("-max-workers=2").start();
+
+    let e = control_error(
+        &c.control(json!({"operation": "stop", "worker_id": "doesnotexist"})),
+        "TASK_STATE_FAILED",
+    );
+    assert_eq!(e["code"], "not_found");
+
+    let first = reply_data(&c.control(json!({"operation": "create", "task": "t1"})));
+    let e = control_error(&c.control(json!({"operation": "create", "task": "t1"})), "TASK_STATE_FAILED");
+    assert_eq!(e["code"], "worker_exists");
+    assert_eq!(e["worker_id"], first["worker"]["worker_id"]);
+    assert_eq!(e["state"], "running");
+
+    reply_data(&c.control(json!({"operation": "create", "task": "t2"})));
+    let e = control_error(&c.control(json!({"operation": "create", "task": "t3"})), "TASK_STATE_FAILED");
+    assert_eq!(e["code"], "capacity");
+
+    for (error, code) in [
+        (BackendError::ImageNotFound("img:v1".into()), "image_not_found"),
+        (BackendError::NotReady("exited with code 1".into()), "not_ready"),
+        (BackendError::Internal("boom".into()), "internal"),
+    ] {
+        let stop = json!({"operation": "stop", "worker_id": first["worker"]["worker_id"]});
+        c.control(stop);
+        *backend.next_create_error.lock().unwrap() = Some(error);
+        let e = control_error(&c.control(json!({"operation": "create", "task": "t9"})), "TASK_STATE_FAILED");
+        assert_eq!(e["code"], code);
+        assert!(e["message"].as_str().unwrap().len() > 5);
+    }
+
+    backend.down.store(true, Ordering::SeqCst);
+    for data in [
+        json!({"operation": "list"}),
+        json!({"operation": "create", "task": "t4"}),
+        json!({"operation": "stop", "worker_id": "abc"}),
+    ] {
+        let e = control_error(&c.control(data), "TASK_STATE_FAILED");
+        assert_eq!(e["code"], "backend_unavailable");
+    }
+}
+
+#[test]
+fn racing_creates_for_one_task_give_one_worker() {
+    let backend = Arc::new(FakeBackend::default());
+    *backend.create_delay.lock().unwrap() = Duration::from_millis(50);
+    let c = Builder::default().backend(backend.clone()).flag("-http-threads=8").start();
+    let results: Vec<serde_json::Value> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..8)
+            .map(|_| s.spawn(|| c.control(json!({"operation": "create", "task": "same"}))))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let ok = results.iter().filter(|t| t["status"]["state"] == "TASK_STATE_COMPLETED").count();
+    assert_eq!(ok, 1);
+    assert_eq!(backend.count(), 1);
+}

@@ -1,0 +1,348 @@
+//! The harness: a controller started in this process on an ephemeral port with a test double
+//! of the backend trait, and a raw HTTP/1.1 client on a real socket.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use a2a_worker_controller::backend::{Backend, BackendError, CreateSpec, Worker, WorkerState};
+use a2a_worker_controller::settings::{self, Command, Settings};
+use serde_json::{json, Value};
+
+pub const TOKEN: &str = "test-token-0123456789abcdef";
+
+/// A backend test double: workers in a map, creates optionally slowed down or made to fail.
+/// It keeps the trait's contract (one worker per task, refused with `WorkerExists`;
+/// `NotFound` for unknown ids) so the layers above can be tested against it.
+#[derive(Default)]
+pub struct FakeBackend {
+    workers: Mutex<BTreeMap<String, Worker>>,
+    pub down: AtomicBool,
+    pub create_delay: Mutex<Duration>,
+    pub next_create_error: Mutex<Option<BackendError>>,
+    /// Every token handed to `create`, to check where tokens go.
+    pub tokens: Mutex<Vec<String>>,
+    clock: Mutex<u64>,
+}
+
+impl FakeBackend {
+    fn check_up(&self) -> Result<(), BackendError> {
+        if self.down.load(Ordering::SeqCst) {
+            Err(BackendError::Unavailable("test double is down".into()))
+        } else {
+            Ok(())
+        }
+    }
+
+    pub fn count(&self) -> usize {
+        self.workers.lock().unwrap().len()
+    }
+}
+
+impl Backend for FakeBackend {
+    fn name(&self) -> &'static str {
+        "docker"
+    }
+
+    fn create(&self, spec: &CreateSpec) -> Result<Worker, BackendError> {
+        self.check_up()?;
+        let delay = *self.create_delay.lock().unwrap();
+        std::thread::sleep(delay);
+        if let Some(e) = self.next_create_error.lock().unwrap().take() {
+            return Err(e);
+        }
+        self.tokens.lock().unwrap().push(spec.token.expose().to_string());
+        let mut workers = self.workers.lock().unwrap();
+        if let Some(w) = workers.values().find(|w| w.task == spec.task) {
+            return Err(BackendError::WorkerExists {
+                worker_id: w.worker_id.clone(),
+                state: w.state,
+            });
+        }
+        let mut clock = self.clock.lock().unwrap();
+        *clock += 1;
+        let worker = Worker {
+            worker_id: spec.worker_id.clone(),
+            task: spec.task.clone(),
+            a2a_url: format!("http://127.0.0.1:1/{}", spec.worker_id),
+            backend: "docker".into(),
+            state: WorkerState::Running,
+            pane_id: String::new(),
+            session_id: String::new(),
+            created_at: format!("2026-11-29T00:00:{:02}Z", *clock % 60),
+            reason: String::new(),
+        };
+        workers.insert(worker.worker_id.clone(), worker.clone());
+        Ok(worker)
+    }
+
+    fn list(&self) -> Result<Vec<Worker>, BackendError> {
+        self.check_up()?;
+        Ok(self.workers.lock().unwrap().values().cloned().collect())
+    }
+
+    fn stop(&self, worker_id: &str) -> Result<Worker, BackendError> {
+        self.check_up()?;
+        self.workers
+            .lock()
+            .unwrap()
+            .remove(worker_id)
+            .ok_or(BackendError::NotFound)
+    }
+
+    fn health(&self) -> Result<(), BackendError> {
+        self.check_up()
+    }
+}
+
+pub fn settings(extra: &[&str]) -> Settings {
+    let mut args = vec![
+        "-listen=127.0.0.1:0".to_string(),
+        format!("-a2a-auth-token={TOKEN}"),
+        "-a2a-public-url=http://controller.test:8080/".to_string(),
+        "-worker-image=a2a-echo-worker:dev".to_string(),
+        "-http-threads=4".to_string(),
+    ];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    match settings::parse(args, Vec::new()).expect("test settings") {
+        Command::Run(s) => *s,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Starts controllers for tests.
+#[derive(Default)]
+pub struct Builder {
+    flags: Vec<String>,
+    backend: Option<Arc<FakeBackend>>,
+}
+
+impl Builder {
+    pub fn flag(mut self, flag: &str) -> Self {
+        self.flags.push(flag.to_string());
+        self
+    }
+
+    pub fn backend(mut self, backend: Arc<FakeBackend>) -> Self {
+        self.backend = Some(backend);
+        self
+    }
+
+    /// Starts on a free port whose URL is also the public URL (for clients that follow the
+    /// Agent Card's interface URL).
+    pub fn start_with_public_url_of_listener(self) -> Controller {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("free port")
+            .port();
+        self.flag(&format!("-listen=127.0.0.1:{port}"))
+            .flag(&format!("-a2a-public-url=http://127.0.0.1:{port}"))
+            .start()
+    }
+
+    pub fn start(self) -> Controller {
+        let flags: Vec<&str> = self.flags.iter().map(String::as_str).collect();
+        let backend = self.backend.unwrap_or_default();
+        let running = a2a_worker_controller::start(&settings(&flags), backend.clone())
+            .expect("controller starts");
+        Controller {
+            addr: running.addr(),
+            running: Some(running),
+            backend,
+        }
+    }
+}
+
+pub struct Controller {
+    pub addr: SocketAddr,
+    pub running: Option<a2a_worker_controller::Running>,
+    pub backend: Arc<FakeBackend>,
+}
+
+impl Drop for Controller {
+    fn drop(&mut self) {
+        if let Some(r) = self.running.take() {
+            r.shutdown();
+        }
+    }
+}
+
+pub fn controller() -> Controller {
+    Builder::default().start()
+}
+
+impl Controller {
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// A JSON-RPC call with the right token; returns the whole response object.
+    pub fn rpc(&self, method: &str, params: Value) -> Value {
+        let body = json!({"jsonrpc": "2.0", "id": "r1", "method": method, "params": params});
+        self.post_json(&body.to_string(), &[])
+    }
+
+    pub fn post_json(&self, body: &str, extra_headers: &[(&str, &str)]) -> Value {
+        let auth = format!("Bearer {TOKEN}");
+        let mut headers = vec![
+            ("Authorization", auth.as_str()),
+            ("Content-Type", "application/json"),
+        ];
+        headers.extend_from_slice(extra_headers);
+        let r = request(self.addr, "POST", "/a2a", &headers, body.as_bytes());
+        assert_eq!(r.status, 200, "{}", r.text());
+        r.json()
+    }
+
+    /// SendMessage with one data part; returns `result.task`.
+    pub fn control(&self, data: Value) -> Value {
+        self.send(json!({"message": message(vec![json!({"data": data})])}))
+    }
+
+    pub fn send(&self, params: Value) -> Value {
+        let r = self.rpc("SendMessage", params);
+        assert!(r.get("error").is_none(), "unexpected error {r}");
+        r["result"]["task"].clone()
+    }
+
+    /// A JSON-RPC error object for a call expected to fail.
+    pub fn rpc_error(&self, method: &str, params: Value) -> Value {
+        let r = self.rpc(method, params);
+        assert!(r.get("result").is_none(), "expected an error, got {r}");
+        r["error"].clone()
+    }
+}
+
+pub fn message(parts: Vec<Value>) -> Value {
+    json!({"messageId": "m-1", "role": "ROLE_USER", "parts": parts})
+}
+
+/// The reply data of a completed control task.
+pub fn reply_data(task: &Value) -> Value {
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task}");
+    task["artifacts"][0]["parts"][0]["data"].clone()
+}
+
+/// The `{"error": ...}` of a rejected or failed control task, checking its state.
+pub fn control_error(task: &Value, state: &str) -> Value {
+    assert_eq!(task["status"]["state"], state, "{task}");
+    let parts = &task["status"]["message"]["parts"];
+    assert_eq!(task["status"]["message"]["role"], "ROLE_AGENT");
+    assert!(parts[0]["text"].is_string(), "{task}");
+    parts[1]["data"]["error"].clone()
+}
+
+pub fn error_reason(error: &Value) -> &str {
+    error["data"][0]["reason"].as_str().unwrap_or("")
+}
+
+#[derive(Debug)]
+pub struct HttpResponse {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl HttpResponse {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.text()))
+    }
+}
+
+/// One request on a fresh connection (`Connection: close`), read to the end.
+pub fn request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> HttpResponse {
+    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    if !body.is_empty() || method == "POST" {
+        head.push_str(&format!("Content-Length: {}\r\n", body.len()));
+    }
+    head.push_str("\r\n");
+    let mut raw = head.into_bytes();
+    raw.extend_from_slice(body);
+    raw_exchange(addr, &raw)
+}
+
+/// Sends bytes as they are and parses the response.
+pub fn raw_exchange(addr: SocketAddr, bytes: &[u8]) -> HttpResponse {
+    let mut stream = TcpStream::connect(addr).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    // The server may answer (e.g. 413) and close before it read everything we send.
+    let _ = stream.write_all(bytes);
+    let mut out = Vec::new();
+    let _ = stream.read_to_end(&mut out);
+    parse_response(&out)
+}
+
+pub fn parse_response(raw: &[u8]) -> HttpResponse {
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or_else(|| panic!("no response head in {:?}", String::from_utf8_lossy(raw)));
+    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
+    let mut lines = head.split("\r\n");
+    let status = lines
+        .next()
+        .and_then(|l| l.split(' ').nth(1))
+        .and_then(|s| s.parse().ok())
+        .expect("status line");
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .collect();
+    let mut body = raw[split + 4..].to_vec();
+    let chunked = headers
+        .iter()
+        .any(|(k, v)| k.eq_ignore_ascii_case("transfer-encoding") && v.contains("chunked"));
+    if chunked {
+        body = dechunk(&body);
+    }
+    HttpResponse {
+        status,
+        headers,
+        body,
+    }
+}
+
+fn dechunk(mut b: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let Some(eol) = b.windows(2).position(|w| w == b"\r\n") else {
+            return out;
+        };
+        let size = usize::from_str_radix(
+            String::from_utf8_lossy(&b[..eol]).split(';').next().unwrap().trim(),
+            16,
+        )
+        .unwrap_or(0);
+        if size == 0 || b.len() < eol + 2 + size {
+            return out;
+        }
+        out.extend_from_slice(&b[eol + 2..eol + 2 + size]);
+        b = &b[(eol + 4 + size).min(b.len())..];
+    }
+}

@@ -1,0 +1,79 @@
+"""Interoperability with the official A2A Python SDK (a2a-sdk 1.3.0).
+
+Usage: sdk_interop.py BASE_URL TOKEN
+
+Reads the controller's Agent Card with the SDK's card resolver, sends a `list` control request
+with SendMessage (bearer header on every call), then a `create`, reads that task back with
+GetTask and lists tasks, checking the reply shapes as the SDK parses them.
+Exits non-zero with a message on any mismatch.
+"""
+
+import asyncio
+import sys
+
+import httpx
+from google.protobuf import struct_pb2
+from google.protobuf.json_format import MessageToDict
+from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
+from a2a.helpers.proto_helpers import new_message
+from a2a.types import GetTaskRequest, ListTasksRequest, Part, Role, SendMessageRequest
+
+
+def check(cond, what):
+    if not cond:
+        raise SystemExit(f"interop check failed: {what}")
+
+
+async def send(client, data):
+    value = struct_pb2.Value()
+    value.struct_value.update(data)
+    msg = new_message([Part(data=value)], role=Role.ROLE_USER)
+    events = [e async for e in client.send_message(SendMessageRequest(message=msg))]
+    check(len(events) == 1, f"one response, got {len(events)}")
+    check(events[0].HasField("task"), "the result is a task")
+    return events[0].task
+
+
+async def main(base, token):
+    headers = {"Authorization": f"Bearer {token}"}
+    async with httpx.AsyncClient(headers=headers, timeout=30) as http:
+        card = await A2ACardResolver(http, base).get_agent_card()
+        check(card.supported_interfaces[0].url == f"{base}/a2a", "card interface URL")
+        check(card.supported_interfaces[0].protocol_version == "1.0", "protocolVersion 1.0")
+        check([s.id for s in card.skills] == ["create", "list", "stop"], "skills")
+        check("bearer" in card.security_schemes, "bearer scheme")
+        check(not card.capabilities.streaming, "no streaming")
+
+        factory = ClientFactory(ClientConfig(httpx_client=http, streaming=False))
+        client = await factory.create_from_url(base)
+
+        task = await send(client, {"operation": "list"})
+        check(task.status.state == 3, f"COMPLETED, got {task.status.state}")  # TASK_STATE_COMPLETED
+        data = MessageToDict(task.artifacts[0].parts[0].data)
+        check(data == {"workers": []}, f"list reply data: {data}")
+        check(task.id and task.context_id, "ids")
+
+        task = await send(client, {"operation": "create", "task": "sdk-interop"})
+        data = MessageToDict(task.artifacts[0].parts[0].data)
+        check(len(data.get("token", "")) == 64, "create returns a 64-hex token")
+        worker = data["worker"]
+        check(sorted(worker) == sorted(["worker_id", "task", "a2a_url", "backend", "state",
+                                        "pane_id", "session_id", "created_at", "reason"]),
+              f"worker fields: {sorted(worker)}")
+
+        again = await client.get_task(GetTaskRequest(id=task.id))
+        data = MessageToDict(again.artifacts[0].parts[0].data)
+        check("token" not in data, "GetTask does not return the token again")
+
+        listed = await client.list_tasks(ListTasksRequest(page_size=10))
+        check(len(listed.tasks) == 2, f"two tasks listed, got {len(listed.tasks)}")
+
+        bad = await send(client, {"operation": "explode"})
+        check(bad.status.state == 7, f"REJECTED, got {bad.status.state}")  # TASK_STATE_REJECTED
+        err = MessageToDict(bad.status.message.parts[1].data)["error"]
+        check(err["code"] == "invalid_request", f"error code: {err}")
+    print("a2a-sdk interop: ok")
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1].rstrip("/"), sys.argv[2]))
