@@ -1,10 +1,19 @@
 #!/usr/bin/env bash
-# Runs every test: formatting, lints, unit and integration tests (including the official
-# Python A2A SDK interop test, in a virtualenv created here when missing).
+# Runs every test: formatting, lints, unit and integration tests, the official Python A2A SDK
+# interop test (in a virtualenv created here when missing), the Docker suite against a real
+# engine, and a smoke test that runs scripts/run.sh and its printed commands verbatim.
+#
+# The Docker engine: A2A_TEST_DOCKER_HOST if set; else the system engine if it answers; else,
+# as root with dockerd installed, a private dockerd started here and stopped at the end.
+# Without any engine the Docker suite is skipped, loudly; A2A_REQUIRE_DOCKER=1 (CI) makes
+# that a failure instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 step() { printf '\n== %s\n' "$*"; }
+cleanup_tasks=()
+cleanup() { for c in "${cleanup_tasks[@]}"; do eval "$c" || true; done; }
+trap cleanup EXIT
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
@@ -21,8 +30,58 @@ fi
 export A2A_TEST_PYTHON="$PWD/$venv/bin/python"
 export A2A_REQUIRE_PYTHON=1
 
+step "Docker engine"
+ping_engine() { curl -sf --max-time 3 --unix-socket "${1#unix://}" http://docker/_ping >/dev/null 2>&1; }
+if [ -z "${A2A_TEST_DOCKER_HOST:-}" ]; then
+  if ping_engine unix:///var/run/docker.sock; then
+    export A2A_TEST_DOCKER_HOST=unix:///var/run/docker.sock
+  elif [ "$(id -u)" = 0 ] && command -v dockerd >/dev/null; then
+    dockerd_dir=$(mktemp -d /tmp/a2a-test-dockerd.XXXXXX)
+    cleanup_tasks+=("scripts/dockerd.sh stop $dockerd_dir; rm -rf $dockerd_dir 2>/dev/null")
+    export A2A_TEST_DOCKER_HOST=$(scripts/dockerd.sh start "$dockerd_dir")
+  fi
+fi
+if [ -n "${A2A_TEST_DOCKER_HOST:-}" ]; then
+  ping_engine "$A2A_TEST_DOCKER_HOST" || { echo "no engine answers at $A2A_TEST_DOCKER_HOST" >&2; exit 1; }
+  echo "engine: $A2A_TEST_DOCKER_HOST"
+  export A2A_REQUIRE_DOCKER=1
+  DOCKER_HOST=$A2A_TEST_DOCKER_HOST scripts/build-worker-image.sh a2a-echo-worker:dev
+elif [ "${A2A_REQUIRE_DOCKER:-}" = 1 ]; then
+  echo "A2A_REQUIRE_DOCKER=1 but no Docker engine is available" >&2
+  exit 1
+else
+  cat >&2 <<'EOT'
+########################################################################
+##  SKIPPING THE DOCKER SUITE: no Docker engine is available here.   ##
+##  Set A2A_TEST_DOCKER_HOST=unix:///path/docker.sock, start Docker, ##
+##  or run as root with dockerd installed (apt-get install docker.io)##
+########################################################################
+EOT
+fi
+
 step "cargo test"
 cargo test --locked --all-targets -- --test-threads=4
+
+if [ -n "${A2A_TEST_DOCKER_HOST:-}" ]; then
+  step "scripts/run.sh smoke test: its printed commands, verbatim"
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  out=$(mktemp); err=$(mktemp)
+  DOCKER_HOST=$A2A_TEST_DOCKER_HOST PORT=$port A2A_AUTH_TOKEN= scripts/run.sh >"$out" 2>"$err" &
+  run_pid=$!
+  cleanup_tasks+=("kill $run_pid 2>/dev/null")
+  for _ in $(seq 1 600); do
+    curl -sf "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && grep -q -- '^--- end ---$' "$out" && break
+    kill -0 "$run_pid" 2>/dev/null || { cat "$out" "$err" >&2; exit 1; }
+    sleep 0.5
+  done
+  sed -n '/^--- commands ---$/,/^--- end ---$/p' "$out" | sed '1d;$d' >"$out.sh"
+  result=$(bash -e "$out.sh")
+  echo "$result" | cut -c1-160
+  [ "$(echo "$result" | grep -c '"state":"TASK_STATE_COMPLETED"')" = 4 ] || { echo "run.sh commands did not all complete" >&2; exit 1; }
+  echo "$result" | grep -q '"text":"hello worker"' || { echo "the worker did not answer" >&2; exit 1; }
+  kill "$run_pid"; wait "$run_pid" || true
+  if grep -q "$(cat target/run/a2a-auth-token)" "$out" "$err"; then echo "run.sh printed its token" >&2; exit 1; fi
+fi
 
 echo
 echo "all tests passed"

@@ -13,9 +13,7 @@ pub enum Failure {
 impl Failure {
     pub fn message(self) -> &'static str {
         match self {
-            Failure::Missing => {
-                "missing Authorization header: send Authorization: Bearer <A2A_AUTH_TOKEN>"
-            }
+            Failure::Missing => "missing Authorization header: send Authorization: Bearer <token>",
             Failure::WrongScheme => "the Authorization scheme must be Bearer",
             Failure::WrongToken => "the bearer token is not valid",
         }

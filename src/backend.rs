@@ -133,8 +133,20 @@ pub trait Backend: Send + Sync {
 pub fn from_settings(
     settings: &crate::settings::Settings,
 ) -> Result<std::sync::Arc<dyn Backend>, String> {
-    Err(format!(
-        "backend {:?} is not built into this version yet; no worker can be started",
-        settings.backend.as_str()
-    ))
+    use crate::settings::BackendKind;
+    match (settings.backend, &settings.container, &settings.docker) {
+        (BackendKind::Docker, Some(container), Some(docker)) => {
+            Ok(std::sync::Arc::new(crate::docker::DockerBackend::new(
+                &settings.controller_id,
+                container.clone(),
+                docker.clone(),
+                settings.worker_ready_timeout,
+                settings.anthropic_auth_token.clone(),
+            )))
+        }
+        (kind, _, _) => Err(format!(
+            "backend {:?} is not built into this version yet; no worker can be started (use -backend=docker)",
+            kind.as_str()
+        )),
+    }
 }

@@ -11,8 +11,14 @@ pub mod backend;
 pub mod card;
 /// Control operations over the backend seam.
 pub mod control;
+/// The Docker backend.
+pub mod docker;
+/// The Docker Engine API client.
+pub mod docker_engine;
 /// The HTTP layer behind a small request/response interface.
 pub mod http;
+/// Ownership labels on containers and pods.
+pub mod labels;
 /// Prometheus metrics.
 pub mod metrics;
 /// A2A v1.0 JSON-RPC: envelope, service parameters, methods.
@@ -29,6 +35,10 @@ pub mod tasks;
 pub mod time;
 /// Tokens, random ids and constant-time comparison.
 pub mod token;
+/// A ureq transport over a Unix socket (for the Docker Engine).
+pub mod unix_socket;
+/// The environment a container or pod worker receives.
+pub mod worker_env;
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -126,7 +136,7 @@ pub fn run(settings: &Settings) -> Result<(), Error> {
     let name = backend.name();
     let running = start(settings, backend)?;
     log::info!(
-        "a2a-worker-controller {} listening on {} (backend {name}, controller id {:?}, public URL {})",
+        "{} listening on {} (backend {name}, controller id {:?}, public URL {})",
         settings::version_text(),
         running.addr(),
         settings.controller_id,
@@ -169,6 +179,16 @@ pub fn init_logging() {
     for module in ["ureq", "ureq_proto", "rustls"] {
         builder.filter_module(module, log::LevelFilter::Info);
     }
-    builder.format_timestamp_millis();
+    builder.format(|buf, record| {
+        use std::io::Write;
+        writeln!(
+            buf,
+            "{} {:<5} {}: {}",
+            time::rfc3339_millis(time::now_millis()),
+            record.level(),
+            record.target(),
+            record.args()
+        )
+    });
     let _ = builder.try_init();
 }

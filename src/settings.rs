@@ -561,17 +561,24 @@ impl Raw {
 
     fn docker(&self) -> Result<DockerSettings, Error> {
         let host = self.get("DOCKER_HOST");
-        let socket =
-            match host.strip_prefix("unix://") {
-                Some(path) if path.starts_with('/') => PathBuf::from(path),
-                _ => return Err(invalid(
+        let socket = match host.strip_prefix("unix://") {
+            Some(path) if path.starts_with('/') => PathBuf::from(path),
+            _ => {
+                return Err(invalid(
                     "DOCKER_HOST",
                     format!(
                         "{host:?} is not unix:///absolute/path (only Unix sockets are supported)"
                     ),
-                )),
-            };
+                ))
+            }
+        };
         let publish_host: IpAddr = self.number("WORKER_PUBLISH_HOST", "an IP address")?;
+        if publish_host.is_unspecified() {
+            return Err(invalid(
+                "WORKER_PUBLISH_HOST",
+                format!("{publish_host} means all interfaces; workers are published on one address only (e.g. 127.0.0.1)"),
+            ));
+        }
         let network = self.optional("DOCKER_NETWORK");
         if let Some(n) = &network {
             if n.bytes()

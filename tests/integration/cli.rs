@@ -13,12 +13,26 @@ fn help_and_version() {
     let out = bin().arg("--help").output().unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
-    for s in ["A2A_AUTH_TOKEN", "-a2a-public-url", "LISTEN", "127.0.0.1:8080", "WORKER_READY_TIMEOUT", "60s", "LOCAL_WEZTERM"] {
+    for s in [
+        "A2A_AUTH_TOKEN",
+        "-a2a-public-url",
+        "LISTEN",
+        "127.0.0.1:8080",
+        "WORKER_READY_TIMEOUT",
+        "60s",
+        "LOCAL_WEZTERM",
+    ] {
         assert!(text.contains(s), "{s}");
     }
     let out = bin().arg("-version").output().unwrap();
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.starts_with(&format!("a2a-worker-controller {} (commit ", env!("CARGO_PKG_VERSION"))), "{text}");
+    assert!(
+        text.starts_with(&format!(
+            "a2a-worker-controller {} (commit ",
+            env!("CARGO_PKG_VERSION")
+        )),
+        "{text}"
+    );
 }
 
 fn refusal(args: &[&str], env: &[(&str, &str)]) -> String {
@@ -31,15 +45,38 @@ fn refusal(args: &[&str], env: &[(&str, &str)]) -> String {
 
 #[test]
 fn refusals_are_one_line_naming_the_setting() {
-    let ok = [("A2A_AUTH_TOKEN", "0123456789abcdef-secret"), ("A2A_PUBLIC_URL", "http://localhost:8080")];
+    let ok = [
+        ("A2A_AUTH_TOKEN", "0123456789abcdef-secret"),
+        ("A2A_PUBLIC_URL", "http://localhost:8080"),
+    ];
     assert!(refusal(&[], &[]).contains("A2A_AUTH_TOKEN"));
-    let e = refusal(&[], &[("A2A_AUTH_TOKEN", "tooshort"), ("A2A_PUBLIC_URL", "http://x")]);
-    assert!(e.contains("A2A_AUTH_TOKEN") && !e.contains("tooshort"), "{e}");
+    let e = refusal(
+        &[],
+        &[
+            ("A2A_AUTH_TOKEN", "tooshort"),
+            ("A2A_PUBLIC_URL", "http://x"),
+        ],
+    );
+    assert!(
+        e.contains("A2A_AUTH_TOKEN") && !e.contains("tooshort"),
+        "{e}"
+    );
     assert!(refusal(&["-a2a-public-url=localhost:8080"], &ok).contains("A2A_PUBLIC_URL"));
     assert!(refusal(&["--listen", "8080"], &ok).contains("LISTEN"));
     assert!(refusal(&["--bogus=1"], &ok).contains("unknown flag"));
     assert!(refusal(&["stray"], &ok).contains("unknown flag"));
-    assert!(refusal(&[], &ok).contains("WORKER_IMAGE"), "docker needs an image");
-    let e = refusal(&["-backend=local", "-local-task-dir=/tmp", "-local-command=x", "-local-wezterm=wezterm"], &ok);
+    assert!(
+        refusal(&[], &ok).contains("WORKER_IMAGE"),
+        "docker needs an image"
+    );
+    let e = refusal(
+        &[
+            "-backend=local",
+            "-local-task-dir=/tmp",
+            "-local-command=x",
+            "-local-wezterm=wezterm",
+        ],
+        &ok,
+    );
     assert!(e.contains("LOCAL_WEZTERM"));
 }

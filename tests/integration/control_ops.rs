@@ -18,9 +18,19 @@ fn create_list_stop() {
     let token = data["token"].as_str().unwrap();
     assert_eq!(token.len(), 64);
     assert!(token.bytes().all(|b| b.is_ascii_hexdigit()));
-    assert_eq!(c.backend.tokens.lock().unwrap().as_slice(), [token.to_string()]);
+    assert_eq!(
+        c.backend.tokens.lock().unwrap().as_slice(),
+        [token.to_string()]
+    );
     for key in [
-        "worker_id", "task", "a2a_url", "backend", "state", "pane_id", "session_id", "created_at",
+        "worker_id",
+        "task",
+        "a2a_url",
+        "backend",
+        "state",
+        "pane_id",
+        "session_id",
+        "created_at",
         "reason",
     ] {
         assert!(worker[key].is_string(), "{key} in {worker}");
@@ -31,9 +41,17 @@ fn create_list_stop() {
     let second = c.control(json!({"operation": "create", "task": "second"}));
     let second_id = reply_data(&second)["worker"]["worker_id"].clone();
     let listed = reply_data(&c.control(json!({"operation": "list"})));
-    let ids: Vec<_> = listed["workers"].as_array().unwrap().iter().map(|w| w["worker_id"].clone()).collect();
+    let ids: Vec<_> = listed["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["worker_id"].clone())
+        .collect();
     assert_eq!(ids, [json!(id), second_id], "oldest first");
-    assert!(!listed.to_string().contains(token), "list never returns a token");
+    assert!(
+        !listed.to_string().contains(token),
+        "list never returns a token"
+    );
 
     let stopped = reply_data(&c.control(json!({"operation": "stop", "worker_id": id})));
     assert_eq!(stopped["worker"]["worker_id"], json!(id));
@@ -71,7 +89,10 @@ fn every_rejection_is_a_rejected_task_with_invalid_request() {
 #[test]
 fn failures_carry_their_codes() {
     let backend = Arc::new(FakeBackend::default());
-    let c = Builder::default().backend(backend.clone()).flag("-max-workers=2").start();
+    let c = Builder::default()
+        .backend(backend.clone())
+        .flag("-max-workers=2")
+        .start();
 
     let e = control_error(
         &c.control(json!({"operation": "stop", "worker_id": "doesnotexist"})),
@@ -80,24 +101,39 @@ fn failures_carry_their_codes() {
     assert_eq!(e["code"], "not_found");
 
     let first = reply_data(&c.control(json!({"operation": "create", "task": "t1"})));
-    let e = control_error(&c.control(json!({"operation": "create", "task": "t1"})), "TASK_STATE_FAILED");
+    let e = control_error(
+        &c.control(json!({"operation": "create", "task": "t1"})),
+        "TASK_STATE_FAILED",
+    );
     assert_eq!(e["code"], "worker_exists");
     assert_eq!(e["worker_id"], first["worker"]["worker_id"]);
     assert_eq!(e["state"], "running");
 
     reply_data(&c.control(json!({"operation": "create", "task": "t2"})));
-    let e = control_error(&c.control(json!({"operation": "create", "task": "t3"})), "TASK_STATE_FAILED");
+    let e = control_error(
+        &c.control(json!({"operation": "create", "task": "t3"})),
+        "TASK_STATE_FAILED",
+    );
     assert_eq!(e["code"], "capacity");
 
     for (error, code) in [
-        (BackendError::ImageNotFound("img:v1".into()), "image_not_found"),
-        (BackendError::NotReady("exited with code 1".into()), "not_ready"),
+        (
+            BackendError::ImageNotFound("img:v1".into()),
+            "image_not_found",
+        ),
+        (
+            BackendError::NotReady("exited with code 1".into()),
+            "not_ready",
+        ),
         (BackendError::Internal("boom".into()), "internal"),
     ] {
         let stop = json!({"operation": "stop", "worker_id": first["worker"]["worker_id"]});
         c.control(stop);
         *backend.next_create_error.lock().unwrap() = Some(error);
-        let e = control_error(&c.control(json!({"operation": "create", "task": "t9"})), "TASK_STATE_FAILED");
+        let e = control_error(
+            &c.control(json!({"operation": "create", "task": "t9"})),
+            "TASK_STATE_FAILED",
+        );
         assert_eq!(e["code"], code);
         assert!(e["message"].as_str().unwrap().len() > 5);
     }
@@ -117,14 +153,20 @@ fn failures_carry_their_codes() {
 fn racing_creates_for_one_task_give_one_worker() {
     let backend = Arc::new(FakeBackend::default());
     *backend.create_delay.lock().unwrap() = Duration::from_millis(50);
-    let c = Builder::default().backend(backend.clone()).flag("-http-threads=8").start();
+    let c = Builder::default()
+        .backend(backend.clone())
+        .flag("-http-threads=8")
+        .start();
     let results: Vec<serde_json::Value> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..8)
             .map(|_| s.spawn(|| c.control(json!({"operation": "create", "task": "same"}))))
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
-    let ok = results.iter().filter(|t| t["status"]["state"] == "TASK_STATE_COMPLETED").count();
+    let ok = results
+        .iter()
+        .filter(|t| t["status"]["state"] == "TASK_STATE_COMPLETED")
+        .count();
     assert_eq!(ok, 1);
     assert_eq!(backend.count(), 1);
 }

@@ -17,7 +17,10 @@ fn authentication() {
         (None, ""),
         (Some(format!("Basic {TOKEN}")), ""),
         (Some(TOKEN.to_string()), ""),
-        (Some("Bearer wrong-token-0123456789".into()), "invalid_token"),
+        (
+            Some("Bearer wrong-token-0123456789".into()),
+            "invalid_token",
+        ),
         (Some(format!("Bearer {TOKEN}x")), "invalid_token"),
     ];
     for (auth, error) in cases {
@@ -35,10 +38,19 @@ fn authentication() {
         assert!(!r.text().contains(TOKEN));
     }
     let auth = format!("Bearer {TOKEN}");
-    let r = request(c.addr, "POST", "/a2a/", &[("Authorization", &auth)], LIST.as_bytes());
+    let r = request(
+        c.addr,
+        "POST",
+        "/a2a/",
+        &[("Authorization", &auth)],
+        LIST.as_bytes(),
+    );
     assert_eq!(r.status, 200);
     assert_eq!(r.header("Content-Type"), Some("application/json"));
-    assert_eq!(r.json()["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED");
+    assert_eq!(
+        r.json()["result"]["task"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
 }
 
 #[test]
@@ -47,7 +59,12 @@ fn routes_and_methods() {
     for (method, path, status, allow) in [
         ("GET", "/a2a", 405, Some("POST")),
         ("PUT", "/a2a/", 405, Some("POST")),
-        ("POST", "/.well-known/agent-card.json", 405, Some("GET, HEAD")),
+        (
+            "POST",
+            "/.well-known/agent-card.json",
+            405,
+            Some("GET, HEAD"),
+        ),
         ("DELETE", "/healthz", 405, Some("GET, HEAD")),
         ("POST", "/metrics", 405, Some("GET, HEAD")),
         ("GET", "/nope", 404, None),
@@ -86,7 +103,13 @@ fn body_limit() {
     big.push_str(&"x".repeat((1 << 20) - big.len() - 3));
     big.push_str("\"}}");
     assert_eq!(big.len(), 1 << 20);
-    let r = request(c.addr, "POST", "/a2a", &[("Authorization", &auth)], big.as_bytes());
+    let r = request(
+        c.addr,
+        "POST",
+        "/a2a",
+        &[("Authorization", &auth)],
+        big.as_bytes(),
+    );
     assert_eq!(r.status, 200);
     assert!(r.json()["result"].is_object());
 
@@ -96,12 +119,15 @@ fn body_limit() {
     assert_eq!(r.status, 413);
 
     // A declared length over the cap is refused without waiting for the body.
-    let raw = "POST /a2a HTTP/1.1\r\nHost: x\r\nContent-Length: 2000000\r\nConnection: close\r\n\r\n{}";
+    let raw =
+        "POST /a2a HTTP/1.1\r\nHost: x\r\nContent-Length: 2000000\r\nConnection: close\r\n\r\n{}";
     let r = raw_exchange(c.addr, raw.as_bytes());
     assert_eq!(r.status, 413);
 
     // A chunked body is capped like any other.
-    let mut chunked = b"POST /a2a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n".to_vec();
+    let mut chunked =
+        b"POST /a2a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+            .to_vec();
     for _ in 0..17 {
         chunked.extend_from_slice(format!("{:x}\r\n", 65536).as_bytes());
         chunked.extend_from_slice(&[b' '; 65536]);
@@ -123,14 +149,24 @@ fn agent_card_v1_shape_and_validators() {
     let etag = r.header("ETag").unwrap().to_string();
     let card = r.json();
     for key in [
-        "name", "description", "version", "supportedInterfaces", "capabilities",
-        "defaultInputModes", "defaultOutputModes", "skills",
+        "name",
+        "description",
+        "version",
+        "supportedInterfaces",
+        "capabilities",
+        "defaultInputModes",
+        "defaultOutputModes",
+        "skills",
     ] {
         assert!(card.get(key).is_some(), "required {key}");
     }
     for v03 in [
-        "url", "preferredTransport", "protocolVersion", "additionalInterfaces",
-        "supportsAuthenticatedExtendedCard", "security",
+        "url",
+        "preferredTransport",
+        "protocolVersion",
+        "additionalInterfaces",
+        "supportsAuthenticatedExtendedCard",
+        "security",
     ] {
         assert!(card.get(v03).is_none(), "v0.3 field {v03}");
     }
@@ -142,9 +178,20 @@ fn agent_card_v1_shape_and_validators() {
         card["capabilities"],
         json!({"streaming": false, "pushNotifications": false, "extendedAgentCard": false, "extensions": []})
     );
-    assert_eq!(card["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"], "Bearer");
-    assert_eq!(card["securityRequirements"], json!([{"schemes": {"bearer": {"list": []}}}]));
-    let skills: Vec<_> = card["skills"].as_array().unwrap().iter().map(|s| s["id"].clone()).collect();
+    assert_eq!(
+        card["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"],
+        "Bearer"
+    );
+    assert_eq!(
+        card["securityRequirements"],
+        json!([{"schemes": {"bearer": {"list": []}}}])
+    );
+    let skills: Vec<_> = card["skills"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].clone())
+        .collect();
     assert_eq!(skills, [json!("create"), json!("list"), json!("stop")]);
     for skill in card["skills"].as_array().unwrap() {
         assert!(!skill["tags"].as_array().unwrap().is_empty());
@@ -154,11 +201,23 @@ fn agent_card_v1_shape_and_validators() {
         assert!(example["parts"][0]["data"]["operation"].is_string());
     }
 
-    let r = request(c.addr, "GET", "/.well-known/agent-card.json", &[("If-None-Match", &etag)], b"");
+    let r = request(
+        c.addr,
+        "GET",
+        "/.well-known/agent-card.json",
+        &[("If-None-Match", &etag)],
+        b"",
+    );
     assert_eq!(r.status, 304);
     assert!(r.body.is_empty());
     assert_eq!(r.header("ETag"), Some(etag.as_str()));
-    let r = request(c.addr, "GET", "/.well-known/agent-card.json", &[("If-None-Match", "\"other\"")], b"");
+    let r = request(
+        c.addr,
+        "GET",
+        "/.well-known/agent-card.json",
+        &[("If-None-Match", "\"other\"")],
+        b"",
+    );
     assert_eq!(r.status, 200);
 }
 
@@ -172,7 +231,10 @@ fn metrics_count_requests_and_operations_without_tasks_or_tokens() {
     let r = request(c.addr, "GET", "/metrics", &[], b"");
     assert_eq!(r.status, 200);
     let text = r.text();
-    assert!(text.contains("a2a_controller_http_requests_total{route=\"a2a\",status=\"200\"} 2"), "{text}");
+    assert!(
+        text.contains("a2a_controller_http_requests_total{route=\"a2a\",status=\"200\"} 2"),
+        "{text}"
+    );
     assert!(text.contains("route=\"not_found\",status=\"404\"} 1"));
     assert!(text.contains(
         "a2a_controller_control_operations_total{operation=\"create\",backend=\"docker\",outcome=\"completed\"} 1"
@@ -191,12 +253,24 @@ fn shutdown_finishes_requests_in_flight() {
         let auth = format!("Bearer {TOKEN}");
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
             "params": {"message": message(vec![json!({"data": {"operation": "create", "task": "late"}})])}});
-        request(addr, "POST", "/a2a", &[("Authorization", &auth)], body.to_string().as_bytes())
+        request(
+            addr,
+            "POST",
+            "/a2a",
+            &[("Authorization", &auth)],
+            body.to_string().as_bytes(),
+        )
     });
     std::thread::sleep(Duration::from_millis(200));
     let running = c.running.take().unwrap();
-    assert!(running.shutdown(), "all in-flight requests finished within the grace period");
+    assert!(
+        running.shutdown(),
+        "all in-flight requests finished within the grace period"
+    );
     let r = in_flight.join().unwrap();
     assert_eq!(r.status, 200);
-    assert_eq!(r.json()["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED");
+    assert_eq!(
+        r.json()["result"]["task"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
 }

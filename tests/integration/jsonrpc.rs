@@ -19,13 +19,19 @@ fn envelope_errors() {
     assert_eq!(r["jsonrpc"], "2.0");
 
     for (body, id) in [
-        (r#"[{"jsonrpc":"2.0","id":1,"method":"ListTasks"}]"#, Value::Null),
+        (
+            r#"[{"jsonrpc":"2.0","id":1,"method":"ListTasks"}]"#,
+            Value::Null,
+        ),
         (r#""just a string""#, Value::Null),
         (r#"{"jsonrpc":"1.0","id":7,"method":"ListTasks"}"#, json!(7)),
         (r#"{"id":"a","method":"ListTasks"}"#, json!("a")),
         (r#"{"jsonrpc":"2.0","id":"a"}"#, json!("a")),
         (r#"{"jsonrpc":"2.0","id":"a","method":5}"#, json!("a")),
-        (r#"{"jsonrpc":"2.0","id":{"x":1},"method":"ListTasks"}"#, Value::Null),
+        (
+            r#"{"jsonrpc":"2.0","id":{"x":1},"method":"ListTasks"}"#,
+            Value::Null,
+        ),
         (r#"{"jsonrpc":"2.0","method":"ListTasks"}"#, Value::Null),
     ] {
         let r = raw_error(&c, body);
@@ -33,10 +39,16 @@ fn envelope_errors() {
         assert_eq!(r["id"], id, "{body}");
     }
 
-    let r = raw_error(&c, r#"{"jsonrpc":"2.0","id":3,"method":"tasks/get","params":{}}"#);
+    let r = raw_error(
+        &c,
+        r#"{"jsonrpc":"2.0","id":3,"method":"tasks/get","params":{}}"#,
+    );
     assert_eq!(r["error"]["code"], -32601);
     assert_eq!(r["id"], 3);
-    let r = raw_error(&c, r#"{"jsonrpc":"2.0","id":null,"method":"ListTasks","params":[1]}"#);
+    let r = raw_error(
+        &c,
+        r#"{"jsonrpc":"2.0","id":null,"method":"ListTasks","params":[1]}"#,
+    );
     assert_eq!(r["error"]["code"], -32602);
     assert_eq!(r["id"], Value::Null);
 }
@@ -101,10 +113,16 @@ fn a2a_specific_errors_carry_error_info() {
     let e = c.rpc_error("GetTask", json!({"id": "no-such-task"}));
     assert_eq!(e["code"], -32001);
     assert_eq!(error_reason(&e), "TASK_NOT_FOUND");
-    assert_eq!(e["data"][0]["@type"], "type.googleapis.com/google.rpc.ErrorInfo");
+    assert_eq!(
+        e["data"][0]["@type"],
+        "type.googleapis.com/google.rpc.ErrorInfo"
+    );
     assert_eq!(e["data"][0]["domain"], "a2a-protocol.org");
     assert_eq!(e["data"][0]["metadata"]["taskId"], "no-such-task");
-    assert_eq!(c.rpc_error("CancelTask", json!({"id": "x"}))["code"], -32001);
+    assert_eq!(
+        c.rpc_error("CancelTask", json!({"id": "x"}))["code"],
+        -32001
+    );
     assert_eq!(c.rpc_error("GetTask", json!({}))["code"], -32602);
     assert_eq!(c.rpc_error("GetTask", json!({"id": 5}))["code"], -32602);
 
@@ -114,8 +132,15 @@ fn a2a_specific_errors_carry_error_info() {
     assert_eq!(e["code"], -32002);
     assert_eq!(error_reason(&e), "TASK_NOT_CANCELABLE");
 
-    for method in ["SendStreamingMessage", "SubscribeToTask", "GetExtendedAgentCard"] {
-        let e = c.rpc_error(method, json!({"message": message(vec![json!({"text": "x"})]), "id": id}));
+    for method in [
+        "SendStreamingMessage",
+        "SubscribeToTask",
+        "GetExtendedAgentCard",
+    ] {
+        let e = c.rpc_error(
+            method,
+            json!({"message": message(vec![json!({"text": "x"})]), "id": id}),
+        );
         assert_eq!(e["code"], -32004, "{method}");
         assert_eq!(error_reason(&e), "UNSUPPORTED_OPERATION");
     }
@@ -135,17 +160,29 @@ fn a2a_specific_errors_carry_error_info() {
 fn messages_to_existing_tasks() {
     let c = controller();
     let task = c.control(json!({"operation": "list"}));
-    let (id, ctx) = (task["id"].as_str().unwrap(), task["contextId"].as_str().unwrap());
+    let (id, ctx) = (
+        task["id"].as_str().unwrap(),
+        task["contextId"].as_str().unwrap(),
+    );
     let mut m = message(vec![json!({"data": {"operation": "list"}})]);
     m["taskId"] = json!("unknown-task");
     let e = c.rpc_error("SendMessage", json!({"message": m.clone()}));
-    assert_eq!((e["code"].clone(), error_reason(&e)), (json!(-32001), "TASK_NOT_FOUND"));
+    assert_eq!(
+        (e["code"].clone(), error_reason(&e)),
+        (json!(-32001), "TASK_NOT_FOUND")
+    );
     m["taskId"] = json!(id);
     m["contextId"] = json!("another-context");
-    assert_eq!(c.rpc_error("SendMessage", json!({"message": m.clone()}))["code"], -32602);
+    assert_eq!(
+        c.rpc_error("SendMessage", json!({"message": m.clone()}))["code"],
+        -32602
+    );
     m["contextId"] = json!(ctx);
     let e = c.rpc_error("SendMessage", json!({"message": m}));
-    assert_eq!((e["code"].clone(), error_reason(&e)), (json!(-32004), "UNSUPPORTED_OPERATION"));
+    assert_eq!(
+        (e["code"].clone(), error_reason(&e)),
+        (json!(-32004), "UNSUPPORTED_OPERATION")
+    );
 }
 
 #[test]
@@ -153,7 +190,10 @@ fn version_service_parameter() {
     let c = controller();
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}}).to_string();
     assert!(c.post_json(&body, &[("A2A-Version", "1.0")])["result"].is_object());
-    assert!(c.post_json(&body, &[])["result"].is_object(), "absent = 1.0");
+    assert!(
+        c.post_json(&body, &[])["result"].is_object(),
+        "absent = 1.0"
+    );
     for v in ["0.3", "2.0", "1", ""] {
         let r = c.post_json(&body, &[("A2A-Version", v)]);
         if v.is_empty() {
@@ -173,8 +213,14 @@ fn version_service_parameter() {
         body.as_bytes(),
     );
     assert_eq!(r.json()["error"]["code"], -32009);
-    let r = c.post_json(&body, &[("A2A-Extensions", " https://x/e1 , https://x/e1,")]);
-    assert!(r["result"].is_object(), "unknown extensions are ignored: {r}");
+    let r = c.post_json(
+        &body,
+        &[("A2A-Extensions", " https://x/e1 , https://x/e1,")],
+    );
+    assert!(
+        r["result"].is_object(),
+        "unknown extensions are ignored: {r}"
+    );
 }
 
 #[test]

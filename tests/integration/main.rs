@@ -2,6 +2,8 @@
 
 mod cli;
 mod control_ops;
+mod docker_e2e;
+mod docker_support;
 mod http_surface;
 mod jsonrpc;
 mod python_sdk;

@@ -30,6 +30,9 @@ fn official_python_sdk_reads_card_and_sends_control_requests() {
         .expect("run the Python interpreter");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "SDK interop failed:\n{stdout}\n{stderr}");
+    assert!(
+        out.status.success(),
+        "SDK interop failed:\n{stdout}\n{stderr}"
+    );
     assert!(stdout.contains("a2a-sdk interop: ok"), "{stdout}");
 }

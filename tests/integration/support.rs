@@ -54,7 +54,10 @@ impl Backend for FakeBackend {
         if let Some(e) = self.next_create_error.lock().unwrap().take() {
             return Err(e);
         }
-        self.tokens.lock().unwrap().push(spec.token.expose().to_string());
+        self.tokens
+            .lock()
+            .unwrap()
+            .push(spec.token.expose().to_string());
         let mut workers = self.workers.lock().unwrap();
         if let Some(w) = workers.values().find(|w| w.task == spec.task) {
             return Err(BackendError::WorkerExists {
@@ -335,7 +338,11 @@ fn dechunk(mut b: &[u8]) -> Vec<u8> {
             return out;
         };
         let size = usize::from_str_radix(
-            String::from_utf8_lossy(&b[..eol]).split(';').next().unwrap().trim(),
+            String::from_utf8_lossy(&b[..eol])
+                .split(';')
+                .next()
+                .unwrap()
+                .trim(),
             16,
         )
         .unwrap_or(0);

@@ -19,7 +19,10 @@ fn task_shape() {
     let b = c.control(json!({"operation": "list"}));
     assert_ne!(a["id"], b["id"], "server-generated ids");
     assert_ne!(a["contextId"], b["contextId"], "generated contexts");
-    assert!(is_iso_z_millis(a["status"]["timestamp"].as_str().unwrap()), "{a}");
+    assert!(
+        is_iso_z_millis(a["status"]["timestamp"].as_str().unwrap()),
+        "{a}"
+    );
     assert_eq!(a["artifacts"][0]["name"], "result");
     assert!(a["artifacts"][0]["artifactId"].is_string());
     assert!(a["artifacts"][0]["parts"][0].get("kind").is_none());
@@ -31,11 +34,15 @@ fn task_shape() {
     m["contextId"] = json!("my-context");
     let t = c.send(json!({"message": m.clone(), "configuration": {"historyLength": 0}}));
     assert_eq!(t["contextId"], "my-context");
-    assert!(t.get("history").is_none(), "historyLength 0 = no history: {t}");
+    assert!(
+        t.get("history").is_none(),
+        "historyLength 0 = no history: {t}"
+    );
 
     let rejected = c.send(json!({"message": message(vec![json!({"text": "hi"})])}));
     assert_eq!(rejected["history"].as_array().unwrap().len(), 2);
-    let last = c.rpc("GetTask", json!({"id": rejected["id"], "historyLength": 1}))["result"].clone();
+    let last =
+        c.rpc("GetTask", json!({"id": rejected["id"], "historyLength": 1}))["result"].clone();
     assert_eq!(last["history"].as_array().unwrap().len(), 1);
     assert_eq!(last["history"][0]["role"], "ROLE_AGENT");
 }
@@ -49,7 +56,12 @@ fn token_is_delivered_exactly_once() {
     let got = c.rpc("GetTask", json!({"id": id}))["result"].clone();
     assert_eq!(got["status"]["state"], "TASK_STATE_COMPLETED");
     assert!(got["artifacts"][0]["parts"][0]["data"]["worker"].is_object());
-    assert!(got["artifacts"][0]["parts"][0]["data"].get("token").is_none(), "{got}");
+    assert!(
+        got["artifacts"][0]["parts"][0]["data"]
+            .get("token")
+            .is_none(),
+        "{got}"
+    );
     let listed = c.rpc("ListTasks", json!({"includeArtifacts": true}));
     assert!(!listed.to_string().contains(&token));
 }
@@ -73,7 +85,10 @@ fn return_immediately() {
     let task = c.send(json!({
         "message": message(vec![json!({"data": {"operation": "create", "task": "bg"}})]),
         "configuration": {"returnImmediately": true}}));
-    assert!(started.elapsed() < Duration::from_millis(300), "returned before the create finished");
+    assert!(
+        started.elapsed() < Duration::from_millis(300),
+        "returned before the create finished"
+    );
     assert_eq!(task["status"]["state"], "TASK_STATE_WORKING");
     assert!(task.get("artifacts").is_none());
     let cancel = c.rpc_error("CancelTask", json!({"id": task["id"]}));
@@ -85,7 +100,10 @@ fn return_immediately() {
     let done = wait_done(&c, &task["id"]);
     let data = reply_data(&done);
     let token = data["token"].as_str().expect("token on first delivery");
-    assert_eq!(c.backend.tokens.lock().unwrap().as_slice(), [token.to_string()]);
+    assert_eq!(
+        c.backend.tokens.lock().unwrap().as_slice(),
+        [token.to_string()]
+    );
     let again = c.rpc("GetTask", json!({"id": task["id"]}))["result"].clone();
     assert!(reply_data(&again).get("token").is_none());
 
@@ -94,9 +112,19 @@ fn return_immediately() {
         "message": message(vec![json!({"data": {"operation": "create", "task": "bg2"}})]),
         "configuration": {"return_immediately": true}}));
     std::thread::sleep(Duration::from_millis(800));
-    let first = c.rpc("ListTasks", json!({"includeArtifacts": true, "pageSize": 1}))["result"].clone();
+    let first = c.rpc(
+        "ListTasks",
+        json!({"includeArtifacts": true, "pageSize": 1}),
+    )["result"]
+        .clone();
     assert_eq!(first["tasks"][0]["id"], t2["id"]);
-    assert_eq!(first["tasks"][0]["artifacts"][0]["parts"][0]["data"]["token"].as_str().unwrap().len(), 64);
+    assert_eq!(
+        first["tasks"][0]["artifacts"][0]["parts"][0]["data"]["token"]
+            .as_str()
+            .unwrap()
+            .len(),
+        64
+    );
     let second = c.rpc("GetTask", json!({"id": t2["id"]}))["result"].clone();
     assert!(reply_data(&second).get("token").is_none());
 }
@@ -116,7 +144,10 @@ fn list_tasks_paging_and_filters() {
     assert_eq!(all["pageSize"], 50);
     assert_eq!(all["nextPageToken"], "");
     assert_eq!(all["tasks"][0]["id"], rejected["id"], "newest first");
-    assert!(all["tasks"][1].get("artifacts").is_none(), "artifacts only when asked");
+    assert!(
+        all["tasks"][1].get("artifacts").is_none(),
+        "artifacts only when asked"
+    );
 
     let p1 = c.rpc("ListTasks", json!({"pageSize": 3}))["result"].clone();
     assert_eq!(p1["tasks"].as_array().unwrap().len(), 3);
@@ -130,7 +161,11 @@ fn list_tasks_paging_and_filters() {
     assert_eq!(ctx["totalSize"], 3);
     let rej = c.rpc("ListTasks", json!({"status": "TASK_STATE_REJECTED"}))["result"].clone();
     assert_eq!(rej["totalSize"], 1);
-    let future = c.rpc("ListTasks", json!({"statusTimestampAfter": "2999-01-01T00:00:00Z"}))["result"].clone();
+    let future = c.rpc(
+        "ListTasks",
+        json!({"statusTimestampAfter": "2999-01-01T00:00:00Z"}),
+    )["result"]
+        .clone();
     assert_eq!(future["totalSize"], 0);
     let h0 = c.rpc("ListTasks", json!({"historyLength": 0}))["result"].clone();
     assert!(h0["tasks"][0].get("history").is_none());
@@ -145,6 +180,10 @@ fn list_tasks_paging_and_filters() {
         json!({"includeArtifacts": "yes"}),
         json!({"contextId": 5}),
     ] {
-        assert_eq!(c.rpc_error("ListTasks", bad.clone())["code"], -32602, "{bad}");
+        assert_eq!(
+            c.rpc_error("ListTasks", bad.clone())["code"],
+            -32602,
+            "{bad}"
+        );
     }
 }

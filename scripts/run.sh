@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Starts the controller doing its main job: the docker backend with the echo worker image.
+# Builds both, generates a controller token (kept in a 0600 file, never printed), prints curl
+# commands that create a worker, talk to it directly, list and stop, then runs in the
+# foreground (Ctrl-C stops the controller; workers keep running until stopped).
+#
+# Environment: PORT (default 8080), DOCKER_HOST (default: the system engine; on a Debian
+# machine run as root without a reachable engine, docker.io is installed and a private
+# dockerd is started under /tmp), A2A_AUTH_TOKEN (default: generated).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+die() { echo "run.sh: $*" >&2; exit 1; }
+
+port=${PORT:-8080}
+state=target/run
+mkdir -p "$state"
+
+engine_up() { docker info >/dev/null 2>&1; }
+if ! engine_up; then
+  if [ "$(uname -s)" = Darwin ]; then
+    die "no Docker engine answers: start Docker Desktop (or set DOCKER_HOST) and run again"
+  fi
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null && ! command -v dockerd >/dev/null; then
+    echo "run.sh: installing Debian's docker.io" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io >/dev/null
+  fi
+  if ! engine_up && [ "$(id -u)" = 0 ] && command -v dockerd >/dev/null; then
+    dir=/tmp/a2a-run-dockerd
+    echo "run.sh: starting a private dockerd in $dir" >&2
+    scripts/dockerd.sh stop "$dir" || true
+    export DOCKER_HOST=$(scripts/dockerd.sh start "$dir")
+  fi
+  engine_up || die "no Docker engine answers at ${DOCKER_HOST:-/var/run/docker.sock}: install and start Docker, or set DOCKER_HOST"
+fi
+export DOCKER_HOST=${DOCKER_HOST:-unix:///var/run/docker.sock}
+
+echo "run.sh: building the controller and the worker image" >&2
+cargo build --release --locked --quiet --bin a2a-worker-controller
+scripts/build-worker-image.sh a2a-echo-worker:dev >&2
+
+token_file="$PWD/$state/a2a-auth-token"
+if [ -n "${A2A_AUTH_TOKEN:-}" ]; then
+  (umask 077; printf '%s' "$A2A_AUTH_TOKEN" >"$token_file")
+elif [ ! -s "$token_file" ]; then
+  (umask 077; head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$token_file")
+fi
+export A2A_AUTH_TOKEN=$(cat "$token_file")
+export LISTEN=127.0.0.1:$port
+export A2A_PUBLIC_URL=http://127.0.0.1:$port
+export WORKER_IMAGE=a2a-echo-worker:dev
+export BACKEND=docker
+
+ctl=http://127.0.0.1:$port
+reply="$PWD/$state/create-reply.json"
+rpc() { # the JSON-RPC body of a SendMessage carrying one data part
+  printf '{"jsonrpc":"2.0","id":"1","method":"SendMessage","params":{"message":{"messageId":"1","role":"ROLE_USER","parts":[{"data":%s}]}}}' "$1"
+}
+cat <<EOT
+
+The controller runs at $ctl (token in $token_file).
+In another terminal:
+--- commands ---
+# create a worker for task "demo" (the reply holds the worker's URL and its own token)
+curl -s $ctl/a2a -H "Authorization: Bearer \$(cat $token_file)" -H 'content-type: application/json' -d '$(rpc '{"operation":"create","task":"demo"}')' > $reply; cat $reply; echo
+# talk to the worker directly, with its own URL and token
+curl -s "\$(sed -n 's/.*"a2a_url":"\([^"]*\)".*/\1/p' $reply)" -H "Authorization: Bearer \$(sed -n 's/.*"token":"\([^"]*\)".*/\1/p' $reply)" -H 'content-type: application/json' -d '{"jsonrpc":"2.0","id":"2","method":"SendMessage","params":{"message":{"messageId":"2","role":"ROLE_USER","parts":[{"text":"hello worker"}]}}}'; echo
+# list the workers
+curl -s $ctl/a2a -H "Authorization: Bearer \$(cat $token_file)" -H 'content-type: application/json' -d '$(rpc '{"operation":"list"}')'; echo
+# stop the worker
+curl -s $ctl/a2a -H "Authorization: Bearer \$(cat $token_file)" -H 'content-type: application/json' -d "\$(printf '$(rpc '{"operation":"stop","worker_id":"%s"}')' "\$(sed -n 's/.*"worker_id":"\([^"]*\)".*/\1/p' $reply)")"; echo
+--- end ---
+
+EOT
+exec target/release/a2a-worker-controller

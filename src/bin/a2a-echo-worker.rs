@@ -1,0 +1,188 @@
+//! a2a-echo-worker: a small real A2A v1.0 worker for the controller's container backends.
+//! It serves an Agent Card whose interface URL is its `A2A_PUBLIC_URL`, requires the bearer
+//! token from its environment on JSON-RPC calls, and answers `SendMessage` with a completed
+//! task echoing the message's text.
+//!
+//! Environment: `A2A_PUBLIC_URL` (required), the token in the variable named by
+//! `WORKER_TOKEN_ENV` (default `INTERACTIVE_AUTH_TOKEN`, required), `LISTEN` (default `:9090`),
+//! `A2A_AGENT_NAME`. Flags for exercising a controller's failure paths:
+//! `--exit-code=N` exits at once with N; `--no-listen` runs without ever answering.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use a2a_worker_controller::a2a::{response_err, response_ok, RpcError};
+use a2a_worker_controller::auth;
+use a2a_worker_controller::http::{Body, Handler, Request, Response, Server};
+use a2a_worker_controller::time::{now_millis, rfc3339_millis};
+use a2a_worker_controller::token::uuid_v4;
+use serde_json::{json, Value};
+
+struct Echo {
+    card: Vec<u8>,
+    token: String,
+}
+
+impl Handler for Echo {
+    fn handle(&self, req: Request) -> Response {
+        match (req.method.as_str(), req.path.as_str()) {
+            ("GET" | "HEAD", "/.well-known/agent-card.json") => {
+                Response::new(200, "application/json", self.card.clone())
+            }
+            ("GET" | "HEAD", "/healthz") => Response::text(200, "ok"),
+            ("POST", "/" | "/a2a" | "/a2a/") => {
+                let Body::Complete(body) = &req.body else {
+                    return Response::text(413, "request body too large");
+                };
+                if let Err(f) = auth::check(req.header("Authorization"), &self.token) {
+                    return Response::json(
+                        401,
+                        &json!({"error": "unauthorized", "message": f.message()}),
+                    )
+                    .with_header("WWW-Authenticate", f.challenge());
+                }
+                Response::json(200, &rpc(body))
+            }
+            (_, "/" | "/a2a" | "/a2a/") => {
+                Response::text(405, "use POST").with_header("Allow", "POST")
+            }
+            _ => Response::text(404, "not found"),
+        }
+    }
+}
+
+fn rpc(body: &[u8]) -> Value {
+    let Ok(request) = serde_json::from_slice::<Value>(body) else {
+        return response_err(&Value::Null, &RpcError::parse_error("invalid JSON"));
+    };
+    let id = request.get("id").cloned().unwrap_or(Value::Null);
+    if request.get("jsonrpc") != Some(&json!("2.0")) {
+        return response_err(&id, &RpcError::invalid_request("jsonrpc must be \"2.0\""));
+    }
+    match request.get("method").and_then(Value::as_str) {
+        Some("SendMessage") => {}
+        Some("SendStreamingMessage" | "SubscribeToTask") => {
+            return response_err(&id, &RpcError::unsupported("streaming"))
+        }
+        Some("GetTask" | "CancelTask") => {
+            let task = request["params"]["id"].as_str().unwrap_or("");
+            return response_err(&id, &RpcError::task_not_found(task));
+        }
+        Some(m) => return response_err(&id, &RpcError::method_not_found(m)),
+        None => return response_err(&id, &RpcError::invalid_request("method is required")),
+    }
+    let message = &request["params"]["message"];
+    let Some(parts) = message["parts"].as_array().filter(|p| !p.is_empty()) else {
+        return response_err(&id, &RpcError::invalid_params("message.parts is required"));
+    };
+    let text: Vec<&str> = parts.iter().filter_map(|p| p["text"].as_str()).collect();
+    let (Ok(task_id), Ok(generated_ctx), Ok(artifact_id)) = (uuid_v4(), uuid_v4(), uuid_v4())
+    else {
+        return response_err(&id, &RpcError::internal("no randomness"));
+    };
+    let context_id = message["contextId"]
+        .as_str()
+        .map_or(generated_ctx, str::to_string);
+    let mut user = message.clone();
+    user["taskId"] = json!(task_id);
+    user["contextId"] = json!(context_id);
+    response_ok(
+        &id,
+        json!({"task": {
+            "id": task_id,
+            "contextId": context_id,
+            "status": {"state": "TASK_STATE_COMPLETED", "timestamp": rfc3339_millis(now_millis())},
+            "artifacts": [{"artifactId": artifact_id, "name": "echo", "parts": [{"text": text.join("\n")}]}],
+            "history": [user],
+        }}),
+    )
+}
+
+fn card(name: &str, url: &str) -> Vec<u8> {
+    json!({
+        "name": name,
+        "description": "Echoes the text of every message back as a completed task.",
+        "version": env!("CARGO_PKG_VERSION"),
+        "supportedInterfaces": [{"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}],
+        "capabilities": {"streaming": false, "pushNotifications": false, "extendedAgentCard": false, "extensions": []},
+        "securitySchemes": {"bearer": {"httpAuthSecurityScheme": {"scheme": "Bearer"}}},
+        "securityRequirements": [{"schemes": {"bearer": {"list": []}}}],
+        "defaultInputModes": ["text/plain"],
+        "defaultOutputModes": ["text/plain"],
+        "skills": [{"id": "echo", "name": "Echo", "description": "Echoes text.", "tags": ["echo"]}],
+    })
+    .to_string()
+    .into_bytes()
+}
+
+fn listen_addr(value: &str) -> Option<SocketAddr> {
+    match value.strip_prefix(':') {
+        Some(port) => Some(SocketAddr::new(
+            IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            port.parse().ok()?,
+        )),
+        None => value.parse().ok(),
+    }
+}
+
+fn wait_for_signal() {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    match signal_hook::iterator::Signals::new([SIGTERM, SIGINT]) {
+        Ok(mut signals) => {
+            signals.forever().next();
+        }
+        Err(e) => eprintln!("a2a-echo-worker: no signal handling ({e}); running until killed"),
+    }
+}
+
+fn main() -> ExitCode {
+    let mut listen = true;
+    for arg in std::env::args().skip(1) {
+        if let Some(code) = arg.strip_prefix("--exit-code=") {
+            eprintln!("a2a-echo-worker: exiting at once with code {code} as asked");
+            return ExitCode::from(code.parse::<u8>().unwrap_or(1));
+        } else if arg == "--no-listen" {
+            listen = false;
+        } else {
+            eprintln!("a2a-echo-worker: unknown argument {arg:?}");
+            return ExitCode::from(2);
+        }
+    }
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let Some(url) = env("A2A_PUBLIC_URL") else {
+        eprintln!("a2a-echo-worker: A2A_PUBLIC_URL is required");
+        return ExitCode::from(2);
+    };
+    let token_env = env("WORKER_TOKEN_ENV").unwrap_or_else(|| "INTERACTIVE_AUTH_TOKEN".into());
+    let Some(token) = env(&token_env) else {
+        eprintln!("a2a-echo-worker: the bearer token variable {token_env} is required");
+        return ExitCode::from(2);
+    };
+    let listen_value = env("LISTEN").unwrap_or_else(|| ":9090".into());
+    let Some(addr) = listen_addr(&listen_value) else {
+        eprintln!("a2a-echo-worker: LISTEN {listen_value:?} is not host:port or :port");
+        return ExitCode::from(2);
+    };
+    if !listen {
+        eprintln!("a2a-echo-worker: running without listening, as asked");
+        wait_for_signal();
+        return ExitCode::SUCCESS;
+    }
+    let name = env("A2A_AGENT_NAME").unwrap_or_else(|| "a2a-echo-worker".into());
+    let echo = Echo {
+        card: card(&name, &url),
+        token,
+    };
+    let serving = match Server::bind(addr).and_then(|s| s.serve(Arc::new(echo), 4)) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("a2a-echo-worker: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    eprintln!("a2a-echo-worker: serving {url} on {addr}");
+    wait_for_signal();
+    serving.shutdown(std::time::Duration::from_secs(5));
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,431 @@
+//! The Docker backend: one container per worker, owned by its three labels, named
+//! deterministically from (controller id, task) so the engine itself refuses a second
+//! container for a task. Nothing about workers is kept in memory.
+
+use std::net::{IpAddr, SocketAddr, TcpListener};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::backend::{Backend, BackendError, CreateSpec, Worker, WorkerState};
+use crate::docker_engine::{Engine, EngineError, Inspect, Summary};
+use crate::labels;
+use crate::settings::{ContainerSettings, DockerSettings};
+use crate::time::{now_millis, parse_rfc3339_millis, rfc3339_secs};
+use crate::worker_env;
+
+/// Host-port clashes ("port is already allocated") are retried this many times.
+const PORT_ATTEMPTS: usize = 8;
+/// Grace period a worker gets between SIGTERM and SIGKILL on stop.
+const STOP_GRACE_SECS: u64 = 10;
+
+pub struct DockerBackend {
+    engine: Engine,
+    controller_id: String,
+    container: ContainerSettings,
+    docker: DockerSettings,
+    ready_timeout: Duration,
+    anthropic_auth_token: Option<String>,
+    /// Plain HTTP client for readiness probes of workers.
+    probe: ureq::Agent,
+}
+
+impl DockerBackend {
+    pub fn new(
+        controller_id: &str,
+        container: ContainerSettings,
+        docker: DockerSettings,
+        ready_timeout: Duration,
+        anthropic_auth_token: Option<String>,
+    ) -> DockerBackend {
+        let probe = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(2)))
+            .timeout_connect(Some(Duration::from_secs(1)))
+            .proxy(None)
+            .max_redirects(0)
+            .build()
+            .new_agent();
+        DockerBackend {
+            engine: Engine::new(docker.socket.clone()),
+            controller_id: controller_id.to_string(),
+            container,
+            docker,
+            ready_timeout,
+            anthropic_auth_token,
+            probe,
+        }
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    fn url_for(&self, name: &str, host_port: Option<u16>) -> String {
+        match (&self.docker.network, host_port) {
+            (Some(_), _) | (None, None) => format!("http://{name}:{}", self.container.port),
+            (None, Some(hp)) => format!("http://{}", SocketAddr::new(self.docker.publish_host, hp)),
+        }
+    }
+
+    fn container_config(&self, spec: &CreateSpec, url: &str, host_port: Option<u16>) -> Value {
+        let port_key = format!("{}/tcp", self.container.port);
+        let mut host_config = json!({
+            "RestartPolicy": {"Name": "no"},
+            "Init": true,
+            "SecurityOpt": ["no-new-privileges"],
+            "ExtraHosts": ["host.docker.internal:host-gateway"],
+        });
+        match (&self.docker.network, host_port) {
+            (Some(network), _) => host_config["NetworkMode"] = json!(network),
+            (None, Some(hp)) => {
+                host_config["PortBindings"] = json!({ port_key.clone(): [{
+                    "HostIp": self.docker.publish_host.to_string(),
+                    "HostPort": hp.to_string(),
+                }]})
+            }
+            (None, None) => {}
+        }
+        if let Some(m) = self.docker.memory_bytes {
+            host_config["Memory"] = json!(m);
+        }
+        if let Some(c) = self.docker.nano_cpus {
+            host_config["NanoCpus"] = json!(c);
+        }
+        if let Some(p) = self.docker.pids_limit {
+            host_config["PidsLimit"] = json!(p);
+        }
+        json!({
+            "Image": self.container.image,
+            "Env": worker_env::environment(spec, url, &self.container, self.anthropic_auth_token.as_deref()),
+            "Labels": labels::for_worker(&self.controller_id, &spec.worker_id, &spec.task),
+            "ExposedPorts": { port_key: {} },
+            "HostConfig": host_config,
+        })
+    }
+
+    /// Removes a container on a failure path; a failure to remove is logged (the container
+    /// keeps its labels, so it stays listed and stoppable).
+    fn remove_quietly(&self, id: &str) {
+        if let Err(e) = self.engine.remove(id) {
+            log::warn!("could not remove half-created container {}: {e}", short(id));
+        }
+    }
+
+    /// The answer to a name conflict: the task's existing worker, if this controller owns it.
+    /// dockerd reserves a name before the container it names can be inspected, so a racing
+    /// create may briefly see the conflict without the container: look again for a moment.
+    fn existing(&self, name: &str) -> BackendError {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            match self.engine.inspect(name) {
+                Ok(Some(found)) => {
+                    let labels = found.config.as_ref().and_then(|c| c.labels.as_ref());
+                    return match labels::owned(labels, &self.controller_id) {
+                        Some(owned) => BackendError::WorkerExists {
+                            worker_id: owned.worker_id,
+                            state: state_of(found.state.as_ref().map_or("", |s| s.status.as_str())),
+                        },
+                        None => BackendError::Internal(format!(
+                            "the container name {name} is taken by a container this controller does not own"
+                        )),
+                    };
+                }
+                Ok(None) if Instant::now() < deadline => thread::sleep(Duration::from_millis(50)),
+                Ok(None) => {
+                    return BackendError::Internal(format!(
+                        "container {name} was being created or removed by someone else while this create ran; try again"
+                    ))
+                }
+                Err(e) => return engine_error(e),
+            }
+        }
+    }
+
+    /// Waits until the worker answers its Agent Card, or fails with why it did not.
+    fn wait_ready(&self, id: &str, url: &str) -> Result<(), BackendError> {
+        let deadline = Instant::now() + self.ready_timeout;
+        let card = format!("{url}/.well-known/agent-card.json");
+        loop {
+            let inspect = self.engine.inspect(id).map_err(engine_error)?;
+            let Some(inspect) = inspect else {
+                return Err(BackendError::NotReady(
+                    "the container disappeared while starting".into(),
+                ));
+            };
+            let state = inspect.state.unwrap_or_default();
+            if !state.running {
+                return Err(BackendError::NotReady(format!(
+                    "the worker {} before it answered",
+                    exit_reason(&state).unwrap_or_else(|| format!("is {}", state.status))
+                )));
+            }
+            if let Ok(r) = self.probe.get(&card).call() {
+                if r.status().as_u16() == 200 {
+                    return Ok(());
+                }
+            }
+            if Instant::now() >= deadline {
+                return Err(BackendError::NotReady(format!(
+                    "the worker did not answer {card} within {}s",
+                    self.ready_timeout.as_secs_f32()
+                )));
+            }
+            thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// A listed container as a worker; `None` for containers this controller does not own.
+    fn worker_of(&self, c: &Summary) -> Result<Option<Worker>, BackendError> {
+        let Some(owned) = labels::owned(c.labels.as_ref(), &self.controller_id) else {
+            return Ok(None);
+        };
+        let name = c.name();
+        let state = state_of(&c.state);
+        let published = c
+            .ports
+            .iter()
+            .flatten()
+            .find(|p| p.private_port == self.container.port && p.kind == "tcp")
+            .and_then(|p| p.public_port);
+        let (mut reason, mut host_port) = (String::new(), published);
+        if state != WorkerState::Running || (published.is_none() && self.docker.network.is_none()) {
+            // Not running: why, and the port it was bound to, need the full record.
+            if let Some(i) = self.engine.inspect(&c.id).map_err(engine_error)? {
+                reason = i.state.as_ref().and_then(exit_reason).unwrap_or_default();
+                host_port = host_port.or_else(|| bound_port(&i, self.container.port));
+            }
+        }
+        Ok(Some(Worker {
+            worker_id: owned.worker_id,
+            task: owned.task,
+            a2a_url: self.url_for(&name, host_port),
+            backend: "docker".into(),
+            state,
+            pane_id: String::new(),
+            session_id: String::new(),
+            created_at: rfc3339_secs(c.created.max(0) as u64),
+            reason,
+        }))
+    }
+}
+
+impl Backend for DockerBackend {
+    fn name(&self) -> &'static str {
+        "docker"
+    }
+
+    fn create(&self, spec: &CreateSpec) -> Result<Worker, BackendError> {
+        let name = labels::container_name(&self.controller_id, &spec.task);
+        let redact = |e: BackendError| redact_token(e, spec.token.expose());
+        for attempt in 1..=PORT_ATTEMPTS {
+            let host_port = match self.docker.network {
+                Some(_) => None,
+                None => Some(free_port(self.docker.publish_host).map_err(|e| {
+                    BackendError::Internal(format!(
+                        "no free port on {} to publish the worker: {e}",
+                        self.docker.publish_host
+                    ))
+                })?),
+            };
+            let url = self.url_for(&name, host_port);
+            let config = self.container_config(spec, &url, host_port);
+            let id = match self.engine.create(&name, &config) {
+                Ok(id) => id,
+                Err(e) if e.status() == Some(404) => {
+                    return Err(BackendError::ImageNotFound(self.container.image.clone()))
+                }
+                Err(e) if is_name_conflict(&e) => return Err(self.existing(&name)),
+                Err(e) => return Err(redact(engine_error(e))),
+            };
+            if let Err(e) = self.engine.start(&id) {
+                self.remove_quietly(&id);
+                if let Some(hp) =
+                    host_port.filter(|hp| is_port_clash(&e, self.docker.publish_host, *hp))
+                {
+                    log::info!("host port {hp} was taken before the worker started (attempt {attempt}); retrying with another");
+                    continue;
+                }
+                return Err(redact(engine_error(e)));
+            }
+            let state = if self.ready_timeout.is_zero() {
+                WorkerState::Starting
+            } else {
+                if let Err(e) = self.wait_ready(&id, &url) {
+                    self.remove_quietly(&id);
+                    return Err(redact(e));
+                }
+                WorkerState::Running
+            };
+            // The engine's creation time, as list will report it.
+            let created = match self.engine.inspect(&id) {
+                Ok(Some(i)) => parse_rfc3339_millis(&i.created),
+                _ => None,
+            }
+            .unwrap_or_else(now_millis);
+            return Ok(Worker {
+                worker_id: spec.worker_id.clone(),
+                task: spec.task.clone(),
+                a2a_url: url,
+                backend: "docker".into(),
+                state,
+                pane_id: String::new(),
+                session_id: String::new(),
+                created_at: rfc3339_secs(created / 1000),
+                reason: String::new(),
+            });
+        }
+        Err(BackendError::Internal(format!(
+            "every host port tried on {} was taken before the worker could start ({PORT_ATTEMPTS} attempts)",
+            self.docker.publish_host
+        )))
+    }
+
+    fn list(&self) -> Result<Vec<Worker>, BackendError> {
+        let containers = self
+            .engine
+            .list(&labels::owner_selector(&self.controller_id))
+            .map_err(engine_error)?;
+        let mut workers = Vec::with_capacity(containers.len());
+        for c in &containers {
+            if let Some(w) = self.worker_of(c)? {
+                workers.push((c.created, c.name(), w));
+            }
+        }
+        workers.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+        Ok(workers.into_iter().map(|(_, _, w)| w).collect())
+    }
+
+    fn stop(&self, worker_id: &str) -> Result<Worker, BackendError> {
+        let found = self
+            .engine
+            .list(&labels::worker_selector(&self.controller_id, worker_id))
+            .map_err(engine_error)?;
+        let (container, worker) = found
+            .iter()
+            .find_map(|c| {
+                self.worker_of(c)
+                    .ok()
+                    .flatten()
+                    .filter(|w| w.worker_id == worker_id)
+                    .map(|w| (c, w))
+            })
+            .ok_or(BackendError::NotFound)?;
+        self.engine
+            .stop(&container.id, STOP_GRACE_SECS)
+            .map_err(engine_error)?;
+        self.engine.remove(&container.id).map_err(engine_error)?;
+        Ok(worker)
+    }
+
+    fn health(&self) -> Result<(), BackendError> {
+        self.engine.ping().map_err(engine_error)
+    }
+}
+
+fn engine_error(e: EngineError) -> BackendError {
+    match e {
+        EngineError::Unreachable(why) => BackendError::Unavailable(why),
+        EngineError::Status { status, message } if status >= 500 => {
+            BackendError::Internal(format!("docker engine error {status}: {message}"))
+        }
+        EngineError::Status { status, message } => {
+            BackendError::Internal(format!("docker engine refused ({status}): {message}"))
+        }
+        EngineError::Protocol(why) => BackendError::Unavailable(why),
+    }
+}
+
+/// Engine messages may quote what they were given; the worker's token never leaves here.
+fn redact_token(e: BackendError, token: &str) -> BackendError {
+    if token.is_empty() {
+        return e;
+    }
+    let clean = |s: String| s.replace(token, "<redacted>");
+    match e {
+        BackendError::Unavailable(s) => BackendError::Unavailable(clean(s)),
+        BackendError::ImageNotFound(s) => BackendError::ImageNotFound(clean(s)),
+        BackendError::NotReady(s) => BackendError::NotReady(clean(s)),
+        BackendError::Internal(s) => BackendError::Internal(clean(s)),
+        other => other,
+    }
+}
+
+/// 409 is Docker's name conflict; Podman answers 500 with "already in use".
+fn is_name_conflict(e: &EngineError) -> bool {
+    match e {
+        EngineError::Status { status: 409, .. } => true,
+        EngineError::Status {
+            status: 500,
+            message,
+        } => message.contains("already in use"),
+        _ => false,
+    }
+}
+
+/// A start failure caused by the host port being taken. The status code alone (500) does not
+/// say so; the port being unbindable now, or the engine's well-known text, does.
+fn is_port_clash(e: &EngineError, host: IpAddr, port: u16) -> bool {
+    match e {
+        EngineError::Status { status, message } if *status >= 500 => {
+            TcpListener::bind(SocketAddr::new(host, port)).is_err()
+                || message.contains("port is already allocated")
+                || message.contains("address already in use")
+        }
+        _ => false,
+    }
+}
+
+/// A port the OS considers free on `host` right now.
+fn free_port(host: IpAddr) -> std::io::Result<u16> {
+    Ok(TcpListener::bind(SocketAddr::new(host, 0))?
+        .local_addr()?
+        .port())
+}
+
+fn state_of(engine_state: &str) -> WorkerState {
+    match engine_state {
+        "created" | "restarting" => WorkerState::Starting,
+        "running" => WorkerState::Running,
+        "exited" | "dead" => WorkerState::Exited,
+        _ => WorkerState::Unknown,
+    }
+}
+
+/// Why a container is not running: OOM kill, exit code, engine error.
+fn exit_reason(state: &crate::docker_engine::State) -> Option<String> {
+    if state.running {
+        return None;
+    }
+    let mut why = match (state.oom_killed, state.status.as_str()) {
+        (true, _) => format!(
+            "was killed for running out of memory (exit code {})",
+            state.exit_code
+        ),
+        (false, "exited" | "dead") => format!("exited with code {}", state.exit_code),
+        (false, "created") => return None,
+        (false, other) => format!("is {other}"),
+    };
+    if !state.error.is_empty() {
+        why.push_str(&format!(": {}", state.error));
+    }
+    Some(why)
+}
+
+fn bound_port(i: &Inspect, worker_port: u16) -> Option<u16> {
+    i.host_config
+        .as_ref()?
+        .port_bindings
+        .as_ref()?
+        .get(&format!("{worker_port}/tcp"))?
+        .as_ref()?
+        .first()?
+        .host_port
+        .parse()
+        .ok()
+}
+
+fn short(id: &str) -> &str {
+    id.get(..12).unwrap_or(id)
+}

@@ -1,0 +1,532 @@
+//! The Docker Engine API client (also speaks to Podman's Docker-compatible API): ureq over
+//! the engine's Unix socket, explicit timeouts on every call, the API version negotiated
+//! once from `/version`, and failures classified by status code.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::unix_socket;
+
+/// The newest API version this client knows; all calls used are unchanged from 1.41 on.
+pub const NEWEST_API: (u32, u32) = (1, 47);
+/// The oldest API version this client accepts (Debian's dockerd 20.10 speaks 1.41).
+pub const OLDEST_API: (u32, u32) = (1, 40);
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(15);
+const MAX_RESPONSE: u64 = 32 << 20;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EngineError {
+    /// The socket cannot be reached, or the call timed out.
+    Unreachable(String),
+    /// The engine answered with an error status.
+    Status { status: u16, message: String },
+    /// The engine answered something this client cannot read.
+    Protocol(String),
+}
+
+impl fmt::Display for EngineError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EngineError::Unreachable(why) => write!(f, "engine unreachable: {why}"),
+            EngineError::Status { status, message } => {
+                write!(f, "engine answered {status}: {message}")
+            }
+            EngineError::Protocol(why) => write!(f, "unexpected engine answer: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for EngineError {}
+
+impl EngineError {
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            EngineError::Status { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+}
+
+/// `GET /containers/json` items (the fields used).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct Summary {
+    #[serde(rename = "Id")]
+    pub id: String,
+    #[serde(rename = "Names")]
+    pub names: Option<Vec<String>>,
+    #[serde(rename = "Labels")]
+    pub labels: Option<HashMap<String, String>>,
+    #[serde(rename = "State")]
+    pub state: String,
+    #[serde(rename = "Created")]
+    pub created: i64,
+    #[serde(rename = "Ports")]
+    pub ports: Option<Vec<Port>>,
+}
+
+impl Summary {
+    pub fn name(&self) -> String {
+        self.names
+            .as_ref()
+            .and_then(|n| n.first())
+            .map(|n| n.trim_start_matches('/').to_string())
+            .unwrap_or_default()
+    }
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct Port {
+    #[serde(rename = "IP")]
+    pub ip: Option<String>,
+    #[serde(rename = "PrivatePort")]
+    pub private_port: u16,
+    #[serde(rename = "PublicPort")]
+    pub public_port: Option<u16>,
+    #[serde(rename = "Type")]
+    pub kind: String,
+}
+
+/// `GET /containers/{id}/json` (the fields used).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct Inspect {
+    #[serde(rename = "Id")]
+    pub id: String,
+    #[serde(rename = "Name")]
+    pub name: String,
+    #[serde(rename = "Created")]
+    pub created: String,
+    #[serde(rename = "Config")]
+    pub config: Option<InspectConfig>,
+    #[serde(rename = "State")]
+    pub state: Option<State>,
+    #[serde(rename = "HostConfig")]
+    pub host_config: Option<HostConfig>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct InspectConfig {
+    #[serde(rename = "Labels")]
+    pub labels: Option<HashMap<String, String>>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct State {
+    #[serde(rename = "Status")]
+    pub status: String,
+    #[serde(rename = "Running")]
+    pub running: bool,
+    #[serde(rename = "ExitCode")]
+    pub exit_code: i64,
+    #[serde(rename = "OOMKilled")]
+    pub oom_killed: bool,
+    #[serde(rename = "Error")]
+    pub error: String,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct HostConfig {
+    #[serde(rename = "PortBindings")]
+    pub port_bindings: Option<HashMap<String, Option<Vec<Binding>>>>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct Binding {
+    #[serde(rename = "HostIp")]
+    pub host_ip: String,
+    #[serde(rename = "HostPort")]
+    pub host_port: String,
+}
+
+#[derive(Deserialize)]
+struct VersionInfo {
+    #[serde(rename = "ApiVersion")]
+    api_version: String,
+    #[serde(rename = "MinAPIVersion", default)]
+    min_api_version: Option<String>,
+}
+
+pub struct Engine {
+    agent: ureq::Agent,
+    socket: PathBuf,
+    /// `v1.41`-style prefix, negotiated on first use.
+    version: Mutex<Option<String>>,
+}
+
+impl Engine {
+    pub fn new(socket: PathBuf) -> Engine {
+        let config = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(DEFAULT_TIMEOUT))
+            .timeout_connect(Some(Duration::from_secs(2)))
+            .proxy(None)
+            .max_redirects(0)
+            .user_agent(concat!("a2a-worker-controller/", env!("CARGO_PKG_VERSION")))
+            .build();
+        Engine {
+            agent: unix_socket::agent(socket.clone(), config),
+            socket,
+            version: Mutex::new(None),
+        }
+    }
+
+    pub fn socket(&self) -> &std::path::Path {
+        &self.socket
+    }
+
+    /// One call on an unversioned path. Returns the status and the body.
+    fn raw(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+        timeout: Duration,
+    ) -> Result<(u16, Vec<u8>), EngineError> {
+        let url = format!("http://docker{path}");
+        let unreachable =
+            |e: ureq::Error| EngineError::Unreachable(format!("{} ({e})", self.socket.display()));
+        let response = match (method, body) {
+            ("GET", _) => self
+                .agent
+                .get(&url)
+                .config()
+                .timeout_global(Some(timeout))
+                .build()
+                .call(),
+            ("DELETE", _) => self
+                .agent
+                .delete(&url)
+                .config()
+                .timeout_global(Some(timeout))
+                .build()
+                .call(),
+            (_, Some(json)) => self
+                .agent
+                .post(&url)
+                .config()
+                .timeout_global(Some(timeout))
+                .build()
+                .header("Content-Type", "application/json")
+                .send(json.to_string()),
+            (_, None) => self
+                .agent
+                .post(&url)
+                .config()
+                .timeout_global(Some(timeout))
+                .build()
+                .send_empty(),
+        };
+        let mut response = response.map_err(unreachable)?;
+        let status = response.status().as_u16();
+        let bytes = response
+            .body_mut()
+            .with_config()
+            .limit(MAX_RESPONSE)
+            .read_to_vec()
+            .map_err(unreachable)?;
+        Ok((status, bytes))
+    }
+
+    /// The negotiated `/vX.Y` prefix.
+    fn prefix(&self) -> Result<String, EngineError> {
+        let mut version = self.version.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(v) = version.as_ref() {
+            return Ok(v.clone());
+        }
+        let v = self.negotiate()?;
+        *version = Some(v.clone());
+        Ok(v)
+    }
+
+    fn negotiate(&self) -> Result<String, EngineError> {
+        let (status, body) = self.raw("GET", "/version", None, DEFAULT_TIMEOUT)?;
+        if status != 200 {
+            return Err(status_error(status, &body));
+        }
+        let info: VersionInfo = serde_json::from_slice(&body)
+            .map_err(|e| EngineError::Protocol(format!("/version: {e}")))?;
+        let version = negotiate_version(&info.api_version, info.min_api_version.as_deref())?;
+        log::info!(
+            "docker engine at {} speaks API {}; using {version}",
+            self.socket.display(),
+            info.api_version
+        );
+        Ok(version)
+    }
+
+    /// A call on a versioned path; a 400 (e.g. "client version too new") renegotiates once.
+    fn call(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+        timeout: Duration,
+    ) -> Result<(u16, Vec<u8>), EngineError> {
+        let prefix = self.prefix()?;
+        let (status, bytes) = self.raw(method, &format!("/{prefix}{path}"), body, timeout)?;
+        if status == 400 {
+            let fresh = self.negotiate()?;
+            if fresh != prefix {
+                *self.version.lock().unwrap_or_else(|p| p.into_inner()) = Some(fresh.clone());
+                return self.raw(method, &format!("/{fresh}{path}"), body, timeout);
+            }
+        }
+        Ok((status, bytes))
+    }
+
+    pub fn ping(&self) -> Result<(), EngineError> {
+        let (status, body) = self.raw("GET", "/_ping", None, Duration::from_secs(3))?;
+        match status {
+            200 => Ok(()),
+            _ => Err(status_error(status, &body)),
+        }
+    }
+
+    /// Creates a container; returns its id.
+    pub fn create(&self, name: &str, config: &Value) -> Result<String, EngineError> {
+        let (status, body) = self.call(
+            "POST",
+            &format!("/containers/create?name={name}"),
+            Some(config),
+            Duration::from_secs(30),
+        )?;
+        if status != 201 {
+            return Err(status_error(status, &body));
+        }
+        #[derive(Deserialize)]
+        struct Created {
+            #[serde(rename = "Id")]
+            id: String,
+        }
+        let created: Created = serde_json::from_slice(&body)
+            .map_err(|e| EngineError::Protocol(format!("container create: {e}")))?;
+        Ok(created.id)
+    }
+
+    pub fn start(&self, id: &str) -> Result<(), EngineError> {
+        let (status, body) = self.call(
+            "POST",
+            &format!("/containers/{id}/start"),
+            None,
+            Duration::from_secs(30),
+        )?;
+        match status {
+            204 | 304 => Ok(()),
+            _ => Err(status_error(status, &body)),
+        }
+    }
+
+    /// Stops with a grace period; already stopped or gone counts as stopped.
+    pub fn stop(&self, id: &str, grace_secs: u64) -> Result<(), EngineError> {
+        let (status, body) = self.call(
+            "POST",
+            &format!("/containers/{id}/stop?t={grace_secs}"),
+            None,
+            Duration::from_secs(grace_secs + 20),
+        )?;
+        match status {
+            204 | 304 | 404 => Ok(()),
+            _ => Err(status_error(status, &body)),
+        }
+    }
+
+    /// Sends a signal (tests use it to kill workers).
+    pub fn kill(&self, id: &str, signal: &str) -> Result<(), EngineError> {
+        let (status, body) = self.call(
+            "POST",
+            &format!("/containers/{id}/kill?signal={signal}"),
+            None,
+            DEFAULT_TIMEOUT,
+        )?;
+        match status {
+            204 => Ok(()),
+            _ => Err(status_error(status, &body)),
+        }
+    }
+
+    /// Removes (forced, with volumes); gone or removal in progress counts as removed.
+    pub fn remove(&self, id: &str) -> Result<(), EngineError> {
+        let (status, body) = self.call(
+            "DELETE",
+            &format!("/containers/{id}?force=1&v=1"),
+            None,
+            Duration::from_secs(30),
+        )?;
+        match status {
+            204 | 404 | 409 => Ok(()),
+            _ => Err(status_error(status, &body)),
+        }
+    }
+
+    /// All containers (running or not) matching every `key=value` label selector.
+    pub fn list(&self, label_selectors: &[String]) -> Result<Vec<Summary>, EngineError> {
+        let filters = serde_json::json!({ "label": label_selectors }).to_string();
+        let path = format!(
+            "/containers/json?all=1&filters={}",
+            percent_encode(&filters)
+        );
+        let (status, body) = self.call("GET", &path, None, DEFAULT_TIMEOUT)?;
+        if status != 200 {
+            return Err(status_error(status, &body));
+        }
+        parse_list(&body)
+    }
+
+    /// A container by id or name; `None` when it does not exist.
+    pub fn inspect(&self, id_or_name: &str) -> Result<Option<Inspect>, EngineError> {
+        let (status, body) = self.call(
+            "GET",
+            &format!("/containers/{}/json", percent_encode(id_or_name)),
+            None,
+            DEFAULT_TIMEOUT,
+        )?;
+        match status {
+            200 => parse_inspect(&body).map(Some),
+            404 => Ok(None),
+            _ => Err(status_error(status, &body)),
+        }
+    }
+}
+
+/// `min(daemon, newest known)`, refused when below the daemon's minimum or our oldest.
+pub fn negotiate_version(daemon: &str, daemon_min: Option<&str>) -> Result<String, EngineError> {
+    let parse = |v: &str| -> Option<(u32, u32)> {
+        let (a, b) = v.trim().split_once('.')?;
+        Some((a.parse().ok()?, b.parse().ok()?))
+    };
+    let daemon_v = parse(daemon)
+        .ok_or_else(|| EngineError::Protocol(format!("API version {daemon:?} is not X.Y")))?;
+    let chosen = daemon_v.min(NEWEST_API);
+    if let Some(min) = daemon_min.and_then(parse) {
+        if chosen < min {
+            return Err(EngineError::Protocol(format!(
+                "the engine needs API {}.{} or newer; this controller speaks up to {}.{}",
+                min.0, min.1, NEWEST_API.0, NEWEST_API.1
+            )));
+        }
+    }
+    if chosen < OLDEST_API {
+        return Err(EngineError::Protocol(format!(
+            "the engine speaks API {}.{}; this controller needs {}.{} or newer",
+            chosen.0, chosen.1, OLDEST_API.0, OLDEST_API.1
+        )));
+    }
+    Ok(format!("v{}.{}", chosen.0, chosen.1))
+}
+
+pub fn parse_list(body: &[u8]) -> Result<Vec<Summary>, EngineError> {
+    serde_json::from_slice(body).map_err(|e| EngineError::Protocol(format!("container list: {e}")))
+}
+
+pub fn parse_inspect(body: &[u8]) -> Result<Inspect, EngineError> {
+    serde_json::from_slice(body)
+        .map_err(|e| EngineError::Protocol(format!("container inspect: {e}")))
+}
+
+/// The error text of an engine answer: Docker `{"message"}`, Podman `{"cause","message"}`,
+/// else the start of the body. Capped, single line.
+pub fn error_message(body: &[u8]) -> String {
+    #[derive(Deserialize)]
+    struct Msg {
+        message: Option<String>,
+        cause: Option<String>,
+    }
+    let text = match serde_json::from_slice::<Msg>(body) {
+        Ok(Msg {
+            message: Some(m), ..
+        }) if !m.is_empty() => m,
+        Ok(Msg { cause: Some(c), .. }) if !c.is_empty() => c,
+        _ => String::from_utf8_lossy(body).into_owned(),
+    };
+    let one_line: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .take(300)
+        .collect();
+    one_line.trim().to_string()
+}
+
+fn status_error(status: u16, body: &[u8]) -> EngineError {
+    EngineError::Status {
+        status,
+        message: error_message(body),
+    }
+}
+
+fn percent_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() * 3);
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_negotiation() {
+        assert_eq!(negotiate_version("1.41", Some("1.12")).unwrap(), "v1.41");
+        assert_eq!(negotiate_version("1.52", Some("1.44")).unwrap(), "v1.47");
+        assert_eq!(negotiate_version("1.52", Some("1.40")).unwrap(), "v1.47");
+        assert!(negotiate_version("1.52", Some("1.48")).is_err());
+        assert!(negotiate_version("1.30", None).is_err());
+        assert!(negotiate_version("banana", None).is_err());
+    }
+
+    #[test]
+    fn error_bodies() {
+        assert_eq!(
+            error_message(br#"{"message":"No such image: x:v1"}"#),
+            "No such image: x:v1"
+        );
+        assert_eq!(
+            error_message(
+                br#"{"cause":"image not known","message":"x: image not known","response":404}"#
+            ),
+            "x: image not known"
+        );
+        assert_eq!(error_message(b"plain\ntext"), "plain text");
+        assert_eq!(error_message(&[0xff, b'a']), "\u{fffd}a");
+    }
+
+    #[test]
+    fn parses_engine_json_leniently() {
+        let list = br#"[{"Id":"abc","Names":["/n"],"Labels":null,"State":"exited","Created":5,"Ports":null,"Extra":1}]"#;
+        let items = parse_list(list).unwrap();
+        assert_eq!(
+            (items[0].name().as_str(), items[0].state.as_str()),
+            ("n", "exited")
+        );
+        let inspect = br#"{"Id":"abc","State":{"Status":"exited","ExitCode":137,"OOMKilled":true},
+            "HostConfig":{"PortBindings":{"9090/tcp":[{"HostIp":"127.0.0.1","HostPort":"4000"}]}}}"#;
+        let i = parse_inspect(inspect).unwrap();
+        assert!(i.state.unwrap().oom_killed);
+        assert!(parse_list(b"{}").is_err());
+    }
+
+    #[test]
+    fn encodes_filters() {
+        assert_eq!(
+            percent_encode(r#"{"a":["b=c"]}"#),
+            "%7B%22a%22%3A%5B%22b%3Dc%22%5D%7D"
+        );
+    }
+}

@@ -1,0 +1,149 @@
+//! Ownership: the three labels every container (and pod) worker carries, and the
+//! deterministic container name that makes "one worker per task" atomic in the engine.
+//! No credential is ever written to a label.
+
+use std::collections::BTreeMap;
+use std::collections::HashMap;
+
+pub const OWNER: &str = "a2a-worker-controller/owner";
+pub const WORKER_ID: &str = "a2a-worker-controller/worker-id";
+pub const TASK: &str = "a2a-worker-controller/task";
+
+/// The labels of a new worker.
+pub fn for_worker(controller_id: &str, worker_id: &str, task: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (OWNER.to_string(), controller_id.to_string()),
+        (WORKER_ID.to_string(), worker_id.to_string()),
+        (TASK.to_string(), task.to_string()),
+    ])
+}
+
+/// `key=value` selectors that match this controller's workers (all must match).
+pub fn owner_selector(controller_id: &str) -> Vec<String> {
+    vec![format!("{OWNER}={controller_id}")]
+}
+
+/// Selectors that match one worker of this controller.
+pub fn worker_selector(controller_id: &str, worker_id: &str) -> Vec<String> {
+    vec![
+        format!("{OWNER}={controller_id}"),
+        format!("{WORKER_ID}={worker_id}"),
+    ]
+}
+
+/// A worker's identity read back from labels.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owned {
+    pub worker_id: String,
+    pub task: String,
+}
+
+/// The worker's identity if the labels carry this controller's marker and a worker id;
+/// `None` for anything else, however it is named.
+pub fn owned(labels: Option<&HashMap<String, String>>, controller_id: &str) -> Option<Owned> {
+    let labels = labels?;
+    if labels.get(OWNER).map(String::as_str) != Some(controller_id) {
+        return None;
+    }
+    let worker_id = labels.get(WORKER_ID).filter(|w| !w.is_empty())?.clone();
+    Some(Owned {
+        worker_id,
+        task: labels.get(TASK).cloned().unwrap_or_default(),
+    })
+}
+
+/// The container name for a task: `<controller>-<slug>-<hash>`, lowercase DNS-safe, the
+/// same for the same (controller id, task) everywhere, so the engine's name uniqueness
+/// refuses a second container for the task even across racing controllers.
+pub fn container_name(controller_id: &str, task: &str) -> String {
+    let prefix = dns_slug(controller_id, 40);
+    let slug = dns_slug(task, 20);
+    let hash = task_hash(controller_id, task);
+    if slug.is_empty() {
+        format!("{prefix}-{hash}")
+    } else {
+        format!("{prefix}-{slug}-{hash}")
+    }
+}
+
+/// 128 bits of FNV-1a over (controller id, task), hex: two independent 64-bit lanes.
+fn task_hash(controller_id: &str, task: &str) -> String {
+    let lane = |seed: u64| {
+        controller_id
+            .bytes()
+            .chain([0u8])
+            .chain(task.bytes())
+            .fold(seed, |h, b| {
+                (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+            })
+    };
+    format!(
+        "{:016x}{:016x}",
+        lane(0xcbf2_9ce4_8422_2325),
+        lane(0x8422_2325_cbf2_9ce4)
+    )
+}
+
+/// Lowercase `[a-z0-9-]`, runs of anything else folded into one `-`, trimmed, at most `max`.
+fn dns_slug(text: &str, max: usize) -> String {
+    let mut out = String::new();
+    for c in text.chars() {
+        let c = c.to_ascii_lowercase();
+        if c.is_ascii_alphanumeric() {
+            out.push(c);
+        } else if !out.ends_with('-') {
+            out.push('-');
+        }
+        if out.len() >= max {
+            break;
+        }
+    }
+    out.trim_matches('-').to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_deterministic_dns_safe_and_distinct() {
+        let a = container_name("a2a-worker-controller", "Fix the login bug!");
+        assert_eq!(
+            a,
+            container_name("a2a-worker-controller", "Fix the login bug!")
+        );
+        assert!(
+            a.starts_with("a2a-worker-controller-fix-the-login-bug-"),
+            "{a}"
+        );
+        assert_ne!(
+            a,
+            container_name("a2a-worker-controller", "fix the login bug!")
+        );
+        assert_ne!(a, container_name("other", "Fix the login bug!"));
+        let odd = container_name("Ctl_1.x", "ünï=c,ö\u{1F600}");
+        assert!(
+            odd.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-'),
+            "{odd}"
+        );
+        assert!(odd.as_bytes()[0].is_ascii_alphanumeric());
+        assert!(container_name("c", &"x".repeat(256)).len() < 100);
+    }
+
+    #[test]
+    fn ownership_needs_the_marker() {
+        let mut l: HashMap<String, String> = for_worker("me", "w1", "t").into_iter().collect();
+        assert_eq!(
+            owned(Some(&l), "me"),
+            Some(Owned {
+                worker_id: "w1".into(),
+                task: "t".into()
+            })
+        );
+        assert_eq!(owned(Some(&l), "someone-else"), None);
+        l.remove(OWNER);
+        assert_eq!(owned(Some(&l), "me"), None);
+        assert_eq!(owned(None, "me"), None);
+    }
+}

@@ -1,0 +1,389 @@
+//! The Docker backend against a real dockerd: the controller binary as its own process,
+//! real containers of the real echo worker image, real HTTP to the workers.
+
+use std::collections::HashSet;
+
+use serde_json::{json, Value};
+
+use crate::docker_support::*;
+use crate::support::{control_error, reply_data, request};
+
+fn worker_ids(p: &Proc) -> Vec<String> {
+    let data = reply_data(&p.control(json!({"operation": "list"})));
+    data["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["worker_id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn send_to_worker(url: &str, token: Option<&str>, text: &str) -> crate::support::HttpResponse {
+    let addr = url.strip_prefix("http://").unwrap().parse().unwrap();
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+        "params": {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": text}]}}});
+    let auth = token.map(|t| format!("Bearer {t}"));
+    let headers: Vec<(&str, &str)> = auth.iter().map(|a| ("Authorization", a.as_str())).collect();
+    request(addr, "POST", "/", &headers, body.to_string().as_bytes())
+}
+
+#[test]
+fn lifecycle_create_talk_list_stop_and_no_token_leaks() {
+    let Some(socket) = docker_socket() else {
+        return;
+    };
+    let id = controller_id("lifecycle");
+    let cleanup = Cleanup::new(&socket, &id);
+    let p = Proc::start(&socket, &id, &[]);
+
+    let created = p.control(json!({"operation": "create", "task": "lifecycle task ✓"}));
+    let data = reply_data(&created);
+    let (worker, token) = (
+        data["worker"].clone(),
+        data["token"].as_str().unwrap().to_string(),
+    );
+    assert_eq!(worker["state"], "running");
+    assert_eq!(worker["backend"], "docker");
+    let url = worker["a2a_url"].as_str().unwrap();
+    assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+
+    // The worker's own card names its own URL; it needs its own token.
+    let card = request(
+        url.strip_prefix("http://").unwrap().parse().unwrap(),
+        "GET",
+        "/.well-known/agent-card.json",
+        &[],
+        b"",
+    );
+    assert_eq!(card.status, 200);
+    assert_eq!(card.json()["supportedInterfaces"][0]["url"], url);
+    let echoed = send_to_worker(url, Some(&token), "hello worker");
+    assert_eq!(echoed.status, 200);
+    assert_eq!(
+        echoed.json()["result"]["task"]["artifacts"][0]["parts"][0]["text"],
+        "hello worker"
+    );
+    assert_eq!(send_to_worker(url, None, "x").status, 401);
+    assert_eq!(
+        send_to_worker(url, Some(crate::support::TOKEN), "x").status,
+        401
+    );
+
+    let listed = reply_data(&p.control(json!({"operation": "list"})));
+    assert_eq!(listed["workers"][0]["worker_id"], worker["worker_id"]);
+    assert_eq!(listed["workers"][0]["state"], "running");
+    assert_eq!(listed["workers"][0]["a2a_url"], url);
+    assert_eq!(listed["workers"][0]["task"], "lifecycle task ✓");
+    assert_eq!(listed["workers"][0]["created_at"], worker["created_at"]);
+
+    // Ownership is in labels, never the token.
+    let containers = cleanup.owned();
+    assert_eq!(containers.len(), 1);
+    let labels = containers[0].labels.clone().unwrap();
+    assert_eq!(labels.len(), 3, "{labels:?}");
+    assert_eq!(
+        labels["a2a-worker-controller/worker-id"],
+        worker["worker_id"].as_str().unwrap()
+    );
+    assert!(!format!("{labels:?}").contains(&token));
+
+    let stopped = p.control(json!({"operation": "stop", "worker_id": worker["worker_id"]}));
+    let stopped_text = stopped.to_string();
+    assert_eq!(
+        reply_data(&stopped)["worker"]["worker_id"],
+        worker["worker_id"]
+    );
+    assert!(worker_ids(&p).is_empty());
+    assert!(cleanup.owned().is_empty(), "the container is gone");
+    let e = control_error(
+        &p.control(json!({"operation": "stop", "worker_id": worker["worker_id"]})),
+        "TASK_STATE_FAILED",
+    );
+    assert_eq!(e["code"], "not_found");
+
+    // No reply but create's, and no log line, carries the token.
+    assert!(!listed.to_string().contains(&token) && !stopped_text.contains(&token));
+    let tasks = request(
+        p.addr,
+        "POST",
+        "/a2a",
+        &[(
+            "Authorization",
+            &format!("Bearer {}", crate::support::TOKEN),
+        )],
+        br#"{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{"includeArtifacts":true}}"#,
+    );
+    assert!(!tasks.text().contains(&token));
+    let log = p.log_text();
+    assert!(
+        log.contains("operation=create") && log.contains("outcome=completed"),
+        "{log}"
+    );
+    assert!(!log.contains(&token), "token in the controller log");
+    assert!(
+        !log.contains(crate::support::TOKEN),
+        "controller token in its log"
+    );
+}
+
+#[test]
+fn concurrent_creates() {
+    let Some(socket) = docker_socket() else {
+        return;
+    };
+    let id = controller_id("concurrent");
+    let cleanup = Cleanup::new(&socket, &id);
+    let p = Proc::start(&socket, &id, &["-http-threads=24"]);
+
+    let same: Vec<Value> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..10)
+            .map(|_| s.spawn(|| p.control(json!({"operation": "create", "task": "one task"}))))
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let winners: Vec<&Value> = same
+        .iter()
+        .filter(|t| t["status"]["state"] == "TASK_STATE_COMPLETED")
+        .collect();
+    assert_eq!(winners.len(), 1, "{same:?}");
+    let winner_id = reply_data(winners[0])["worker"]["worker_id"].clone();
+    for t in same
+        .iter()
+        .filter(|t| t["status"]["state"] != "TASK_STATE_COMPLETED")
+    {
+        let e = control_error(t, "TASK_STATE_FAILED");
+        assert_eq!(e["code"], "worker_exists", "{t}");
+        assert_eq!(e["worker_id"], winner_id);
+    }
+    assert_eq!(cleanup.owned().len(), 1, "exactly one container");
+
+    let different: Vec<Value> = std::thread::scope(|s| {
+        let p = &p;
+        let hs: Vec<_> = (0..10)
+            .map(|i| {
+                s.spawn(move || {
+                    p.control(json!({"operation": "create", "task": format!("task {i}")}))
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let ports: HashSet<String> = different
+        .iter()
+        .map(|t| {
+            reply_data(t)["worker"]["a2a_url"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(ports.len(), 10, "ten workers on ten URLs");
+    assert_eq!(worker_ids(&p).len(), 11);
+    assert_eq!(cleanup.owned().len(), 11);
+}
+
+#[test]
+fn restart_lists_the_same_workers_and_sigterm_exits_zero() {
+    let Some(socket) = docker_socket() else {
+        return;
+    };
+    let id = controller_id("restart");
+    let _cleanup = Cleanup::new(&socket, &id);
+    let mut p = Proc::start(&socket, &id, &[]);
+    for task in ["a", "b"] {
+        reply_data(&p.control(json!({"operation": "create", "task": task})));
+    }
+    let before = worker_ids(&p);
+    assert_eq!(before.len(), 2);
+    p.restart();
+    assert_eq!(worker_ids(&p), before);
+    // And still one worker per task after the restart.
+    let e = control_error(
+        &p.control(json!({"operation": "create", "task": "a"})),
+        "TASK_STATE_FAILED",
+    );
+    assert_eq!(e["code"], "worker_exists");
+    assert_eq!(p.terminate(), Some(0));
+}
+
+#[test]
+fn foreign_containers_are_never_listed_or_stopped() {
+    let Some(socket) = docker_socket() else {
+        return;
+    };
+    let id = controller_id("foreign");
+    let mut cleanup = Cleanup::new(&socket, &id);
+    let image = worker_image();
+    // No labels, but the name this controller would give task "taken".
+    let look_alike = a2a_worker_controller::labels::container_name(&id, "taken");
+    let other_owner = format!("{id}-other");
+    let foreign = [
+        docker_cli(&socket, &["create", "--name", &look_alike, &image], None),
+        docker_cli(
+            &socket,
+            &["create", "--name", &format!("{id}-nolabels"), &image],
+            None,
+        ),
+        docker_cli(
+            &socket,
+            &[
+                "create",
+                "--label",
+                &format!("a2a-worker-controller/owner={other_owner}"),
+                "--label",
+                "a2a-worker-controller/worker-id=feedfacecafe",
+                "--label",
+                "a2a-worker-controller/task=x",
+                &image,
+            ],
+            None,
+        ),
+        docker_cli(
+            &socket,
+            &[
+                "create",
+                "--label",
+                "a2a-worker-controller/worker-id=deadbeef0001",
+                &image,
+            ],
+            None,
+        ),
+    ];
+    cleanup.extra.extend(foreign.iter().cloned());
+    let p = Proc::start(&socket, &id, &[]);
+    assert!(worker_ids(&p).is_empty());
+    for wid in ["feedfacecafe", "deadbeef0001"] {
+        let e = control_error(
+            &p.control(json!({"operation": "stop", "worker_id": wid})),
+            "TASK_STATE_FAILED",
+        );
+        assert_eq!(e["code"], "not_found");
+    }
+    // The look-alike blocks the name but is not adopted, and survives.
+    let e = control_error(
+        &p.control(json!({"operation": "create", "task": "taken"})),
+        "TASK_STATE_FAILED",
+    );
+    assert_eq!(e["code"], "internal");
+    assert!(
+        e["message"].as_str().unwrap().contains("does not own"),
+        "{e}"
+    );
+    for f in &foreign {
+        assert!(
+            cleanup.engine.inspect(f).unwrap().is_some(),
+            "foreign container {f} untouched"
+        );
+    }
+}
+
+#[test]
+fn workers_that_exit_or_never_answer() {
+    let Some(socket) = docker_socket() else {
+        return;
+    };
+    let id = controller_id("exits");
+    let cleanup = Cleanup::new(&socket, &id);
+    let exits = variant_image(&socket, "exit3", r#"["--exit-code=3"]"#);
+    let p = Proc::start(&socket, &id, &[&format!("-worker-image={exits}")]);
+    let e = control_error(
+        &p.control(json!({"operation": "create", "task": "dies"})),
+        "TASK_STATE_FAILED",
+    );
+    assert_eq!(e["code"], "not_ready");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("exited with code 3"),
+        "{e}"
+    );
+    assert!(cleanup.owned().is_empty(), "nothing left behind");
+    drop(p);
+
+    let silent = variant_image(&socket, "silent", r#"["--no-listen"]"#);
+    let p = Proc::start(
+        &socket,
+        &id,
+        &[
+            &format!("-worker-image={silent}"),
+            "-worker-ready-timeout=2s",
+        ],
+    );
+    let e = control_error(
+        &p.control(json!({"operation": "create", "task": "mute"})),
+        "TASK_STATE_FAILED",
+    );
+    assert_eq!(e["code"], "not_ready");
+    assert!(
+        e["message"].as_str().unwrap().contains("did not answer"),
+        "{e}"
+    );
+    assert!(cleanup.owned().is_empty(), "nothing left behind");
+    drop(p);
+
+    let p = Proc::start(&socket, &id, &["-worker-image=a2a-echo-worker:no-such-tag"]);
+    let e = control_error(
+        &p.control(json!({"operation": "create", "task": "img"})),
+        "TASK_STATE_FAILED",
+    );
+    assert_eq!(e["code"], "image_not_found");
+    assert!(e["message"]
+        .as_str()
+        .unwrap()
+        .contains("a2a-echo-worker:no-such-tag"));
+    drop(p);
+
+    // A worker killed after it was ready is listed as exited, with its exit code.
+    let p = Proc::start(&socket, &id, &[]);
+    let w =
+        reply_data(&p.control(json!({"operation": "create", "task": "victim"})))["worker"].clone();
+    let container = &cleanup.owned()[0].id;
+    cleanup.engine.kill(container, "KILL").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let listed = reply_data(&p.control(json!({"operation": "list"})));
+    let lw = &listed["workers"][0];
+    assert_eq!(lw["worker_id"], w["worker_id"]);
+    assert_eq!(lw["state"], "exited");
+    assert!(lw["reason"].as_str().unwrap().contains("137"), "{lw}");
+    assert_eq!(lw["a2a_url"], w["a2a_url"], "the URL it had");
+    reply_data(&p.control(json!({"operation": "stop", "worker_id": w["worker_id"]})));
+    assert!(cleanup.owned().is_empty());
+}
+
+#[test]
+fn engine_unreachable_then_back() {
+    let Some(socket) = docker_socket() else {
+        return;
+    };
+    let id = controller_id("unreachable");
+    let cleanup = Cleanup::new(&socket, &id);
+    let mut relay = Relay::new(&socket, &id);
+    let p = Proc::start(&relay.path, &id, &[]);
+    assert_eq!(p.get("/readiness").status, 200);
+    let w = reply_data(&p.control(json!({"operation": "create", "task": "survivor"})))["worker"]
+        .clone();
+
+    relay.down();
+    for data in [
+        json!({"operation": "list"}),
+        json!({"operation": "create", "task": "while down"}),
+        json!({"operation": "stop", "worker_id": w["worker_id"]}),
+    ] {
+        let e = control_error(&p.control(data), "TASK_STATE_FAILED");
+        assert_eq!(e["code"], "backend_unavailable", "{e}");
+    }
+    let r = p.get("/readiness");
+    assert_eq!(r.status, 503);
+    assert!(r.text().contains("unavailable"));
+    assert_eq!(p.get("/healthz").status, 200, "still serving");
+
+    relay.up();
+    assert_eq!(p.get("/readiness").status, 200);
+    assert_eq!(worker_ids(&p), [w["worker_id"].as_str().unwrap()]);
+    assert_eq!(
+        cleanup.owned().len(),
+        1,
+        "nothing was created while the engine was away"
+    );
+}

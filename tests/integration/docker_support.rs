@@ -1,0 +1,361 @@
+//! Harness for the Docker suite: the controller binary as a real process against a real
+//! dockerd (`A2A_TEST_DOCKER_HOST`), engine access for setting up foreign containers and
+//! checking what exists, and a Unix-socket relay that can make the engine disappear.
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::net::SocketAddr;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use a2a_worker_controller::docker_engine::{Engine, Summary};
+use a2a_worker_controller::labels;
+use serde_json::{json, Value};
+
+use crate::support::{request, HttpResponse, TOKEN};
+
+/// The engine socket for the Docker suite, or `None` (after saying so) when it is not
+/// configured. With `A2A_REQUIRE_DOCKER=1` a missing engine fails the test instead.
+pub fn docker_socket() -> Option<PathBuf> {
+    match std::env::var("A2A_TEST_DOCKER_HOST") {
+        Ok(host) => Some(PathBuf::from(
+            host.strip_prefix("unix://")
+                .expect("A2A_TEST_DOCKER_HOST must be unix://PATH"),
+        )),
+        Err(_) => {
+            assert!(
+                std::env::var("A2A_REQUIRE_DOCKER").as_deref() != Ok("1"),
+                "A2A_REQUIRE_DOCKER=1 but A2A_TEST_DOCKER_HOST is not set"
+            );
+            eprintln!("SKIPPED: Docker suite (A2A_TEST_DOCKER_HOST is not set)");
+            None
+        }
+    }
+}
+
+pub fn worker_image() -> String {
+    std::env::var("A2A_TEST_WORKER_IMAGE").unwrap_or_else(|_| "a2a-echo-worker:dev".into())
+}
+
+/// Runs the docker CLI against the test engine.
+pub fn docker_cli(socket: &Path, args: &[&str], stdin: Option<&str>) -> String {
+    let mut cmd = Command::new("docker");
+    cmd.env("DOCKER_HOST", format!("unix://{}", socket.display()))
+        .args(args)
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("the docker CLI runs");
+    if let Some(input) = stdin {
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "docker {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// A variant of the worker image with other arguments (e.g. `--exit-code=3`), built once.
+pub fn variant_image(socket: &Path, tag: &str, cmd: &str) -> String {
+    static BUILT: OnceLock<std::sync::Mutex<Vec<String>>> = OnceLock::new();
+    let built = BUILT.get_or_init(Default::default);
+    let mut built = built.lock().unwrap();
+    let image = format!("a2a-echo-worker:{tag}");
+    if !built.contains(&image) {
+        let dockerfile = format!("FROM {}\nCMD {cmd}\n", worker_image());
+        docker_cli(
+            socket,
+            &["build", "-q", "-t", &image, "-"],
+            Some(&dockerfile),
+        );
+        built.push(image.clone());
+    }
+    image
+}
+
+/// A unique controller id per test, so tests sharing one engine never see each other.
+pub fn controller_id(test: &str) -> String {
+    format!("t-{test}-{}", std::process::id())
+}
+
+/// Removes every container carrying this controller id (whatever happens to the test).
+pub struct Cleanup {
+    pub engine: Engine,
+    pub controller_id: String,
+    pub extra: Vec<String>,
+}
+
+impl Cleanup {
+    pub fn new(socket: &Path, controller_id: &str) -> Cleanup {
+        Cleanup {
+            engine: Engine::new(socket.to_path_buf()),
+            controller_id: controller_id.to_string(),
+            extra: Vec::new(),
+        }
+    }
+
+    /// Containers with this controller's owner label, as the engine has them.
+    pub fn owned(&self) -> Vec<Summary> {
+        self.engine
+            .list(&labels::owner_selector(&self.controller_id))
+            .expect("engine list")
+    }
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        if let Ok(list) = self
+            .engine
+            .list(&labels::owner_selector(&self.controller_id))
+        {
+            for c in list {
+                let _ = self.engine.remove(&c.id);
+            }
+        }
+        for id in &self.extra {
+            let _ = self.engine.remove(id);
+        }
+    }
+}
+
+/// The controller binary running as its own process.
+pub struct Proc {
+    child: Option<Child>,
+    pub addr: SocketAddr,
+    pub log: PathBuf,
+    args: Vec<String>,
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+impl Proc {
+    /// Starts the controller with the docker backend on `socket`, plus `extra` flags.
+    pub fn start(socket: &Path, controller_id: &str, extra: &[&str]) -> Proc {
+        let port = free_port();
+        let mut args = vec![
+            format!("-listen=127.0.0.1:{port}"),
+            format!("-a2a-public-url=http://127.0.0.1:{port}"),
+            format!("-docker-host=unix://{}", socket.display()),
+            format!("-controller-id={controller_id}"),
+            format!("-worker-image={}", worker_image()),
+            "-worker-ready-timeout=20s".to_string(),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let log = std::env::temp_dir().join(format!("{controller_id}-{port}.log"));
+        let mut p = Proc {
+            child: None,
+            addr: SocketAddr::from(([127, 0, 0, 1], port)),
+            log,
+            args,
+        };
+        p.spawn();
+        p
+    }
+
+    fn spawn(&mut self) {
+        let log = File::options()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_a2a-worker-controller"))
+            .args(&self.args)
+            .env_clear()
+            .env("HOME", std::env::temp_dir())
+            .env("A2A_AUTH_TOKEN", TOKEN)
+            .env("RUST_LOG", "debug")
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("controller starts");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while Instant::now() < deadline {
+            if std::net::TcpStream::connect(self.addr).is_ok()
+                && request(self.addr, "GET", "/healthz", &[], b"").status == 200
+            {
+                return;
+            }
+            thread::sleep(Duration::from_millis(50));
+        }
+        panic!("controller did not come up; log:\n{}", self.log_text());
+    }
+
+    /// SIGTERM, wait for exit; returns the exit code.
+    pub fn terminate(&mut self) -> Option<i32> {
+        let mut child = self.child.take()?;
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(child.id().to_string())
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                return status.code();
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                return None;
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn restart(&mut self) {
+        assert_eq!(self.terminate(), Some(0));
+        self.spawn();
+    }
+
+    pub fn log_text(&self) -> String {
+        let mut s = String::new();
+        if let Ok(mut f) = File::open(&self.log) {
+            let _ = f.read_to_string(&mut s);
+        }
+        s
+    }
+
+    /// SendMessage with one data part; returns `result.task`.
+    pub fn control(&self, data: Value) -> Value {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+            "params": {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"data": data}]}}});
+        let auth = format!("Bearer {TOKEN}");
+        let r = request(
+            self.addr,
+            "POST",
+            "/a2a",
+            &[("Authorization", &auth)],
+            body.to_string().as_bytes(),
+        );
+        assert_eq!(r.status, 200, "{}", r.text());
+        let v = r.json();
+        assert!(v.get("error").is_none(), "{v}");
+        v["result"]["task"].clone()
+    }
+
+    pub fn get(&self, path: &str) -> HttpResponse {
+        request(self.addr, "GET", path, &[], b"")
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = std::fs::remove_file(&self.log);
+    }
+}
+
+/// A Unix-socket relay in front of the real engine socket. `down()` removes its socket
+/// (as a stopped dockerd does) and cuts open connections; `up()` brings it back.
+pub struct Relay {
+    pub path: PathBuf,
+    target: PathBuf,
+    stop: Arc<AtomicBool>,
+    accept: Option<thread::JoinHandle<()>>,
+}
+
+impl Relay {
+    pub fn new(target: &Path, name: &str) -> Relay {
+        let path = std::env::temp_dir().join(format!("{name}-{}.sock", std::process::id()));
+        let mut r = Relay {
+            path,
+            target: target.to_path_buf(),
+            stop: Arc::new(AtomicBool::new(false)),
+            accept: None,
+        };
+        r.up();
+        r
+    }
+
+    pub fn up(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+        let listener = UnixListener::bind(&self.path).unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        self.stop = Arc::clone(&stop);
+        let target = self.target.clone();
+        self.accept = Some(thread::spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                match listener.accept() {
+                    Ok((client, _)) => {
+                        client.set_nonblocking(false).unwrap();
+                        if let Ok(engine) = UnixStream::connect(&target) {
+                            pipe(client, engine, Arc::clone(&stop));
+                        }
+                    }
+                    Err(_) => thread::sleep(Duration::from_millis(5)),
+                }
+            }
+        }));
+    }
+
+    pub fn down(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.accept.take() {
+            t.join().unwrap();
+        }
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.down();
+    }
+}
+
+fn pipe(a: UnixStream, b: UnixStream, stop: Arc<AtomicBool>) {
+    for (mut from, mut to) in [(a.try_clone().unwrap(), b.try_clone().unwrap()), (b, a)] {
+        let stop = Arc::clone(&stop);
+        thread::spawn(move || {
+            from.set_read_timeout(Some(Duration::from_millis(100)))
+                .unwrap();
+            let mut buf = [0u8; 16384];
+            loop {
+                if stop.load(Ordering::SeqCst) {
+                    break;
+                }
+                match from.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        if to.write_all(&buf[..n]).is_err() {
+                            break;
+                        }
+                    }
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                        ) => {}
+                    Err(_) => break,
+                }
+            }
+            let _ = to.shutdown(std::net::Shutdown::Both);
+        });
+    }
+}
