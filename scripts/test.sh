@@ -79,6 +79,13 @@ if [ -n "${A2A_TEST_DOCKER_HOST:-}" ]; then
   echo "$result" | cut -c1-160
   [ "$(echo "$result" | grep -c '"state":"TASK_STATE_COMPLETED"')" = 4 ] || { echo "run.sh commands did not all complete" >&2; exit 1; }
   echo "$result" | grep -q '"text":"hello worker"' || { echo "the worker did not answer" >&2; exit 1; }
+  step "README curl examples, verbatim, against the same controller"
+  sed -n '/<!-- begin: curl examples -->/,/<!-- end: curl examples -->/p' README.md \
+    | sed '/^<!--/d;/^```/d' | sed "s|localhost:8080|127.0.0.1:$port|g" >"$out.readme.sh"
+  result=$(bash -e "$out.readme.sh")
+  echo "$result" | cut -c1-160
+  [ "$(echo "$result" | grep -c '"state":"TASK_STATE_COMPLETED"')" = 4 ] || { echo "README commands did not all complete" >&2; exit 1; }
+  echo "$result" | grep -q '"text":"hello worker"' || { echo "the worker did not answer" >&2; exit 1; }
   kill "$run_pid"; wait "$run_pid" || true
   if grep -q "$(cat target/run/a2a-auth-token)" "$out" "$err"; then echo "run.sh printed its token" >&2; exit 1; fi
 fi
