@@ -46,6 +46,8 @@ if [ -n "${A2A_TEST_DOCKER_HOST:-}" ]; then
   echo "engine: $A2A_TEST_DOCKER_HOST"
   export A2A_REQUIRE_DOCKER=1
   DOCKER_HOST=$A2A_TEST_DOCKER_HOST scripts/build-worker-image.sh a2a-echo-worker:dev
+  DOCKER_HOST=$A2A_TEST_DOCKER_HOST scripts/build-image.sh a2a-worker-controller a2a-worker-controller:dev
+  export A2A_TEST_CONTROLLER_IMAGE=a2a-worker-controller:dev
 elif [ "${A2A_REQUIRE_DOCKER:-}" = 1 ]; then
   echo "A2A_REQUIRE_DOCKER=1 but no Docker engine is available" >&2
   exit 1

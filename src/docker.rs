@@ -144,15 +144,22 @@ impl DockerBackend {
     }
 
     /// Waits until the worker answers its Agent Card, or fails with why it did not.
+    /// In network mode the worker is probed at its address on that network (the controller
+    /// must share it): its `a2a_url` names the container, which needs the engine's DNS.
     fn wait_ready(&self, id: &str, url: &str) -> Result<(), BackendError> {
         let deadline = Instant::now() + self.ready_timeout;
-        let card = format!("{url}/.well-known/agent-card.json");
         loop {
             let inspect = self.engine.inspect(id).map_err(engine_error)?;
             let Some(inspect) = inspect else {
                 return Err(BackendError::NotReady(
                     "the container disappeared while starting".into(),
                 ));
+            };
+            let probe_base = match &self.docker.network {
+                Some(network) => inspect
+                    .ip_on(network)
+                    .map(|ip| format!("http://{}", SocketAddr::new(ip, self.container.port))),
+                None => Some(url.to_string()),
             };
             let state = inspect.state.unwrap_or_default();
             if !state.running {
@@ -161,14 +168,18 @@ impl DockerBackend {
                     exit_reason(&state).unwrap_or_else(|| format!("is {}", state.status))
                 )));
             }
-            if let Ok(r) = self.probe.get(&card).call() {
-                if r.status().as_u16() == 200 {
-                    return Ok(());
+            if let Some(base) = &probe_base {
+                let card = format!("{base}/.well-known/agent-card.json");
+                if let Ok(r) = self.probe.get(&card).call() {
+                    if r.status().as_u16() == 200 {
+                        return Ok(());
+                    }
                 }
             }
             if Instant::now() >= deadline {
                 return Err(BackendError::NotReady(format!(
-                    "the worker did not answer {card} within {}s",
+                    "the worker did not answer {}/.well-known/agent-card.json within {}s",
+                    probe_base.as_deref().unwrap_or(url),
                     self.ready_timeout.as_secs_f32()
                 )));
             }

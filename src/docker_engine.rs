@@ -110,6 +110,36 @@ pub struct Inspect {
     pub state: Option<State>,
     #[serde(rename = "HostConfig")]
     pub host_config: Option<HostConfig>,
+    #[serde(rename = "NetworkSettings")]
+    pub network_settings: Option<NetworkSettings>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct NetworkSettings {
+    #[serde(rename = "Networks")]
+    pub networks: Option<HashMap<String, Network>>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct Network {
+    #[serde(rename = "IPAddress")]
+    pub ip_address: String,
+}
+
+impl Inspect {
+    /// The container's address on `network`, if it has one.
+    pub fn ip_on(&self, network: &str) -> Option<std::net::IpAddr> {
+        self.network_settings
+            .as_ref()?
+            .networks
+            .as_ref()?
+            .get(network)?
+            .ip_address
+            .parse()
+            .ok()
+    }
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

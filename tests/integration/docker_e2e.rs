@@ -387,3 +387,146 @@ fn engine_unreachable_then_back() {
         "nothing was created while the engine was away"
     );
 }
+
+#[test]
+fn sigterm_lets_a_create_in_flight_finish_then_exits_zero() {
+    let Some(socket) = docker_socket() else {
+        return;
+    };
+    let id = controller_id("sigterm");
+    let cleanup = Cleanup::new(&socket, &id);
+    let silent = variant_image(&socket, "silent", r#"["--no-listen"]"#);
+    let mut p = Proc::start(
+        &socket,
+        &id,
+        &[
+            &format!("-worker-image={silent}"),
+            "-worker-ready-timeout=3s",
+        ],
+    );
+    let addr = p.addr;
+    let in_flight = std::thread::spawn(move || {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+            "params": {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"data": {"operation": "create", "task": "slow"}}]}}});
+        let auth = format!("Bearer {}", crate::support::TOKEN);
+        request(
+            addr,
+            "POST",
+            "/a2a",
+            &[("Authorization", &auth)],
+            body.to_string().as_bytes(),
+        )
+    });
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    let started = std::time::Instant::now();
+    assert_eq!(p.terminate(), Some(0));
+    assert!(
+        started.elapsed() >= std::time::Duration::from_secs(1),
+        "waited for the request"
+    );
+    let r = in_flight.join().unwrap();
+    assert_eq!(r.status, 200);
+    let e = control_error(&r.json()["result"]["task"], "TASK_STATE_FAILED");
+    assert_eq!(e["code"], "not_ready");
+    assert!(
+        cleanup.owned().is_empty(),
+        "the failed create cleaned up before exit"
+    );
+    assert!(p.log_text().contains("finishing requests in flight"));
+}
+
+#[test]
+fn network_mode_from_a_controller_container() {
+    let Some(socket) = docker_socket() else {
+        return;
+    };
+    let Ok(image) = std::env::var("A2A_TEST_CONTROLLER_IMAGE") else {
+        assert!(
+            std::env::var("A2A_REQUIRE_DOCKER").as_deref() != Ok("1"),
+            "A2A_TEST_CONTROLLER_IMAGE is not set"
+        );
+        eprintln!("SKIPPED: network mode (A2A_TEST_CONTROLLER_IMAGE is not set)");
+        return;
+    };
+    let id = controller_id("netmode");
+    let mut cleanup = Cleanup::new(&socket, &id);
+    let network = format!("{id}-net");
+    docker_cli(&socket, &["network", "create", &network], None);
+    let port = free_port();
+    let ctl = docker_cli(
+        &socket,
+        &[
+            "run",
+            "-d",
+            "--name",
+            &format!("{id}-ctl"),
+            "--network",
+            &network,
+            "-v",
+            &format!("{}:/var/run/docker.sock", socket.display()),
+            "-p",
+            &format!("127.0.0.1:{port}:8080"),
+            "-e",
+            &format!("A2A_AUTH_TOKEN={}", crate::support::TOKEN),
+            &image,
+            "-listen=:8080",
+            &format!("-a2a-public-url=http://127.0.0.1:{port}"),
+            &format!("-controller-id={id}"),
+            &format!("-docker-network={network}"),
+            &format!("-worker-image={}", worker_image()),
+            "-worker-ready-timeout=20s",
+        ],
+        None,
+    );
+    cleanup.extra.push(ctl.clone());
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while std::net::TcpStream::connect(addr).is_err()
+        || request(addr, "GET", "/readiness", &[], b"").status != 200
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "controller container did not come up: {}",
+            docker_cli(&socket, &["logs", &ctl], None)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+        "params": {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"data": {"operation": "create", "task": "in network"}}]}}});
+    let auth = format!("Bearer {}", crate::support::TOKEN);
+    let r = request(
+        addr,
+        "POST",
+        "/a2a",
+        &[("Authorization", &auth)],
+        body.to_string().as_bytes(),
+    );
+    let task = r.json()["result"]["task"].clone();
+    let worker = reply_data(&task)["worker"].clone();
+    let name = a2a_worker_controller::labels::container_name(&id, "in network");
+    assert_eq!(worker["a2a_url"], format!("http://{name}:9090"));
+    assert_eq!(
+        worker["state"], "running",
+        "the controller reached it on the network"
+    );
+    let inspect = cleanup.engine.inspect(&name).unwrap().unwrap();
+    let bindings = inspect
+        .host_config
+        .unwrap()
+        .port_bindings
+        .unwrap_or_default();
+    assert!(
+        bindings
+            .values()
+            .all(|b| b.as_ref().is_none_or(|b| b.is_empty())),
+        "no published port: {bindings:?}"
+    );
+    assert!(inspect
+        .network_settings
+        .unwrap()
+        .networks
+        .unwrap()
+        .contains_key(&network));
+    drop(cleanup);
+    docker_cli(&socket, &["network", "rm", &network], None);
+}
