@@ -119,8 +119,15 @@ pub fn start(settings: &Settings, backend: Arc<dyn Backend>) -> Result<Running, 
     };
     let server = http::Server::bind(settings.listen).map_err(Error::Http)?;
     let addr = server.local_addr().unwrap_or(settings.listen);
+    let limits = http::Limits {
+        max_connections: settings.max_connections,
+        head_timeout: settings.http_head_timeout,
+        body_timeout: settings.http_body_timeout,
+        idle_timeout: settings.http_idle_timeout,
+        ..http::Limits::default()
+    };
     let serving = server
-        .serve(Arc::new(routes), settings.http_threads)
+        .serve(Arc::new(routes), limits)
         .map_err(Error::Http)?;
     Ok(Running { addr, serving })
 }

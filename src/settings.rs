@@ -49,7 +49,10 @@ pub struct Settings {
     pub sentry_proxy: Option<String>,
     pub max_workers: u32,
     pub worker_ready_timeout: Duration,
-    pub http_threads: usize,
+    pub max_connections: usize,
+    pub http_head_timeout: Duration,
+    pub http_body_timeout: Duration,
+    pub http_idle_timeout: Duration,
     /// `ANTHROPIC_AUTH_TOKEN` from the controller's own environment, forwarded to workers.
     pub anthropic_auth_token: Option<String>,
     pub container: Option<ContainerSettings>,
@@ -198,9 +201,24 @@ const SPECS: &[Spec] = &[
         "how long create waits for a worker to answer (0 = do not wait)",
     ),
     s(
-        "HTTP_THREADS",
-        "16",
-        "HTTP worker threads (requests served at once)",
+        "HTTP_HEAD_TIMEOUT",
+        "10s",
+        "a request head must arrive within this",
+    ),
+    s(
+        "HTTP_BODY_TIMEOUT",
+        "30s",
+        "a request body must arrive within this",
+    ),
+    s(
+        "HTTP_IDLE_TIMEOUT",
+        "60s",
+        "an idle keep-alive connection is closed after this",
+    ),
+    s(
+        "MAX_CONNECTIONS",
+        "1024",
+        "most connections served at once (one thread each); more are answered 503",
     ),
     s(
         "WORKER_IMAGE",
@@ -418,6 +436,17 @@ impl Raw {
             .map_err(|_| invalid(name, format!("{v:?} is not {what}")))
     }
 
+    /// A positive duration such as `10s` or `500ms`.
+    fn duration(&self, name: &'static str) -> Result<Duration, Error> {
+        let v = self.get(name);
+        parse_duration(&v).filter(|d| !d.is_zero()).ok_or_else(|| {
+            invalid(
+                name,
+                format!("{v:?} is not a positive duration such as 10s"),
+            )
+        })
+    }
+
     fn optional_path(&self, name: &'static str) -> Result<Option<PathBuf>, Error> {
         self.optional(name)
             .map(|p| expand_home(name, &p))
@@ -482,11 +511,11 @@ impl Raw {
             .optional("SENTRY_PROXY")
             .map(|p| http_url("SENTRY_PROXY", &p))
             .transpose()?;
-        let http_threads: usize = self.number("HTTP_THREADS", "a whole number")?;
-        if !(1..=1024).contains(&http_threads) {
+        let max_connections: usize = self.number("MAX_CONNECTIONS", "a whole number")?;
+        if !(1..=65536).contains(&max_connections) {
             return Err(invalid(
-                "HTTP_THREADS",
-                "it must be between 1 and 1024".into(),
+                "MAX_CONNECTIONS",
+                "it must be between 1 and 65536".into(),
             ));
         }
         let mut settings = Settings {
@@ -510,7 +539,10 @@ impl Raw {
                     )
                 },
             )?,
-            http_threads,
+            max_connections,
+            http_head_timeout: self.duration("HTTP_HEAD_TIMEOUT")?,
+            http_body_timeout: self.duration("HTTP_BODY_TIMEOUT")?,
+            http_idle_timeout: self.duration("HTTP_IDLE_TIMEOUT")?,
             anthropic_auth_token: None,
             container: None,
             docker: None,

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use a2a_worker_controller::a2a::{response_err, response_ok, RpcError};
 use a2a_worker_controller::auth;
-use a2a_worker_controller::http::{Body, Handler, Request, Response, Server};
+use a2a_worker_controller::http::{Body, Handler, Limits, Request, Response, Server};
 use a2a_worker_controller::time::{now_millis, rfc3339_millis};
 use a2a_worker_controller::token::uuid_v4;
 use serde_json::{json, Value};
@@ -174,7 +174,8 @@ fn main() -> ExitCode {
         card: card(&name, &url),
         token,
     };
-    let serving = match Server::bind(addr).and_then(|s| s.serve(Arc::new(echo), 4)) {
+    let serving = match Server::bind(addr).and_then(|s| s.serve(Arc::new(echo), Limits::default()))
+    {
         Ok(s) => s,
         Err(e) => {
             eprintln!("a2a-echo-worker: {e}");

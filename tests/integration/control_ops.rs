@@ -155,7 +155,7 @@ fn racing_creates_for_one_task_give_one_worker() {
     *backend.create_delay.lock().unwrap() = Duration::from_millis(50);
     let c = Builder::default()
         .backend(backend.clone())
-        .flag("-http-threads=8")
+        .flag("-max-connections=64")
         .start();
     let results: Vec<serde_json::Value> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..8)

@@ -133,7 +133,7 @@ fn concurrent_creates() {
     };
     let id = controller_id("concurrent");
     let cleanup = Cleanup::new(&socket, &id);
-    let p = Proc::start(&socket, &id, &["-http-threads=24"]);
+    let p = Proc::start(&socket, &id, &[]);
 
     let same: Vec<Value> = std::thread::scope(|s| {
         let hs: Vec<_> = (0..10)

@@ -224,6 +224,25 @@ impl Proc {
         }
     }
 
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map(Child::id).unwrap_or(0)
+    }
+
+    /// Resident memory in KiB and thread count, from /proc.
+    pub fn rss_and_threads(&self) -> (u64, usize) {
+        let status =
+            std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap_or_default();
+        let field = |name: &str| -> u64 {
+            status
+                .lines()
+                .find(|l| l.starts_with(name))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0)
+        };
+        (field("VmRSS:"), field("Threads:") as usize)
+    }
+
     pub fn restart(&mut self) {
         assert_eq!(self.terminate(), Some(0));
         self.spawn();

@@ -107,7 +107,7 @@ pub fn settings(extra: &[&str]) -> Settings {
         format!("-a2a-auth-token={TOKEN}"),
         "-a2a-public-url=http://controller.test:8080/".to_string(),
         "-worker-image=a2a-echo-worker:dev".to_string(),
-        "-http-threads=4".to_string(),
+        "-max-connections=256".to_string(),
     ];
     args.extend(extra.iter().map(|s| s.to_string()));
     match settings::parse(args, Vec::new()).expect("test settings") {
