@@ -64,6 +64,16 @@ fi
 step "cargo test"
 cargo test --locked --all-targets -- --test-threads=4
 
+step "fuzzing, ${A2A_FUZZ_SECONDS:-10}s per target (scripts/fuzz.sh runs longer)"
+if command -v cargo-fuzz >/dev/null && rustup toolchain list | grep -q '^nightly'; then
+  scripts/fuzz.sh "${A2A_FUZZ_SECONDS:-10}"
+elif [ "${A2A_REQUIRE_FUZZ:-}" = 1 ]; then
+  echo "A2A_REQUIRE_FUZZ=1 but cargo-fuzz or the nightly toolchain is missing" >&2
+  exit 1
+else
+  echo "SKIPPED: fuzzing (needs cargo-fuzz and a nightly toolchain: cargo install cargo-fuzz --locked)" >&2
+fi
+
 if [ -n "${A2A_TEST_DOCKER_HOST:-}" ]; then
   step "scripts/run.sh smoke test: its printed commands, verbatim"
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')

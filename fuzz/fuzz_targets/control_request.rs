@@ -1,0 +1,11 @@
+//! Control requests (the data part of a SendMessage) of any JSON shape.
+#![no_main]
+use a2a_worker_controller::control::{parse_request, ControlRequest};
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(value) = serde_json::from_slice::<serde_json::Value>(data) else { return };
+    if let Ok(ControlRequest::Create { task }) = parse_request([&value]) {
+        assert!(!task.trim().is_empty() && !task.chars().any(char::is_control));
+    }
+});

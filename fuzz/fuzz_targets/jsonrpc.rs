@@ -1,0 +1,45 @@
+//! Whole JSON-RPC request bodies through the protocol layer, over a backend that refuses
+//! everything (nothing is created while fuzzing).
+#![no_main]
+use std::sync::{Arc, OnceLock};
+
+use a2a_worker_controller::backend::{Backend, BackendError, CreateSpec, Worker};
+use a2a_worker_controller::control::Control;
+use a2a_worker_controller::metrics::Metrics;
+use a2a_worker_controller::protocol::{Protocol, ServiceParams};
+use a2a_worker_controller::tasks::TaskStore;
+use libfuzzer_sys::fuzz_target;
+
+struct Refuses;
+
+impl Backend for Refuses {
+    fn name(&self) -> &'static str {
+        "docker"
+    }
+    fn create(&self, _: &CreateSpec) -> Result<Worker, BackendError> {
+        Err(BackendError::Unavailable("fuzzing".into()))
+    }
+    fn list(&self) -> Result<Vec<Worker>, BackendError> {
+        Ok(Vec::new())
+    }
+    fn stop(&self, _: &str) -> Result<Worker, BackendError> {
+        Err(BackendError::NotFound)
+    }
+    fn health(&self) -> Result<(), BackendError> {
+        Ok(())
+    }
+}
+
+fn protocol() -> &'static Protocol {
+    static P: OnceLock<Protocol> = OnceLock::new();
+    P.get_or_init(|| {
+        let control = Arc::new(Control::new(Arc::new(Refuses), Arc::new(Metrics::new()), None, 0));
+        Protocol::new(control, Arc::new(TaskStore::new(64)))
+    })
+}
+
+fuzz_target!(|data: &[u8]| {
+    let reply = protocol().handle(&ServiceParams::default(), data);
+    assert_eq!(reply["jsonrpc"], "2.0");
+    assert!(reply.get("result").is_some() != reply.get("error").is_some());
+});
