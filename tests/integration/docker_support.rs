@@ -164,6 +164,13 @@ impl Proc {
             "-worker-ready-timeout=20s".to_string(),
         ];
         args.extend(extra.iter().map(|s| s.to_string()));
+        // A later -listen wins; reach it on loopback.
+        let port = extra
+            .iter()
+            .filter_map(|a| a.strip_prefix("-listen="))
+            .filter_map(|l| l.rsplit(':').next()?.parse().ok())
+            .last()
+            .unwrap_or(port);
         let log = std::env::temp_dir().join(format!("{controller_id}-{port}.log"));
         let mut p = Proc {
             child: None,
@@ -271,7 +278,11 @@ impl Proc {
         assert_eq!(r.status, 200, "{}", r.text());
         let v = r.json();
         assert!(v.get("error").is_none(), "{v}");
-        v["result"]["task"].clone()
+        let task = v["result"]["task"].clone();
+        if let Some(t) = task["artifacts"][0]["parts"][0]["data"]["token"].as_str() {
+            crate::secrets::remember(t);
+        }
+        task
     }
 
     pub fn get(&self, path: &str) -> HttpResponse {
@@ -281,6 +292,12 @@ impl Proc {
 
 impl Drop for Proc {
     fn drop(&mut self) {
+        if self.child.is_some() && !thread::panicking() {
+            crate::secrets::assert_none_in(&self.get("/metrics").text(), "/metrics");
+        }
+        if !thread::panicking() {
+            crate::secrets::assert_none_in(&self.log_text(), "the controller log");
+        }
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
             let _ = c.wait();

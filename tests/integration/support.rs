@@ -147,6 +147,7 @@ impl Builder {
     }
 
     pub fn start(self) -> Controller {
+        crate::secrets::capture_logs();
         let flags: Vec<&str> = self.flags.iter().map(String::as_str).collect();
         let backend = self.backend.unwrap_or_default();
         let running = a2a_worker_controller::start(&settings(&flags), backend.clone())
@@ -168,7 +169,12 @@ pub struct Controller {
 impl Drop for Controller {
     fn drop(&mut self) {
         if let Some(r) = self.running.take() {
+            let metrics = request(self.addr, "GET", "/metrics", &[], b"");
             r.shutdown();
+            if !std::thread::panicking() {
+                crate::secrets::assert_none_in(&metrics.text(), "/metrics");
+                crate::secrets::assert_none_in(&crate::secrets::captured_log(), "the log");
+            }
         }
     }
 }
