@@ -7,22 +7,40 @@ set -euo pipefail
 cmd=${1:?start|stop}
 dir=${2:?directory}
 sock="$dir/docker.sock"
+# Alive and not a zombie (a killed dockerd may stay unreaped).
+running() { local st; st=$(ps -o stat= -p "$1" 2>/dev/null) && [ -n "$st" ] && [ "${st#Z}" = "$st" ]; }
 case "$cmd" in
   start)
     command -v dockerd >/dev/null || { echo "dockerd not installed (apt-get install docker.io)" >&2; exit 1; }
     mkdir -p "$dir/data" "$dir/exec"
+    # A dockerd that was killed leaves its pid file behind; it refuses to start over one.
+    if [ -f "$dir/docker.pid" ] && ! running "$(cat "$dir/docker.pid")"; then
+      rm -f "$dir/docker.pid"
+      # Its managed containerd may outlive it and hold the socket the new one needs.
+      cpid_file="$dir/exec/containerd/containerd.pid"
+      if [ -f "$cpid_file" ]; then
+        cpid=$(cat "$cpid_file")
+        if running "$cpid"; then
+          kill -9 "$cpid" 2>/dev/null || true
+          for _ in $(seq 1 50); do running "$cpid" || break; sleep 0.1; done
+        fi
+      fi
+      rm -f "$dir"/exec/containerd/containerd.pid "$dir"/exec/containerd/containerd*.sock*
+    fi
     # A short exec root path: containerd's socket paths must stay under 108 bytes.
     nohup dockerd --host "unix://$sock" --data-root "$dir/data" --exec-root "$dir/exec" \
       --pidfile "$dir/docker.pid" \
-      >"$dir/dockerd.log" 2>&1 &
+      >>"$dir/dockerd.log" 2>&1 &
+    pid=$!
     for _ in $(seq 1 150); do
+      running "$pid" || break
       if curl -sf --unix-socket "$sock" http://docker/_ping >/dev/null 2>&1; then
         echo "unix://$sock"
         exit 0
       fi
       sleep 0.2
     done
-    echo "dockerd did not answer within 30s; its log:" >&2
+    echo "dockerd did not come up; its log:" >&2
     tail -n 30 "$dir/dockerd.log" >&2
     exit 1
     ;;
@@ -30,7 +48,7 @@ case "$cmd" in
     if [ -f "$dir/docker.pid" ]; then
       pid=$(cat "$dir/docker.pid")
       kill "$pid" 2>/dev/null || true
-      for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+      for _ in $(seq 1 100); do running "$pid" || break; sleep 0.1; done
       kill -9 "$pid" 2>/dev/null || true
       rm -f "$dir/docker.pid"
     fi

@@ -64,6 +64,13 @@ fi
 step "cargo test"
 cargo test --locked --all-targets -- --test-threads=4
 
+if [ -n "${A2A_TEST_DOCKER_HOST:-}" ]; then
+  step "load: ${A2A_LOAD_SECONDS:-60}s, 64 clients listing while creates and stops run (release build)"
+  LOAD_SECONDS=${A2A_LOAD_SECONDS:-60} cargo test --release --locked --quiet --test integration load \
+    -- --ignored --nocapture 2>&1 | grep -E '^(LOAD|test result|thread|  left|  right)|panicked'
+  [ "${PIPESTATUS[0]}" = 0 ] || { echo "the load test failed" >&2; exit 1; }
+fi
+
 step "fuzzing, ${A2A_FUZZ_SECONDS:-10}s per target (scripts/fuzz.sh runs longer)"
 if command -v cargo-fuzz >/dev/null && rustup toolchain list | grep -q '^nightly'; then
   scripts/fuzz.sh "${A2A_FUZZ_SECONDS:-10}"

@@ -167,9 +167,9 @@ impl Proc {
         // A later -listen wins; reach it on loopback.
         let port = extra
             .iter()
+            .rev()
             .filter_map(|a| a.strip_prefix("-listen="))
-            .filter_map(|l| l.rsplit(':').next()?.parse().ok())
-            .last()
+            .find_map(|l| l.rsplit(':').next()?.parse().ok())
             .unwrap_or(port);
         let log = std::env::temp_dir().join(format!("{controller_id}-{port}.log"));
         let mut p = Proc {
@@ -248,6 +248,14 @@ impl Proc {
                 .unwrap_or(0)
         };
         (field("VmRSS:"), field("Threads:") as usize)
+    }
+
+    /// SIGKILL, no chance to clean up.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
     }
 
     pub fn restart(&mut self) {
