@@ -530,3 +530,41 @@ fn network_mode_from_a_controller_container() {
     drop(cleanup);
     docker_cli(&socket, &["network", "rm", &network], None);
 }
+
+#[test]
+fn a_host_port_taken_before_start_is_retried_never_surfaced() {
+    let Some(socket) = docker_socket() else {
+        return;
+    };
+    let id = controller_id("portclash");
+    let cleanup = Cleanup::new(&socket, &id);
+    let relay = Relay::new(&socket, &id);
+    relay
+        .fail_starts
+        .store(2, std::sync::atomic::Ordering::SeqCst);
+    let p = Proc::start(&relay.path, &id, &[]);
+    let w =
+        reply_data(&p.control(json!({"operation": "create", "task": "clash"})))["worker"].clone();
+    assert_eq!(w["state"], "running");
+    assert_eq!(
+        relay.creates_seen.load(std::sync::atomic::Ordering::SeqCst),
+        3,
+        "two clashes, three attempts"
+    );
+    let owned = cleanup.owned();
+    assert_eq!(owned.len(), 1, "the clashed attempts were removed");
+    let url = w["a2a_url"].as_str().unwrap();
+    let card = request(
+        url.strip_prefix("http://").unwrap().parse().unwrap(),
+        "GET",
+        "/.well-known/agent-card.json",
+        &[],
+        b"",
+    );
+    assert_eq!(
+        card.json()["supportedInterfaces"][0]["url"],
+        url,
+        "its A2A_PUBLIC_URL is the port it got"
+    );
+    assert!(p.log_text().contains("retrying with another"));
+}

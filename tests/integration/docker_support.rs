@@ -316,11 +316,15 @@ impl Drop for Proc {
 
 /// A Unix-socket relay in front of the real engine socket. `down()` removes its socket
 /// (as a stopped dockerd does) and cuts open connections; `up()` brings it back.
+/// `fail_starts` answers that many container starts the way dockerd does when the host port
+/// was taken meanwhile (500, "port is already allocated"; the container stays created).
 pub struct Relay {
     pub path: PathBuf,
     target: PathBuf,
     stop: Arc<AtomicBool>,
     accept: Option<thread::JoinHandle<()>>,
+    pub fail_starts: Arc<std::sync::atomic::AtomicUsize>,
+    pub creates_seen: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Relay {
@@ -331,6 +335,8 @@ impl Relay {
             target: target.to_path_buf(),
             stop: Arc::new(AtomicBool::new(false)),
             accept: None,
+            fail_starts: Arc::default(),
+            creates_seen: Arc::default(),
         };
         r.up();
         r
@@ -343,13 +349,47 @@ impl Relay {
         let stop = Arc::new(AtomicBool::new(false));
         self.stop = Arc::clone(&stop);
         let target = self.target.clone();
+        let (fail_starts, creates_seen) = (
+            Arc::clone(&self.fail_starts),
+            Arc::clone(&self.creates_seen),
+        );
         self.accept = Some(thread::spawn(move || {
             while !stop.load(Ordering::SeqCst) {
                 match listener.accept() {
-                    Ok((client, _)) => {
+                    Ok((mut client, _)) => {
                         client.set_nonblocking(false).unwrap();
-                        if let Ok(engine) = UnixStream::connect(&target) {
-                            pipe(client, engine, Arc::clone(&stop));
+                        // The controller sends one request per connection: read its head.
+                        let mut head = Vec::new();
+                        let mut byte = [0u8; 1];
+                        while !head.ends_with(b"\r\n\r\n")
+                            && client.read(&mut byte).map(|n| n == 1).unwrap_or(false)
+                        {
+                            head.push(byte[0]);
+                        }
+                        let line = String::from_utf8_lossy(&head)
+                            .lines()
+                            .next()
+                            .unwrap_or("")
+                            .to_string();
+                        if line.starts_with("POST") && line.contains("/containers/create") {
+                            creates_seen.fetch_add(1, Ordering::SeqCst);
+                        }
+                        let is_start = line.starts_with("POST") && line.contains("/start ");
+                        if is_start
+                            && fail_starts
+                                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                                    n.checked_sub(1)
+                                })
+                                .is_ok()
+                        {
+                            let body = r#"{"message":"driver failed programming external connectivity on endpoint w (abc): Bind for 127.0.0.1:40000 failed: port is already allocated"}"#;
+                            let _ = write!(client, "HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", body.len());
+                            continue;
+                        }
+                        if let Ok(mut engine) = UnixStream::connect(&target) {
+                            if engine.write_all(&head).is_ok() {
+                                pipe(client, engine, Arc::clone(&stop));
+                            }
                         }
                     }
                     Err(_) => thread::sleep(Duration::from_millis(5)),
