@@ -71,6 +71,16 @@ if [ -n "${A2A_TEST_DOCKER_HOST:-}" ]; then
   [ "${PIPESTATUS[0]}" = 0 ] || { echo "the load test failed" >&2; exit 1; }
 fi
 
+if [ -n "${A2A_TEST_PODMAN_HOST:-}" ] && [ -n "${A2A_TEST_DOCKER_HOST:-}" ]; then
+  step "the Docker suite again, against Podman's Docker-compatible API ($A2A_TEST_PODMAN_HOST)"
+  for image in a2a-echo-worker:dev a2a-worker-controller:dev; do
+    docker -H "$A2A_TEST_DOCKER_HOST" save "$image" | docker -H "$A2A_TEST_PODMAN_HOST" load -q >/dev/null
+  done
+  A2A_TEST_DOCKER_HOST=$A2A_TEST_PODMAN_HOST cargo test --locked --test integration -- \
+    docker_e2e faults::controller 2>&1 | grep -E '^(test |test result)|panicked'
+  [ "${PIPESTATUS[0]}" = 0 ] || { echo "the Docker suite failed against Podman" >&2; exit 1; }
+fi
+
 step "fuzzing, ${A2A_FUZZ_SECONDS:-10}s per target (scripts/fuzz.sh runs longer)"
 if command -v cargo-fuzz >/dev/null && rustup toolchain list | grep -q '^nightly'; then
   scripts/fuzz.sh "${A2A_FUZZ_SECONDS:-10}"

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Starts or stops a private Podman service speaking the Docker-compatible API (own socket,
+# storage and run root), for running the Docker suite against Podman.
+#   scripts/podman.sh start DIR   # prints the socket URL once /_ping answers
+#   scripts/podman.sh stop DIR
+# Sandbox quirks (see engines.md): the runc runtime and explicit ulimits; `Init: true` needs
+# catatonit. Needs: apt-get install podman runc catatonit
+set -euo pipefail
+cmd=${1:?start|stop}
+dir=${2:?directory}
+sock="$dir/podman.sock"
+case "$cmd" in
+  start)
+    command -v podman >/dev/null || { echo "podman not installed (apt-get install podman runc catatonit)" >&2; exit 1; }
+    mkdir -p "$dir/storage" "$dir/run"
+    cat >"$dir/containers.conf" <<'CONF'
+[containers]
+default_ulimits = ["nofile=20000:20000", "nproc=32768:32768"]
+[engine]
+runtime = "runc"
+CONF
+    CONTAINERS_CONF="$dir/containers.conf" nohup podman --root "$dir/storage" --runroot "$dir/run" \
+      system service --time=0 "unix://$sock" >>"$dir/podman.log" 2>&1 &
+    echo $! >"$dir/podman.pid"
+    for _ in $(seq 1 100); do
+      if curl -sf --unix-socket "$sock" http://d/_ping >/dev/null 2>&1; then
+        echo "unix://$sock"
+        exit 0
+      fi
+      sleep 0.2
+    done
+    echo "podman service did not answer; its log:" >&2
+    tail -n 30 "$dir/podman.log" >&2
+    exit 1
+    ;;
+  stop)
+    if [ -f "$dir/podman.pid" ]; then
+      curl -sf --unix-socket "$sock" -X POST "http://d/containers/prune" >/dev/null 2>&1 || true
+      kill "$(cat "$dir/podman.pid")" 2>/dev/null || true
+      rm -f "$dir/podman.pid"
+    fi
+    ;;
+  *) echo "usage: $0 start|stop DIR" >&2; exit 2 ;;
+esac
