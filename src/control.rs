@@ -200,6 +200,15 @@ fn truncate(s: &str, max: usize) -> String {
     s.chars().take(max).collect()
 }
 
+/// What one operation's log line names.
+struct Ids<'a> {
+    /// The A2A task carrying the operation.
+    task_id: &'a str,
+    /// The worker's task (create only).
+    task: &'a str,
+    worker_id: &'a str,
+}
+
 /// The operation layer over one backend.
 pub struct Control {
     backend: Arc<dyn Backend>,
@@ -236,16 +245,30 @@ impl Control {
     /// Runs a parsed request (or reports a rejected one), logging and counting it.
     pub fn execute(&self, request: Result<ControlRequest, ControlError>, task_id: &str) -> Outcome {
         let started = Instant::now();
-        let (operation, outcome, worker_id) = match request {
-            Err(e) => ("invalid", Outcome::Rejected(e), String::new()),
+        let (operation, task, outcome, worker_id) = match request {
+            Err(e) => (
+                "invalid",
+                String::new(),
+                Outcome::Rejected(e),
+                String::new(),
+            ),
             Ok(req) => {
                 let op = req.operation();
+                let task = match &req {
+                    ControlRequest::Create { task } => task.clone(),
+                    _ => String::new(),
+                };
                 let (outcome, worker_id) = self.run(req);
-                (op, outcome, worker_id)
+                (op, task, outcome, worker_id)
             }
         };
         let took = started.elapsed();
-        self.record(operation, task_id, &worker_id, &outcome, took);
+        let ids = Ids {
+            task_id,
+            task: &task,
+            worker_id: &worker_id,
+        };
+        self.record(operation, &ids, &outcome, took);
         outcome
     }
 
@@ -336,25 +359,23 @@ impl Control {
         *in_flight = in_flight.saturating_sub(1);
     }
 
-    fn record(
-        &self,
-        operation: &'static str,
-        task_id: &str,
-        worker_id: &str,
-        outcome: &Outcome,
-        took: Duration,
-    ) {
+    fn record(&self, operation: &'static str, ids: &Ids<'_>, outcome: &Outcome, took: Duration) {
+        let Ids {
+            task_id,
+            task,
+            worker_id,
+        } = ids;
         let backend = self.backend.name();
         self.metrics
             .control_operation(operation, backend, outcome.label(), took);
         let ms = took.as_millis();
         match outcome {
             Outcome::Completed { .. } => log::info!(
-                "control operation={operation} task_id={task_id} worker_id={worker_id:?} outcome=completed duration_ms={ms}"
+                "control operation={operation} task_id={task_id} task={task:?} worker_id={worker_id:?} outcome=completed duration_ms={ms}"
             ),
             Outcome::Rejected(e) | Outcome::Failed(e) => {
                 log::warn!(
-                    "control operation={operation} task_id={task_id} worker_id={worker_id:?} outcome={} code={:?} error={:?} duration_ms={ms}",
+                    "control operation={operation} task_id={task_id} task={task:?} worker_id={worker_id:?} outcome={} code={:?} error={:?} duration_ms={ms}",
                     outcome.label(),
                     e.code,
                     e.message

@@ -58,10 +58,6 @@ impl DockerBackend {
         }
     }
 
-    pub fn engine(&self) -> &Engine {
-        &self.engine
-    }
-
     fn url_for(&self, name: &str, host_port: Option<u16>) -> String {
         match (&self.docker.network, host_port) {
             (Some(_), _) | (None, None) => format!("http://{name}:{}", self.container.port),

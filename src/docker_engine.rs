@@ -212,10 +212,6 @@ impl Engine {
         }
     }
 
-    pub fn socket(&self) -> &std::path::Path {
-        &self.socket
-    }
-
     /// One call on an unversioned path. Returns the status and the body.
     fn raw(
         &self,
@@ -345,59 +341,60 @@ impl Engine {
         Ok(created.id)
     }
 
+    /// A call whose answer carries nothing but its status: any of `ok` is success.
+    fn expect(
+        &self,
+        method: &str,
+        path: &str,
+        timeout: Duration,
+        ok: &[u16],
+    ) -> Result<(), EngineError> {
+        let (status, body) = self.call(method, path, None, timeout)?;
+        if ok.contains(&status) {
+            Ok(())
+        } else {
+            Err(status_error(status, &body))
+        }
+    }
+
     pub fn start(&self, id: &str) -> Result<(), EngineError> {
-        let (status, body) = self.call(
+        self.expect(
             "POST",
             &format!("/containers/{id}/start"),
-            None,
             Duration::from_secs(30),
-        )?;
-        match status {
-            204 | 304 => Ok(()),
-            _ => Err(status_error(status, &body)),
-        }
+            &[204, 304],
+        )
     }
 
     /// Stops with a grace period; already stopped or gone counts as stopped.
     pub fn stop(&self, id: &str, grace_secs: u64) -> Result<(), EngineError> {
-        let (status, body) = self.call(
+        let path = format!("/containers/{id}/stop?t={grace_secs}");
+        self.expect(
             "POST",
-            &format!("/containers/{id}/stop?t={grace_secs}"),
-            None,
+            &path,
             Duration::from_secs(grace_secs + 20),
-        )?;
-        match status {
-            204 | 304 | 404 => Ok(()),
-            _ => Err(status_error(status, &body)),
-        }
+            &[204, 304, 404],
+        )
     }
 
     /// Sends a signal (tests use it to kill workers).
     pub fn kill(&self, id: &str, signal: &str) -> Result<(), EngineError> {
-        let (status, body) = self.call(
+        self.expect(
             "POST",
             &format!("/containers/{id}/kill?signal={signal}"),
-            None,
             DEFAULT_TIMEOUT,
-        )?;
-        match status {
-            204 => Ok(()),
-            _ => Err(status_error(status, &body)),
-        }
+            &[204],
+        )
     }
 
     /// Removes (forced, with volumes); gone or removal in progress counts as removed.
     pub fn remove(&self, id: &str) -> Result<(), EngineError> {
-        let (status, body) = self.call(
+        self.expect(
             "DELETE",
             &format!("/containers/{id}?force=1&v=1"),
-            None,
             Duration::from_secs(30),
-        )?;
-        match status {
-            204 | 404 | 409 => Ok(()),
-            _ => Err(status_error(status, &body)),
-        }
+            &[204, 404, 409],
+        )
     }
 
     /// All containers (running or not) matching every `key=value` label selector.

@@ -256,11 +256,6 @@ impl Serving {
         }
         true
     }
-
-    /// Connections being served right now.
-    pub fn connections(&self) -> usize {
-        *self.shared.active()
-    }
 }
 
 fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {

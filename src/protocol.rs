@@ -12,8 +12,8 @@ use crate::a2a::{
     response_err, response_ok, Artifact, Message, Part, Role, RpcError, Task, TaskState,
     TaskStatus, PROTOCOL_VERSION,
 };
-use crate::control::{self, Control, ControlError, ControlRequest, Outcome};
-use crate::tasks::{Filter, TaskStore};
+use crate::control::{self, Control, ControlError, ControlRequest, ErrorCode, Outcome};
+use crate::tasks::{self, Filter, TaskStore};
 use crate::time::{now_millis, parse_rfc3339_millis, rfc3339_millis};
 use crate::token::{uuid_v4, Token};
 
@@ -246,7 +246,10 @@ impl Protocol {
         let status_millis = parse_rfc3339_millis(&task.status.timestamp).unwrap_or(0);
         // The reply below delivers the token; the stored copy never holds it.
         self.tasks.insert(task.clone(), None, status_millis);
-        let task = with_token(task, token);
+        let mut task = task;
+        if let Some(token) = &token {
+            tasks::with_token(&mut task, token);
+        }
         Ok(json!({ "task": with_history(task, history_length) }))
     }
 
@@ -267,6 +270,7 @@ impl Protocol {
         let control = Arc::clone(&self.control);
         let tasks = Arc::clone(&self.tasks);
         let background = Arc::clone(&self.background);
+        let fallback = base.clone();
         let run = move || {
             let outcome = control.execute(request, &task_id);
             let (task, token) = finish(base, outcome);
@@ -279,8 +283,15 @@ impl Protocol {
             background.fetch_sub(1, Ordering::SeqCst);
         };
         if let Err(e) = thread::Builder::new().name("control-bg".into()).spawn(run) {
-            // The closure (and with it the request) is gone; record the failure on the task.
+            // Nothing ran: the stored task must not stay WORKING forever.
             log::error!("cannot start a background operation: {e}");
+            let failure = ControlError::new(
+                ErrorCode::Internal,
+                "the operation could not be started; nothing was done",
+            );
+            let (task, _) = finish(fallback, Outcome::Failed(failure));
+            let status_millis = parse_rfc3339_millis(&task.status.timestamp).unwrap_or(0);
+            self.tasks.update(task, None, status_millis);
             self.background.fetch_sub(1, Ordering::SeqCst);
         }
     }
@@ -564,20 +575,6 @@ fn finish(mut task: Task, outcome: Outcome) -> (Task, Option<Token>) {
             (task, None)
         }
     }
-}
-
-fn with_token(mut task: Task, token: Option<Token>) -> Task {
-    if let Some(token) = token {
-        if let Some(Value::Object(data)) = task
-            .artifacts
-            .first_mut()
-            .and_then(|a| a.parts.first_mut())
-            .and_then(|p| p.data.as_mut())
-        {
-            data.insert("token".into(), Value::String(token.expose().to_string()));
-        }
-    }
-    task
 }
 
 /// `None` = all history; `Some(0)` = none; `Some(n)` = the last n messages.

@@ -189,16 +189,21 @@ fn view(entry: &mut Entry, with_artifacts: bool) -> Task {
         return task;
     }
     if let Some(token) = entry.token.take() {
-        if let Some(Value::Object(data)) = task
-            .artifacts
-            .first_mut()
-            .and_then(|a| a.parts.first_mut())
-            .and_then(|p| p.data.as_mut())
-        {
-            data.insert("token".into(), Value::String(token.expose().to_string()));
-        }
+        with_token(&mut task, &token);
     }
     task
+}
+
+/// Puts a create's token into its reply data (`artifacts[0].parts[0].data.token`).
+pub fn with_token(task: &mut Task, token: &Token) {
+    if let Some(Value::Object(data)) = task
+        .artifacts
+        .first_mut()
+        .and_then(|a| a.parts.first_mut())
+        .and_then(|p| p.data.as_mut())
+    {
+        data.insert("token".into(), Value::String(token.expose().to_string()));
+    }
 }
 
 #[cfg(test)]

@@ -283,7 +283,8 @@ fn five_hundred_slow_connections_do_not_stop_a_normal_client() {
 
 #[test]
 fn connections_beyond_the_limit_get_503_and_threads_stay_bounded() {
-    let p = proc(&["-max-connections=20"]);
+    // A long head deadline, so the held connections stay held however slow this machine is.
+    let p = proc(&["-max-connections=20", "-http-head-timeout=300s"]);
     let (_, threads_idle) = p.rss_and_threads();
     let held: Vec<TcpStream> = (0..20)
         .map(|_| {

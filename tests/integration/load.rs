@@ -111,7 +111,8 @@ fn load_64_clients_with_creates_and_stops() {
         }));
     }
     let started = Instant::now();
-    let warm_up = Duration::from_secs((seconds / 6).max(2));
+    // Warm-up: thread stacks, allocator arenas and the bounded task store fill up.
+    let warm_up = Duration::from_secs((seconds / 6).max(10).min(seconds / 2));
     let mut rss_samples = Vec::new();
     let mut max_threads = 0;
     while started.elapsed() < Duration::from_secs(seconds) {
