@@ -211,7 +211,7 @@ impl RpcError {
         RpcError::plain(-32600, format!("Invalid request: {detail}"))
     }
     pub fn method_not_found(method: &str) -> RpcError {
-        RpcError::plain(-32601, format!("Method not found: {method:?}"))
+        RpcError::plain(-32601, format!("Method not found: {:?}", clip(method)))
     }
     pub fn invalid_params(detail: impl Into<String>) -> RpcError {
         RpcError::plain(-32602, format!("Invalid params: {}", detail.into()))
@@ -249,10 +249,11 @@ impl RpcError {
             -32009,
             "VERSION_NOT_SUPPORTED",
             format!(
-                "A2A version {version:?} is not supported; this server speaks {PROTOCOL_VERSION}"
+                "A2A version {:?} is not supported; this server speaks {PROTOCOL_VERSION}",
+                clip(version)
             ),
         )
-        .with("requestedVersion", version)
+        .with("requestedVersion", clip(version))
         .with("supportedVersions", PROTOCOL_VERSION)
     }
 
@@ -278,6 +279,11 @@ impl RpcError {
         }
         Value::Object(obj)
     }
+}
+
+/// A client-supplied string as echoed in an error: at most 64 characters.
+fn clip(s: &str) -> String {
+    s.chars().take(64).collect()
 }
 
 /// A JSON-RPC response body.
@@ -315,5 +321,14 @@ mod tests {
         assert_eq!(v["data"][0]["metadata"]["taskId"], "t-1");
         let v = RpcError::parse_error("x").to_json();
         assert!(v.get("data").is_none());
+        let long = "m".repeat(100_000);
+        assert!(RpcError::method_not_found(&long).message.len() < 100);
+        assert!(
+            RpcError::version_not_supported(&long)
+                .to_json()
+                .to_string()
+                .len()
+                < 500
+        );
     }
 }
