@@ -406,16 +406,7 @@ fn sigterm_lets_a_create_in_flight_finish_then_exits_zero() {
     );
     let addr = p.addr;
     let in_flight = std::thread::spawn(move || {
-        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
-            "params": {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"data": {"operation": "create", "task": "slow"}}]}}});
-        let auth = format!("Bearer {}", crate::support::TOKEN);
-        request(
-            addr,
-            "POST",
-            "/a2a",
-            &[("Authorization", &auth)],
-            body.to_string().as_bytes(),
-        )
+        crate::support::send_control(addr, json!({"operation": "create", "task": "slow"}))
     });
     std::thread::sleep(std::time::Duration::from_millis(700));
     let started = std::time::Instant::now();
@@ -491,16 +482,8 @@ fn network_mode_from_a_controller_container() {
         );
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
-        "params": {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"data": {"operation": "create", "task": "in network"}}]}}});
-    let auth = format!("Bearer {}", crate::support::TOKEN);
-    let r = request(
-        addr,
-        "POST",
-        "/a2a",
-        &[("Authorization", &auth)],
-        body.to_string().as_bytes(),
-    );
+    let r =
+        crate::support::send_control(addr, json!({"operation": "create", "task": "in network"}));
     let task = r.json()["result"]["task"].clone();
     let worker = reply_data(&task)["worker"].clone();
     let name = a2a_worker_controller::labels::container_name(&id, "in network");

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use a2a_worker_controller::docker_engine::{Engine, Summary};
 use a2a_worker_controller::labels;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::support::{request, HttpResponse, TOKEN};
 
@@ -273,24 +273,11 @@ impl Proc {
 
     /// SendMessage with one data part; returns `result.task`.
     pub fn control(&self, data: Value) -> Value {
-        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
-            "params": {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"data": data}]}}});
-        let auth = format!("Bearer {TOKEN}");
-        let r = request(
-            self.addr,
-            "POST",
-            "/a2a",
-            &[("Authorization", &auth)],
-            body.to_string().as_bytes(),
-        );
+        let r = crate::support::send_control(self.addr, data);
         assert_eq!(r.status, 200, "{}", r.text());
         let v = r.json();
         assert!(v.get("error").is_none(), "{v}");
-        let task = v["result"]["task"].clone();
-        if let Some(t) = task["artifacts"][0]["parts"][0]["data"]["token"].as_str() {
-            crate::secrets::remember(t);
-        }
-        task
+        v["result"]["task"].clone()
     }
 
     pub fn get(&self, path: &str) -> HttpResponse {

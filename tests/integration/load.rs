@@ -180,24 +180,11 @@ fn control(
     addr: std::net::SocketAddr,
     data: serde_json::Value,
 ) -> Result<serde_json::Value, String> {
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
-        "params": {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"data": data}]}}});
-    let auth = format!("Bearer {TOKEN}");
-    let r = request(
-        addr,
-        "POST",
-        "/a2a",
-        &[("Authorization", &auth)],
-        body.to_string().as_bytes(),
-    );
+    let r = crate::support::send_control(addr, data);
     let v = r.json();
     let task = &v["result"]["task"];
     if task["status"]["state"] != "TASK_STATE_COMPLETED" {
         return Err(v.to_string());
     }
-    let data = task["artifacts"][0]["parts"][0]["data"].clone();
-    if let Some(t) = data["token"].as_str() {
-        crate::secrets::remember(t);
-    }
-    Ok(data)
+    Ok(task["artifacts"][0]["parts"][0]["data"].clone())
 }

@@ -225,6 +225,28 @@ impl Controller {
     }
 }
 
+/// POSTs a SendMessage carrying one control request to `addr` with the controller token;
+/// returns the response as it came. A worker token in it is remembered for the secrets scan.
+pub fn send_control(addr: SocketAddr, data: Value) -> HttpResponse {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+        "params": {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"data": data}]}}});
+    let auth = format!("Bearer {TOKEN}");
+    let r = request(
+        addr,
+        "POST",
+        "/a2a",
+        &[("Authorization", &auth)],
+        body.to_string().as_bytes(),
+    );
+    if r.status == 200 {
+        let v = r.json();
+        if let Some(t) = v["result"]["task"]["artifacts"][0]["parts"][0]["data"]["token"].as_str() {
+            crate::secrets::remember(t);
+        }
+    }
+    r
+}
+
 pub fn message(parts: Vec<Value>) -> Value {
     json!({"messageId": "m-1", "role": "ROLE_USER", "parts": parts})
 }
