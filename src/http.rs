@@ -123,6 +123,10 @@ impl Response {
 /// What the layer above implements. Called from several threads at once.
 pub trait Handler: Send + Sync + 'static {
     fn handle(&self, request: Request) -> Response;
+
+    /// Told when this layer answered a connection by itself (malformed or oversized head,
+    /// bad framing, too many connections), so the refusal can be counted.
+    fn refused(&self, _status: u16) {}
 }
 
 #[derive(Debug)]
@@ -276,7 +280,7 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
             let mut active = shared.active();
             if *active >= shared.limits.max_connections {
                 drop(active);
-                reject_busy(stream);
+                reject_busy(stream, shared.handler.as_ref());
                 continue;
             }
             *active += 1;
@@ -297,7 +301,8 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
 }
 
 /// 503 for a connection over the limit, without waiting on the client.
-fn reject_busy(stream: TcpStream) {
+fn reject_busy(stream: TcpStream, handler: &dyn Handler) {
+    handler.refused(503);
     let _ = stream.set_nonblocking(true);
     let mut s = &stream;
     let _ = s.write_all(
@@ -618,6 +623,7 @@ fn serve_connection(stream: TcpStream, shared: &Shared) {
             Ok(true) => first = false,
             Ok(false) | Err(Stop::Close) => break,
             Err(Stop::Status(status)) => {
+                shared.handler.refused(status);
                 let r = Response::text(status, reason(status));
                 let bytes = encode(&r, false, false);
                 conn.write(&bytes);

@@ -26,6 +26,10 @@ impl Handler for Routes {
         self.metrics.http_request(route, response.status);
         response
     }
+
+    fn refused(&self, status: u16) {
+        self.metrics.http_request("http", status);
+    }
 }
 
 impl Routes {

@@ -125,6 +125,15 @@ fn head_limits() {
     let many: String = (0..101).map(|i| format!("X-H{i}: v\r\n")).collect();
     let many = format!("GET /healthz HTTP/1.1\r\nHost: x\r\n{many}\r\n");
     assert_eq!(status_of(p.addr, many.as_bytes()), 431);
+    let metrics = p.get("/metrics").text();
+    for status in ["414", "431"] {
+        assert!(
+            metrics.contains(&format!(
+                "a2a_controller_http_requests_total{{route=\"http\",status=\"{status}\"}}"
+            )),
+            "refusals by the HTTP layer are counted: {metrics}"
+        );
+    }
     let ok: String = (0..90).map(|i| format!("X-H{i}: v\r\n")).collect();
     let ok = format!("GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{ok}\r\n");
     assert_eq!(status_of(p.addr, ok.as_bytes()), 200);
@@ -302,6 +311,7 @@ fn connections_beyond_the_limit_get_503_and_threads_stay_bounded() {
         assert!(started.elapsed() < Duration::from_secs(1), "quick refusal");
     }
     let (_, threads_full) = p.rss_and_threads();
+    assert!(p.get("/metrics").status == 503, "still full");
     assert!(
         threads_full <= threads_idle + 20,
         "threads {threads_idle} -> {threads_full}"
