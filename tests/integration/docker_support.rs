@@ -143,6 +143,19 @@ pub struct Proc {
     args: Vec<String>,
 }
 
+/// One `GET /healthz` on one connection; false on any failure (not up yet).
+fn healthz_ok(addr: SocketAddr) -> bool {
+    let Ok(mut s) = std::net::TcpStream::connect(addr) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+    let mut out = Vec::new();
+    s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .is_ok()
+        && s.read_to_end(&mut out).is_ok()
+        && out.starts_with(b"HTTP/1.1 200")
+}
+
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -201,9 +214,7 @@ impl Proc {
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(15);
         while Instant::now() < deadline {
-            if std::net::TcpStream::connect(self.addr).is_ok()
-                && request(self.addr, "GET", "/healthz", &[], b"").status == 200
-            {
+            if healthz_ok(self.addr) {
                 return;
             }
             thread::sleep(Duration::from_millis(50));

@@ -295,14 +295,28 @@ fn connections_beyond_the_limit_get_503_and_threads_stay_bounded() {
     // A long head deadline, so the held connections stay held however slow this machine is.
     let p = proc(&["-max-connections=20", "-http-head-timeout=300s"]);
     let (_, threads_idle) = p.rss_and_threads();
-    let held: Vec<TcpStream> = (0..20)
-        .map(|_| {
-            let mut s = TcpStream::connect(p.addr).unwrap();
-            s.write_all(b"GET /healthz HTTP/1.1\r\n").unwrap();
-            s
-        })
-        .collect();
-    std::thread::sleep(Duration::from_millis(300));
+    // Hold every slot. A connection counts as held only once it has gone unanswered for a
+    // moment: the harness's own start-up probes may still occupy a slot briefly, in which
+    // case the server (rightly) refuses the would-be holder with 503 and it is replaced.
+    let mut held: Vec<TcpStream> = Vec::new();
+    while held.len() < 20 {
+        let mut s = TcpStream::connect(p.addr).unwrap();
+        s.write_all(b"GET /healthz HTTP/1.1\r\n").unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        let mut byte = [0u8; 1];
+        match s.read(&mut byte) {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                held.push(s)
+            }
+            _ => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
     for _ in 0..50 {
         let started = Instant::now();
         let mut s = connect(p.addr);
