@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs every test: formatting, lints, unit and integration tests, the official Python A2A SDK
-# interop test (in a virtualenv created here when missing), the Docker suite against a real
+# Runs every test: formatting, lints, unit and integration tests, the official Python and
+# JavaScript A2A SDK interop tests (in a virtualenv / node_modules under target/), the Docker suite against a real
 # engine, and a smoke test that runs scripts/run.sh and its printed commands verbatim.
 #
 # The Docker engine: A2A_TEST_DOCKER_HOST if set; else the system engine if it answers; else,
@@ -29,6 +29,22 @@ if ! "$venv/bin/python" -c 'import a2a, httpx' 2>/dev/null; then
 fi
 export A2A_TEST_PYTHON="$PWD/$venv/bin/python"
 export A2A_REQUIRE_PYTHON=1
+
+step "JavaScript A2A SDK (@a2a-js/sdk 1.3.0) in target/js-interop"
+if command -v node >/dev/null && command -v npm >/dev/null; then
+  js=target/js-interop
+  if [ ! -d "$js/node_modules/@a2a-js/sdk" ] || ! cmp -s tests/js/package-lock.json "$js/package-lock.json"; then
+    mkdir -p "$js"
+    cp tests/js/package.json tests/js/package-lock.json "$js/"
+    (cd "$js" && npm ci --silent --no-audit --no-fund)
+  fi
+  export A2A_TEST_JS_DIR="$PWD/$js" A2A_REQUIRE_JS=1
+elif [ "${A2A_REQUIRE_JS:-}" = 1 ]; then
+  echo "A2A_REQUIRE_JS=1 but node or npm is missing" >&2
+  exit 1
+else
+  echo "SKIPPED: the JavaScript SDK interop test (needs node and npm)" >&2
+fi
 
 step "Docker engine"
 ping_engine() { curl -sf --max-time 3 --unix-socket "${1#unix://}" http://docker/_ping >/dev/null 2>&1; }

@@ -342,6 +342,14 @@ impl Protocol {
         };
         let state = match field(params, &["status", "state"]) {
             None | Some(Value::Null) => None,
+            // The unset forms mean "no filter": the proto default (TASK_STATE_UNSPECIFIED, 0)
+            // and what @a2a-js/sdk 1.3.0 sends for a status it was not given ("UNRECOGNIZED").
+            Some(Value::String(s))
+                if matches!(s.as_str(), "" | "TASK_STATE_UNSPECIFIED" | "UNRECOGNIZED") =>
+            {
+                None
+            }
+            Some(Value::Number(n)) if n.as_f64() == Some(0.0) => None,
             Some(v) => Some(TaskState::parse(v).ok_or_else(|| {
                 RpcError::invalid_params("status must be a task state such as TASK_STATE_COMPLETED")
             })?),

@@ -8,6 +8,7 @@ mod faults;
 mod hostile_http;
 mod hostile_input;
 mod http_surface;
+mod js_sdk;
 mod jsonrpc;
 mod load;
 mod observability;

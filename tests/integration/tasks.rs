@@ -159,6 +159,15 @@ fn list_tasks_paging_and_filters() {
 
     let ctx = c.rpc("ListTasks", json!({"context_id": "ctx-a"}))["result"].clone();
     assert_eq!(ctx["totalSize"], 3);
+    for unset in [
+        json!("TASK_STATE_UNSPECIFIED"),
+        json!(0),
+        json!("UNRECOGNIZED"),
+        json!(""),
+    ] {
+        let all = c.rpc("ListTasks", json!({"status": unset}))["result"].clone();
+        assert_eq!(all["totalSize"], 4, "{unset} is no filter");
+    }
     let rej = c.rpc("ListTasks", json!({"status": "TASK_STATE_REJECTED"}))["result"].clone();
     assert_eq!(rej["totalSize"], 1);
     let future = c.rpc(

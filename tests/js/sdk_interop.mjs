@@ -1,0 +1,62 @@
+// Interoperability with the official A2A JavaScript SDK (@a2a-js/sdk 1.3.0).
+// Usage: node sdk_interop.mjs BASE_URL TOKEN
+// Reads the Agent Card through the SDK's ClientFactory (JSON-RPC transport, bearer header on
+// every call), sends `list` and `create`, reads the create task back with getTask, lists tasks,
+// and checks a rejected request, as the SDK parses them. Exits non-zero on any mismatch.
+import { ClientFactory, ClientFactoryOptions, JsonRpcTransportFactory } from '@a2a-js/sdk/client';
+
+const [base, token] = process.argv.slice(2);
+const check = (cond, what) => {
+  if (!cond) {
+    console.error(`interop check failed: ${what}`);
+    process.exit(1);
+  }
+};
+const authFetch = (url, init = {}) => {
+  const headers = new Headers(init.headers);
+  headers.set('Authorization', `Bearer ${token}`);
+  if (process.env.A2A_JS_DEBUG) console.error('REQUEST', init.body);
+  return fetch(url, { ...init, headers });
+};
+const factory = new ClientFactory(
+  ClientFactoryOptions.createFrom(ClientFactoryOptions.default, {
+    transports: [new JsonRpcTransportFactory({ fetchImpl: authFetch })],
+  }),
+);
+const client = await factory.createFromUrl(base);
+
+const send = async (data) => {
+  const result = await client.sendMessage({
+    message: {
+      messageId: `m-${Math.random()}`,
+      role: 1, // ROLE_USER
+      parts: [{ content: { $case: 'data', value: data } }],
+    },
+  });
+  const task = result?.payload?.$case === 'task' ? result.payload.value : result?.task ?? result;
+  check(task && task.id && task.status, `a task came back: ${JSON.stringify(result)}`);
+  return task;
+};
+const dataOf = (task) => task.artifacts[0].parts[0].content.value;
+const stateName = (s) => (typeof s === 'number' ? s : String(s));
+
+let task = await send({ operation: 'list' });
+check(stateName(task.status.state) === 3 || String(task.status.state).endsWith('COMPLETED'), `list completed: ${task.status.state}`);
+check(JSON.stringify(dataOf(task)) === JSON.stringify({ workers: [] }), `list data ${JSON.stringify(dataOf(task))}`);
+
+task = await send({ operation: 'create', task: 'js-interop' });
+const created = dataOf(task);
+check(typeof created.token === 'string' && created.token.length === 64, 'create returns a 64-hex token');
+check(created.worker && created.worker.task === 'js-interop', 'create returns the worker');
+
+const again = await client.getTask({ id: task.id });
+check(!('token' in dataOf(again)), 'getTask does not return the token again');
+
+const listed = await client.listTasks({ pageSize: 10 });
+check(listed.tasks.length === 2, `two tasks listed, got ${listed.tasks.length}`);
+
+const bad = await send({ operation: 'explode' });
+check(stateName(bad.status.state) === 7 || String(bad.status.state).endsWith('REJECTED'), `rejected: ${bad.status.state}`);
+const error = bad.status.message.parts[1].content.value.error;
+check(error.code === 'invalid_request', `error code ${JSON.stringify(error)}`);
+console.log('a2a-js interop: ok');
