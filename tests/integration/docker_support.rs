@@ -22,20 +22,12 @@ use crate::support::{request, HttpResponse, TOKEN};
 /// The engine socket for the Docker suite, or `None` (after saying so) when it is not
 /// configured. With `A2A_REQUIRE_DOCKER=1` a missing engine fails the test instead.
 pub fn docker_socket() -> Option<PathBuf> {
-    match std::env::var("A2A_TEST_DOCKER_HOST") {
-        Ok(host) => Some(PathBuf::from(
-            host.strip_prefix("unix://")
-                .expect("A2A_TEST_DOCKER_HOST must be unix://PATH"),
-        )),
-        Err(_) => {
-            assert!(
-                std::env::var("A2A_REQUIRE_DOCKER").as_deref() != Ok("1"),
-                "A2A_REQUIRE_DOCKER=1 but A2A_TEST_DOCKER_HOST is not set"
-            );
-            eprintln!("SKIPPED: Docker suite (A2A_TEST_DOCKER_HOST is not set)");
-            None
-        }
-    }
+    let host = crate::support::env_or_skip("A2A_TEST_DOCKER_HOST", "A2A_REQUIRE_DOCKER")?;
+    let host = host.to_string_lossy().into_owned();
+    Some(PathBuf::from(
+        host.strip_prefix("unix://")
+            .expect("A2A_TEST_DOCKER_HOST must be unix://PATH"),
+    ))
 }
 
 pub fn worker_image() -> String {

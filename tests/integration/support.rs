@@ -101,6 +101,20 @@ impl Backend for FakeBackend {
     }
 }
 
+/// The value of `var`, which a suite needs; without it the test says it skipped, unless
+/// `require` is `1` (as scripts/test.sh and CI set it), which makes the absence a failure.
+pub fn env_or_skip(var: &str, require: &str) -> Option<std::ffi::OsString> {
+    let value = std::env::var_os(var);
+    if value.is_none() {
+        assert!(
+            std::env::var(require).as_deref() != Ok("1"),
+            "{require}=1 but {var} is not set"
+        );
+        eprintln!("SKIPPED: {var} is not set (scripts/test.sh sets it)");
+    }
+    value
+}
+
 pub fn settings(extra: &[&str]) -> Settings {
     let mut args = vec![
         "-listen=127.0.0.1:0".to_string(),
