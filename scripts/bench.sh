@@ -8,18 +8,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 cleanup=()
 trap 'for c in "${cleanup[@]}"; do eval "$c" || true; done' EXIT
-ping_engine() { curl -sf --max-time 3 --unix-socket "${1#unix://}" http://docker/_ping >/dev/null 2>&1; }
-if [ -z "${A2A_TEST_DOCKER_HOST:-}" ]; then
-  if ping_engine unix:///var/run/docker.sock; then
-    export A2A_TEST_DOCKER_HOST=unix:///var/run/docker.sock
-  elif [ "$(id -u)" = 0 ] && command -v dockerd >/dev/null; then
-    d=$(mktemp -d /tmp/a2a-bench-dockerd.XXXXXX)
-    cleanup+=("scripts/dockerd.sh stop $d; rm -rf $d 2>/dev/null")
-    export A2A_TEST_DOCKER_HOST=$(scripts/dockerd.sh start "$d")
-  else
-    echo "bench.sh needs a Docker engine (set A2A_TEST_DOCKER_HOST)" >&2; exit 1
-  fi
-fi
+d=$(mktemp -d /tmp/a2a-bench-dockerd.XXXXXX)
+cleanup+=("scripts/dockerd.sh stop $d; rm -rf $d 2>/dev/null")
+A2A_TEST_DOCKER_HOST=$(scripts/dockerd.sh find "$d") \
+  || { echo "bench.sh needs a Docker engine (set A2A_TEST_DOCKER_HOST)" >&2; exit 1; }
+export A2A_TEST_DOCKER_HOST
 DOCKER_HOST=$A2A_TEST_DOCKER_HOST scripts/build-worker-image.sh a2a-echo-worker:dev
 export A2A_REQUIRE_DOCKER=1 LOAD_SECONDS=${LOAD_SECONDS:-60} LOAD_CLIENTS=${LOAD_CLIENTS:-64}
 cargo test --release --locked --quiet --test integration load -- --ignored --nocapture 2>&1 \

@@ -3,13 +3,29 @@
 # for tests, without touching a system engine.
 #   scripts/dockerd.sh start DIR   # prints the DOCKER_HOST value once /_ping answers
 #   scripts/dockerd.sh stop DIR
+#   scripts/dockerd.sh find DIR    # an engine for tests: A2A_TEST_DOCKER_HOST, else the system
+#                                  # engine, else (root + dockerd) a private one started in DIR;
+#                                  # prints its DOCKER_HOST value, or exits 3 when there is none
 set -euo pipefail
 cmd=${1:?start|stop}
 dir=${2:?directory}
 sock="$dir/docker.sock"
 # Alive and not a zombie (a killed dockerd may stay unreaped).
 running() { local st; st=$(ps -o stat= -p "$1" 2>/dev/null) && [ -n "$st" ] && [ "${st#Z}" = "$st" ]; }
+ping_engine() { curl -sf --max-time 3 --unix-socket "${1#unix://}" http://docker/_ping >/dev/null 2>&1; }
 case "$cmd" in
+  find)
+    if [ -n "${A2A_TEST_DOCKER_HOST:-}" ]; then
+      ping_engine "$A2A_TEST_DOCKER_HOST" || { echo "no engine answers at $A2A_TEST_DOCKER_HOST" >&2; exit 1; }
+      echo "$A2A_TEST_DOCKER_HOST"
+    elif ping_engine unix:///var/run/docker.sock; then
+      echo unix:///var/run/docker.sock
+    elif [ "$(id -u)" = 0 ] && command -v dockerd >/dev/null; then
+      exec "$0" start "$dir"
+    else
+      exit 3
+    fi
+    ;;
   start)
     command -v dockerd >/dev/null || { echo "dockerd not installed (apt-get install docker.io)" >&2; exit 1; }
     mkdir -p "$dir/data" "$dir/exec"
@@ -34,7 +50,7 @@ case "$cmd" in
     pid=$!
     for _ in $(seq 1 150); do
       running "$pid" || break
-      if curl -sf --unix-socket "$sock" http://docker/_ping >/dev/null 2>&1; then
+      if ping_engine "unix://$sock"; then
         echo "unix://$sock"
         exit 0
       fi

@@ -47,18 +47,16 @@ else
 fi
 
 step "Docker engine"
-ping_engine() { curl -sf --max-time 3 --unix-socket "${1#unix://}" http://docker/_ping >/dev/null 2>&1; }
-if [ -z "${A2A_TEST_DOCKER_HOST:-}" ]; then
-  if ping_engine unix:///var/run/docker.sock; then
-    export A2A_TEST_DOCKER_HOST=unix:///var/run/docker.sock
-  elif [ "$(id -u)" = 0 ] && command -v dockerd >/dev/null; then
-    dockerd_dir=$(mktemp -d /tmp/a2a-test-dockerd.XXXXXX)
-    cleanup_tasks+=("scripts/dockerd.sh stop $dockerd_dir; rm -rf $dockerd_dir 2>/dev/null")
-    export A2A_TEST_DOCKER_HOST=$(scripts/dockerd.sh start "$dockerd_dir")
-  fi
-fi
+dockerd_dir=$(mktemp -d /tmp/a2a-test-dockerd.XXXXXX)
+cleanup_tasks+=("scripts/dockerd.sh stop $dockerd_dir; rm -rf $dockerd_dir 2>/dev/null")
+rc=0
+host=$(scripts/dockerd.sh find "$dockerd_dir") || rc=$?
+case $rc in
+  0) export A2A_TEST_DOCKER_HOST=$host ;;
+  3) unset A2A_TEST_DOCKER_HOST ;;
+  *) exit "$rc" ;;
+esac
 if [ -n "${A2A_TEST_DOCKER_HOST:-}" ]; then
-  ping_engine "$A2A_TEST_DOCKER_HOST" || { echo "no engine answers at $A2A_TEST_DOCKER_HOST" >&2; exit 1; }
   echo "engine: $A2A_TEST_DOCKER_HOST"
   export A2A_REQUIRE_DOCKER=1
   DOCKER_HOST=$A2A_TEST_DOCKER_HOST scripts/build-worker-image.sh a2a-echo-worker:dev
