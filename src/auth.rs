@@ -1,6 +1,9 @@
 //! Bearer authentication around the protocol layer: checked before any JSON-RPC parsing,
 //! compared in constant time, and credentials removed before the protocol sees the headers.
 
+use serde_json::json;
+
+use crate::http::Response;
 use crate::token::constant_time_eq;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,6 +30,17 @@ impl Failure {
                 "Bearer realm=\"a2a-worker-controller\", error=\"invalid_token\""
             }
         }
+    }
+}
+
+impl Failure {
+    /// The 401 answer: the challenge in `WWW-Authenticate` and a small JSON body.
+    pub fn response(self) -> Response {
+        Response::json(
+            401,
+            &json!({"error": "unauthorized", "message": self.message()}),
+        )
+        .with_header("WWW-Authenticate", self.challenge())
     }
 }
 
@@ -70,6 +84,17 @@ mod tests {
         assert_eq!(check(Some("Bearer "), T), Err(Failure::WrongToken));
         assert_eq!(check(Some(&format!("Bearer {T}")), T), Ok(()));
         assert_eq!(check(Some(&format!("bearer  {T} ")), T), Ok(()));
+    }
+
+    #[test]
+    fn refusals_are_401_with_a_challenge() {
+        let r = Failure::WrongToken.response();
+        assert_eq!(r.status, 401);
+        assert!(r
+            .headers
+            .iter()
+            .any(|(k, v)| k == "WWW-Authenticate" && v.contains("invalid_token")));
+        assert!(String::from_utf8_lossy(&r.body).contains("not valid"));
     }
 
     #[test]

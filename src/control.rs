@@ -1,5 +1,5 @@
 //! Control operations (`create`, `list`, `stop`): request validation, the outcome model
-//! (completed / rejected / failed) and the guarantees this layer owns (see `backend.rs` for
+//! (completed / rejected / failed) and the guarantees this layer owns (see `backend/mod.rs` for
 //! the split of responsibilities). One log line and one metric sample per operation.
 
 use std::sync::{Arc, Mutex};
@@ -313,16 +313,17 @@ impl Control {
         } else {
             Some(self.create_lock.lock().unwrap_or_else(|p| p.into_inner()))
         };
-        if let Err(e) = self.admit() {
-            return failed(e);
-        }
+        let admitted = match self.admit() {
+            Ok(a) => a,
+            Err(e) => return failed(e),
+        };
         let spec = CreateSpec {
             worker_id: worker_id.clone(),
             task,
             token,
         };
         let result = self.backend.create(&spec);
-        self.release();
+        drop(admitted);
         match result {
             Ok(worker) => (
                 Outcome::Completed {
@@ -335,8 +336,9 @@ impl Control {
         }
     }
 
-    /// Reserves a place under `MAX_WORKERS`: listed workers plus creates in flight.
-    fn admit(&self) -> Result<(), ControlError> {
+    /// Reserves a place under `MAX_WORKERS`: listed workers plus creates in flight. The place
+    /// is given back when the returned guard drops, also if the backend panics.
+    fn admit(&self) -> Result<Admitted<'_>, ControlError> {
         let mut in_flight = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
         if self.max_workers > 0 {
             let existing = self.backend.list().map_err(ControlError::from)?.len() as u64;
@@ -351,12 +353,7 @@ impl Control {
             }
         }
         *in_flight += 1;
-        Ok(())
-    }
-
-    fn release(&self) {
-        let mut in_flight = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
-        *in_flight = in_flight.saturating_sub(1);
+        Ok(Admitted(self))
     }
 
     fn record(&self, operation: &'static str, ids: &Ids<'_>, outcome: &Outcome, took: Duration) {
@@ -365,7 +362,7 @@ impl Control {
             task,
             worker_id,
         } = ids;
-        let backend = self.backend.name();
+        let backend = self.backend.kind().as_str();
         self.metrics
             .control_operation(operation, backend, outcome.label(), took);
         let ms = took.as_millis();
@@ -392,6 +389,16 @@ impl Control {
                 }
             }
         }
+    }
+}
+
+/// A create counted in flight; dropping it gives the place back.
+struct Admitted<'a>(&'a Control);
+
+impl Drop for Admitted<'_> {
+    fn drop(&mut self) {
+        let mut in_flight = self.0.in_flight.lock().unwrap_or_else(|p| p.into_inner());
+        *in_flight = in_flight.saturating_sub(1);
     }
 }
 

@@ -1,52 +1,56 @@
 //! a2a-worker-controller: creates, lists and stops A2A workers, one per task, on a backend
-//! behind one seam. Read top to bottom, the modules go from the outside in.
+//! behind one seam. This file is the composition root (settings → backend → server) and the
+//! table of contents. The layers, from the outside in; a module uses only what is below it:
+//!
+//! ```text
+//! lib.rs, main.rs      composition root: settings → backend → control → protocol → routes → http
+//! settings/            flags and environment, validated once (specs, values, backends)
+//! routes, auth         which path reaches what; bearer authentication, Content-Type
+//! a2a/                 A2A v1.0 JSON-RPC: types, decode, jsonrpc, tasks, card
+//! control              create / list / stop over the seam: validation, MAX_WORKERS, logs
+//! backend/             the seam (trait, Worker, BackendError, BackendKind), shared container
+//!                      pieces (probe, labels, worker_env), one folder per backend: docker/
+//! http/                HTTP/1.1 server (wire format, connections); knows no route
+//! metrics, sentry, hash, time, token    leaf utilities
+//! ```
+//!
+//! Nothing above `backend/` names a backend: [`build_backend`] here is the one place that
+//! does. The public surface is deliberate: the binary, the echo worker, integration tests
+//! and fuzz targets use the `pub` modules below; everything else is crate-private.
+#![forbid(unsafe_code)]
 
-/// A2A v1.0 wire types and the JSON-RPC error object.
 pub mod a2a;
-/// Bearer authentication and credential stripping.
 pub mod auth;
-/// The backend seam: the trait every backend implements.
 pub mod backend;
-/// The Agent Card.
-pub mod card;
-/// Control operations over the backend seam.
 pub mod control;
-/// The Docker backend.
-pub mod docker;
-/// The Docker Engine API client.
-pub mod docker_engine;
-/// The HTTP layer behind a small request/response interface.
+mod hash;
 pub mod http;
-/// Ownership labels on containers and pods.
-pub mod labels;
-/// Prometheus metrics.
-pub mod metrics;
-/// A2A v1.0 JSON-RPC: envelope, service parameters, methods.
-pub mod protocol;
-/// Which route reaches what; authentication wrapped around `/a2a`.
-pub mod routes;
-/// Error events to Sentry.
-pub mod sentry;
-/// Settings from flags and environment, validated once at startup.
+mod metrics;
+mod routes;
+mod sentry;
 pub mod settings;
-/// Recent control tasks, bounded, in memory.
-pub mod tasks;
-/// UTC timestamps and durations.
 pub mod time;
-/// Tokens, random ids and constant-time comparison.
 pub mod token;
-/// A ureq transport over a Unix socket (for the Docker Engine).
-pub mod unix_socket;
-/// The environment a container or pod worker receives.
-pub mod worker_env;
 
 use std::fmt;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::backend::Backend;
-use crate::settings::Settings;
+use crate::backend::docker::DockerBackend;
+use crate::backend::{Backend, BackendKind};
+use crate::settings::{BackendSettings, Settings};
+
+/// Internals that integration tests and fuzz targets reach into. Not an API: it changes
+/// with the code it exposes.
+#[doc(hidden)]
+pub mod testing {
+    pub use crate::backend::docker::engine::{
+        error_message, negotiate_version, parse_inspect, parse_list, Engine, Summary,
+    };
+    pub use crate::backend::labels::{container_name, owner_selector};
+    pub use crate::metrics::Metrics;
+}
 
 /// How long in-flight requests may take to finish after SIGTERM or SIGINT.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
@@ -54,19 +58,22 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 /// Why the controller could not run.
 #[derive(Debug)]
 pub enum Error {
-    Settings(settings::Error),
     Http(http::Error),
-    Backend(String),
-    Sentry(String),
+    /// The selected backend is not in this build yet.
+    NotBuilt(BackendKind),
+    Sentry(sentry::Error),
     Signals(std::io::Error),
 }
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::Settings(e) => e.fmt(f),
             Error::Http(e) => e.fmt(f),
-            Error::Backend(e) => f.write_str(e),
+            Error::NotBuilt(kind) => write!(
+                f,
+                "backend {:?} is not built into this version yet; no worker can be started (use -backend=docker)",
+                kind.as_str()
+            ),
             Error::Sentry(e) => write!(f, "sentry: {e}"),
             Error::Signals(e) => write!(f, "cannot install signal handlers: {e}"),
         }
@@ -74,6 +81,22 @@ impl fmt::Display for Error {
 }
 
 impl std::error::Error for Error {}
+
+/// Builds the backend the settings select: the one place that names a backend. The match is
+/// exhaustive, so a new [`BackendSettings`] variant does not compile until it is built here.
+pub fn build_backend(settings: &Settings) -> Result<Arc<dyn Backend>, Error> {
+    match &settings.backend {
+        BackendSettings::Docker { container, docker } => Ok(Arc::new(DockerBackend::new(
+            &settings.controller_id,
+            container.clone(),
+            docker.clone(),
+            settings.worker_ready_timeout,
+            settings.anthropic_auth_token.clone(),
+        ))),
+        BackendSettings::K8s { .. } => Err(Error::NotBuilt(BackendKind::K8s)),
+        BackendSettings::Local(_) => Err(Error::NotBuilt(BackendKind::Local)),
+    }
+}
 
 /// A controller that is serving.
 pub struct Running {
@@ -109,11 +132,11 @@ pub fn start(settings: &Settings, backend: Arc<dyn Backend>) -> Result<Running, 
         sentry,
         settings.max_workers,
     ));
-    let tasks = Arc::new(tasks::TaskStore::new(tasks::DEFAULT_CAPACITY));
+    let tasks = Arc::new(a2a::TaskStore::new(a2a::tasks::DEFAULT_CAPACITY));
     let routes = routes::Routes {
-        protocol: protocol::Protocol::new(Arc::clone(&control), tasks),
+        protocol: a2a::Protocol::new(Arc::clone(&control), tasks),
         control,
-        card: card::AgentCard::new(&settings.agent_name, &settings.public_url),
+        card: a2a::card::AgentCard::new(&settings.agent_name, &settings.public_url),
         metrics,
         auth_token: settings.auth_token.clone(),
     };
@@ -139,11 +162,11 @@ pub fn run(settings: &Settings) -> Result<(), Error> {
     warn_about(settings);
     let mut signals =
         signal_hook::iterator::Signals::new([SIGTERM, SIGINT]).map_err(Error::Signals)?;
-    let backend = backend::from_settings(settings).map_err(Error::Backend)?;
-    let name = backend.name();
+    let backend = build_backend(settings)?;
+    let kind = backend.kind();
     let running = start(settings, backend)?;
     log::info!(
-        "{} listening on {} (backend {name}, controller id {:?}, public URL {})",
+        "{} listening on {} (backend {kind}, controller id {:?}, public URL {})",
         settings::version_text(),
         running.addr(),
         settings.controller_id,
@@ -170,7 +193,7 @@ fn warn_about(settings: &Settings) {
             settings.listen
         );
     }
-    if settings.container.is_some() && settings.anthropic_auth_token.is_none() {
+    if settings.backend.container().is_some() && settings.anthropic_auth_token.is_none() {
         log::warn!(
             "ANTHROPIC_AUTH_TOKEN is not set in the controller's environment: workers will start but answer every turn with \"Not logged in\""
         );

@@ -1,3 +1,6 @@
+//! The binary: parse settings, run, map the outcome to an exit code (2 for a refused setting).
+#![forbid(unsafe_code)]
+
 use std::process::ExitCode;
 
 use a2a_worker_controller::settings::{self, Command};

@@ -1,16 +1,20 @@
-//! Routes: which path and method reach what, with authentication wrapped around the
-//! protocol endpoint. Every answer is counted by route and status.
+//! Routes: which path and method reach what, with authentication and the JSON-RPC binding's
+//! `Content-Type` rule wrapped around the protocol endpoint. Every answer is counted by route
+//! and status.
 
 use std::sync::Arc;
 
-use serde_json::json;
+use serde_json::{json, Value};
 
+use crate::a2a::card::{AgentCard, CACHE_CONTROL};
+use crate::a2a::{response_err, Protocol, RpcError, ServiceParams};
 use crate::auth;
-use crate::card::{AgentCard, CACHE_CONTROL};
 use crate::control::Control;
 use crate::http::{Body, Handler, Request, Response, MAX_BODY};
 use crate::metrics::Metrics;
-use crate::protocol::{Protocol, ServiceParams};
+
+/// The request media types the JSON-RPC binding accepts (parameters such as `charset` allowed).
+pub const JSON_MEDIA_TYPES: [&str; 2] = ["application/json", "application/a2a+json"];
 
 pub struct Routes {
     pub protocol: Protocol,
@@ -74,11 +78,10 @@ impl Routes {
             }
         };
         if let Err(failure) = auth::check(req.header("Authorization"), &self.auth_token) {
-            return Response::json(
-                401,
-                &json!({"error": "unauthorized", "message": failure.message()}),
-            )
-            .with_header("WWW-Authenticate", failure.challenge());
+            return failure.response();
+        }
+        if let Some(refusal) = content_type_refusal(req.header("Content-Type")) {
+            return refusal;
         }
         let headers = auth::strip_credentials(&req.headers);
         let params = ServiceParams::from_request(&headers, &req.query);
@@ -114,6 +117,34 @@ impl Routes {
     }
 }
 
+/// The A2A JSON-RPC binding carries JSON (specification 9.1). A declared non-JSON media type
+/// (`text/plain`, or the form encoding `curl -d` sends by default) is answered 415 with the
+/// JSON-RPC error -32005 naming the accepted types; the body is never parsed. A request
+/// without `Content-Type` is read as JSON: it declares nothing else, and minimal clients omit
+/// the header.
+fn content_type_refusal(content_type: Option<&str>) -> Option<Response> {
+    let value = content_type.map(str::trim).filter(|v| !v.is_empty())?;
+    let media_type = value.split(';').next().unwrap_or("").trim();
+    if JSON_MEDIA_TYPES
+        .iter()
+        .any(|t| media_type.eq_ignore_ascii_case(t))
+    {
+        return None;
+    }
+    let shown: String = media_type
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(64)
+        .collect();
+    let accepted = JSON_MEDIA_TYPES.join(", ");
+    let error = RpcError::content_type_not_supported(&format!(
+        "the request body must be JSON: send Content-Type {} (got {shown:?})",
+        JSON_MEDIA_TYPES.join(" or ")
+    ))
+    .with("supportedContentTypes", accepted.clone());
+    Some(Response::json(415, &response_err(&Value::Null, &error)).with_header("Accept", accepted))
+}
+
 /// `None` when the method is allowed; otherwise the 405 answer naming the allowed ones.
 fn only(method: &str, allowed: &[&str]) -> Option<Response> {
     if allowed.contains(&method) {
@@ -123,5 +154,40 @@ fn only(method: &str, allowed: &[&str]) -> Option<Response> {
             Response::text(405, &format!("method {method} not allowed"))
                 .with_header("Allow", allowed.join(", ")),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_content_types_pass_and_others_are_415() {
+        for ok in [
+            None,
+            Some(""),
+            Some("application/json"),
+            Some("Application/JSON; charset=utf-8"),
+            Some("application/a2a+json"),
+            Some(" application/a2a+json ;v=1"),
+        ] {
+            assert!(content_type_refusal(ok).is_none(), "{ok:?}");
+        }
+        for bad in [
+            "text/plain",
+            "application/x-www-form-urlencoded",
+            "application/jsonx",
+            "multipart/form-data; boundary=x",
+        ] {
+            let r = content_type_refusal(Some(bad)).expect(bad);
+            assert_eq!(r.status, 415);
+            let body: Value = serde_json::from_slice(&r.body).unwrap();
+            assert_eq!(body["error"]["code"], -32005);
+            let message = body["error"]["message"].as_str().unwrap();
+            assert!(
+                message.contains("application/json") && message.contains("application/a2a+json"),
+                "{message}"
+            );
+        }
     }
 }

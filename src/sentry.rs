@@ -56,12 +56,35 @@ pub struct Sentry {
     queue: SyncSender<(String, String)>,
 }
 
+/// Why Sentry reporting could not start.
+#[derive(Debug)]
+pub enum Error {
+    /// `SENTRY_DSN` does not have the DSN shape.
+    Dsn,
+    /// `SENTRY_PROXY` is not a proxy URL ureq accepts.
+    Proxy(String),
+    /// The sender thread could not start.
+    Thread(std::io::Error),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Dsn => f.write_str("SENTRY_DSN is not https://KEY@HOST/PROJECT"),
+            Error::Proxy(why) => write!(f, "SENTRY_PROXY: {why}"),
+            Error::Thread(e) => write!(f, "cannot start the Sentry thread: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
 impl Sentry {
     /// Starts the sender thread. `proxy` is an http(s) proxy URL.
-    pub fn start(dsn: &str, proxy: Option<&str>) -> Result<Sentry, String> {
-        let dsn = Dsn::parse(dsn).ok_or("SENTRY_DSN is not https://KEY@HOST/PROJECT")?;
+    pub fn start(dsn: &str, proxy: Option<&str>) -> Result<Sentry, Error> {
+        let dsn = Dsn::parse(dsn).ok_or(Error::Dsn)?;
         let proxy = match proxy {
-            Some(p) => Some(ureq::Proxy::new(p).map_err(|e| format!("SENTRY_PROXY: {e}"))?),
+            Some(p) => Some(ureq::Proxy::new(p).map_err(|e| Error::Proxy(e.to_string()))?),
             None => None,
         };
         let agent: ureq::Agent = ureq::Agent::config_builder()
@@ -81,7 +104,7 @@ impl Sentry {
                     send(&agent, &dsn, &message, &tags);
                 }
             })
-            .map_err(|e| format!("cannot start the Sentry thread: {e}"))?;
+            .map_err(Error::Thread)?;
         Ok(Sentry { queue: tx })
     }
 

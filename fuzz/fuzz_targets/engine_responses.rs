@@ -1,7 +1,7 @@
 //! What a Docker (or Podman) engine answers: container lists, inspections, error bodies,
 //! version strings. A hostile or broken engine must never crash the controller.
 #![no_main]
-use a2a_worker_controller::docker_engine::{error_message, negotiate_version, parse_inspect, parse_list};
+use a2a_worker_controller::testing::{error_message, negotiate_version, parse_inspect, parse_list};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

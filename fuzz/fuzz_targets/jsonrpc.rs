@@ -3,18 +3,17 @@
 #![no_main]
 use std::sync::{Arc, OnceLock};
 
-use a2a_worker_controller::backend::{Backend, BackendError, CreateSpec, Worker};
+use a2a_worker_controller::a2a::{Protocol, ServiceParams, TaskStore};
+use a2a_worker_controller::backend::{Backend, BackendError, BackendKind, CreateSpec, Worker};
 use a2a_worker_controller::control::Control;
-use a2a_worker_controller::metrics::Metrics;
-use a2a_worker_controller::protocol::{Protocol, ServiceParams};
-use a2a_worker_controller::tasks::TaskStore;
+use a2a_worker_controller::testing::Metrics;
 use libfuzzer_sys::fuzz_target;
 
 struct Refuses;
 
 impl Backend for Refuses {
-    fn name(&self) -> &'static str {
-        "docker"
+    fn kind(&self) -> BackendKind {
+        BackendKind::Docker
     }
     fn create(&self, _: &CreateSpec) -> Result<Worker, BackendError> {
         Err(BackendError::Unavailable("fuzzing".into()))

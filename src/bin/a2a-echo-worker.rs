@@ -8,13 +8,15 @@
 //! `A2A_AGENT_NAME`. Flags for exercising a controller's failure paths:
 //! `--exit-code=N` exits at once with N; `--no-listen` runs without ever answering.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+#![forbid(unsafe_code)]
+
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use a2a_worker_controller::a2a::{response_err, response_ok, RpcError};
 use a2a_worker_controller::auth;
 use a2a_worker_controller::http::{Body, Handler, Limits, Request, Response, Server};
+use a2a_worker_controller::settings::parse_listen;
 use a2a_worker_controller::time::{now_millis, rfc3339_millis};
 use a2a_worker_controller::token::uuid_v4;
 use serde_json::{json, Value};
@@ -36,11 +38,7 @@ impl Handler for Echo {
                     return Response::text(413, "request body too large");
                 };
                 if let Err(f) = auth::check(req.header("Authorization"), &self.token) {
-                    return Response::json(
-                        401,
-                        &json!({"error": "unauthorized", "message": f.message()}),
-                    )
-                    .with_header("WWW-Authenticate", f.challenge());
+                    return f.response();
                 }
                 Response::json(200, &rpc(body))
             }
@@ -116,16 +114,6 @@ fn card(name: &str, url: &str) -> Vec<u8> {
     .into_bytes()
 }
 
-fn listen_addr(value: &str) -> Option<SocketAddr> {
-    match value.strip_prefix(':') {
-        Some(port) => Some(SocketAddr::new(
-            IpAddr::V4(Ipv4Addr::UNSPECIFIED),
-            port.parse().ok()?,
-        )),
-        None => value.parse().ok(),
-    }
-}
-
 fn wait_for_signal() {
     use signal_hook::consts::{SIGINT, SIGTERM};
     match signal_hook::iterator::Signals::new([SIGTERM, SIGINT]) {
@@ -160,9 +148,12 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     };
     let listen_value = env("LISTEN").unwrap_or_else(|| ":9090".into());
-    let Some(addr) = listen_addr(&listen_value) else {
-        eprintln!("a2a-echo-worker: LISTEN {listen_value:?} is not host:port or :port");
-        return ExitCode::from(2);
+    let addr = match parse_listen(&listen_value) {
+        Ok(addr) => addr,
+        Err(e) => {
+            eprintln!("a2a-echo-worker: {e}");
+            return ExitCode::from(2);
+        }
     };
     if !listen {
         eprintln!("a2a-echo-worker: running without listening, as asked");

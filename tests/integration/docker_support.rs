@@ -13,8 +13,7 @@ use std::sync::{Arc, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use a2a_worker_controller::docker_engine::{Engine, Summary};
-use a2a_worker_controller::labels;
+use a2a_worker_controller::testing::{owner_selector, Engine, Summary};
 use serde_json::Value;
 
 use crate::support::{request, HttpResponse, TOKEN};
@@ -106,17 +105,14 @@ impl Cleanup {
     /// Containers with this controller's owner label, as the engine has them.
     pub fn owned(&self) -> Vec<Summary> {
         self.engine
-            .list(&labels::owner_selector(&self.controller_id))
+            .list(&owner_selector(&self.controller_id))
             .expect("engine list")
     }
 }
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
-        if let Ok(list) = self
-            .engine
-            .list(&labels::owner_selector(&self.controller_id))
-        {
+        if let Ok(list) = self.engine.list(&owner_selector(&self.controller_id)) {
             for c in list {
                 let _ = self.engine.remove(&c.id);
             }

@@ -8,7 +8,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use a2a_worker_controller::backend::{Backend, BackendError, CreateSpec, Worker, WorkerState};
+use a2a_worker_controller::backend::{
+    Backend, BackendError, BackendKind, CreateSpec, Worker, WorkerState,
+};
 use a2a_worker_controller::settings::{self, Command, Settings};
 use serde_json::{json, Value};
 
@@ -43,8 +45,8 @@ impl FakeBackend {
 }
 
 impl Backend for FakeBackend {
-    fn name(&self) -> &'static str {
-        "docker"
+    fn kind(&self) -> BackendKind {
+        BackendKind::Docker
     }
 
     fn create(&self, spec: &CreateSpec) -> Result<Worker, BackendError> {
@@ -71,7 +73,7 @@ impl Backend for FakeBackend {
             worker_id: spec.worker_id.clone(),
             task: spec.task.clone(),
             a2a_url: format!("http://127.0.0.1:1/{}", spec.worker_id),
-            backend: "docker".into(),
+            backend: BackendKind::Docker,
             state: WorkerState::Running,
             pane_id: String::new(),
             session_id: String::new(),

@@ -1,5 +1,5 @@
 //! A2A v1.0 wire types (JSON-RPC binding, ProtoJSON names) and the JSON-RPC error object.
-//! Nothing here knows about workers or backends.
+//! Nothing here knows about workers, backends or the wire.
 
 use serde::Serialize;
 use serde_json::{json, Map, Value};
@@ -242,6 +242,13 @@ impl RpcError {
             -32004,
             "UNSUPPORTED_OPERATION",
             format!("Unsupported operation: {what}"),
+        )
+    }
+    pub fn content_type_not_supported(what: &str) -> RpcError {
+        RpcError::a2a(
+            -32005,
+            "CONTENT_TYPE_NOT_SUPPORTED",
+            format!("Content type not supported: {what}"),
         )
     }
     pub fn version_not_supported(version: &str) -> RpcError {

@@ -1,6 +1,6 @@
 //! What a container or pod worker receives in its environment (the contract's list).
 
-use crate::backend::CreateSpec;
+use super::CreateSpec;
 use crate::settings::ContainerSettings;
 
 /// `NAME=value` entries for a worker reachable at `a2a_url`.

@@ -1,5 +1,11 @@
 //! The backend seam. Everything above this trait (control operations, protocol, HTTP) is
-//! backend-agnostic; everything below it (one module per backend) knows one engine.
+//! backend-agnostic; everything below it (one folder per backend) knows one engine. This file
+//! holds the seam only: the trait, what crosses it, and its error. It imports no backend;
+//! `lib.rs` is the one place that builds one.
+//!
+//! - `docker/`: containers on a Docker (or Podman) engine.
+//! - `probe`, `labels`, `worker_env`: what every container or pod backend shares (readiness,
+//!   ownership labels and deterministic names, the worker's environment).
 //!
 //! Which layer owns which guarantee:
 //! - **One worker per task** is owned by the backend: [`Backend::create`] must refuse a second
@@ -14,11 +20,41 @@
 //! - **Ownership** (what is listed and stopped) is owned by the backend: it reads its engine's
 //!   labels or its state file on every call, never memory.
 
+pub(crate) mod docker;
+pub(crate) mod labels;
+pub(crate) mod probe;
+pub(crate) mod worker_env;
+
 use std::fmt;
 
 use serde::Serialize;
 
 use crate::token::Token;
+
+/// Which backend: the `backend` field of every worker it reports, and its metric label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendKind {
+    Docker,
+    K8s,
+    Local,
+}
+
+impl BackendKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackendKind::Docker => "docker",
+            BackendKind::K8s => "k8s",
+            BackendKind::Local => "local",
+        }
+    }
+}
+
+impl fmt::Display for BackendKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// What `create` asks a backend to start.
 #[derive(Debug, Clone)]
@@ -55,7 +91,7 @@ pub struct Worker {
     pub worker_id: String,
     pub task: String,
     pub a2a_url: String,
-    pub backend: String,
+    pub backend: BackendKind,
     pub state: WorkerState,
     pub pane_id: String,
     pub session_id: String,
@@ -63,6 +99,30 @@ pub struct Worker {
     pub created_at: String,
     /// Why the worker is not running; `""` while it runs.
     pub reason: String,
+}
+
+impl Worker {
+    /// A worker as a backend reports it; what does not apply to it stays `""` (`a2a_url`,
+    /// `pane_id`, `session_id`, `reason`) until the backend sets it.
+    pub fn new(
+        backend: BackendKind,
+        worker_id: impl Into<String>,
+        task: impl Into<String>,
+        state: WorkerState,
+        created_at: impl Into<String>,
+    ) -> Worker {
+        Worker {
+            worker_id: worker_id.into(),
+            task: task.into(),
+            a2a_url: String::new(),
+            backend,
+            state,
+            pane_id: String::new(),
+            session_id: String::new(),
+            created_at: created_at.into(),
+            reason: String::new(),
+        }
+    }
 }
 
 /// A backend's failure. Messages are for people and never contain a token.
@@ -105,10 +165,29 @@ impl fmt::Display for BackendError {
 
 impl std::error::Error for BackendError {}
 
+impl BackendError {
+    /// The same error with every occurrence of `token` replaced: engine messages may quote
+    /// what they were given, and a worker's token never leaves the backend in an error.
+    pub fn redact(self, token: &Token) -> BackendError {
+        let secret = token.expose();
+        if secret.is_empty() {
+            return self;
+        }
+        let clean = |s: String| s.replace(secret, "<redacted>");
+        match self {
+            BackendError::Unavailable(s) => BackendError::Unavailable(clean(s)),
+            BackendError::ImageNotFound(s) => BackendError::ImageNotFound(clean(s)),
+            BackendError::NotReady(s) => BackendError::NotReady(clean(s)),
+            BackendError::Internal(s) => BackendError::Internal(clean(s)),
+            other @ (BackendError::WorkerExists { .. } | BackendError::NotFound) => other,
+        }
+    }
+}
+
 /// The seam every backend implements. Calls block; each is made from one request thread.
 pub trait Backend: Send + Sync {
-    /// `docker`, `k8s` or `local`: the `backend` field of its workers.
-    fn name(&self) -> &'static str;
+    /// Which backend this is: the `backend` field of its workers.
+    fn kind(&self) -> BackendKind;
 
     /// Starts one worker for `spec.task`, or refuses with [`BackendError::WorkerExists`].
     /// Anything half-created on a failure path is removed before this returns.
@@ -129,24 +208,37 @@ pub trait Backend: Send + Sync {
     }
 }
 
-/// Builds the backend the settings select, or says why it cannot.
-pub fn from_settings(
-    settings: &crate::settings::Settings,
-) -> Result<std::sync::Arc<dyn Backend>, String> {
-    use crate::settings::BackendKind;
-    match (settings.backend, &settings.container, &settings.docker) {
-        (BackendKind::Docker, Some(container), Some(docker)) => {
-            Ok(std::sync::Arc::new(crate::docker::DockerBackend::new(
-                &settings.controller_id,
-                container.clone(),
-                docker.clone(),
-                settings.worker_ready_timeout,
-                settings.anthropic_auth_token.clone(),
-            )))
-        }
-        (kind, _, _) => Err(format!(
-            "backend {:?} is not built into this version yet; no worker can be started (use -backend=docker)",
-            kind.as_str()
-        )),
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redaction_removes_the_token_everywhere() {
+        let token = Token::from_secret("s3cr3t-token".into());
+        let e = BackendError::Internal("env s3cr3t-token and s3cr3t-token".into()).redact(&token);
+        assert_eq!(
+            e,
+            BackendError::Internal("env <redacted> and <redacted>".into())
+        );
+        let e = BackendError::NotReady("s3cr3t-token".into()).redact(&token);
+        assert!(!e.to_string().contains("s3cr3t"));
+        let empty = Token::from_secret(String::new());
+        let e = BackendError::Unavailable("x".into()).redact(&empty);
+        assert_eq!(e, BackendError::Unavailable("x".into()));
+    }
+
+    #[test]
+    fn workers_serialize_every_key_and_the_kind_in_lowercase() {
+        let w = Worker::new(
+            BackendKind::K8s,
+            "w1",
+            "t",
+            WorkerState::Starting,
+            "2026-01-01T00:00:00Z",
+        );
+        let v = serde_json::to_value(&w).unwrap();
+        assert_eq!(v["backend"], "k8s");
+        assert_eq!(v["a2a_url"], "");
+        assert_eq!(v.as_object().unwrap().len(), 9);
     }
 }

@@ -1,6 +1,12 @@
 //! The Docker backend: one container per worker, owned by its three labels, named
 //! deterministically from (controller id, task) so the engine itself refuses a second
 //! container for a task. Nothing about workers is kept in memory.
+//!
+//! - `engine`: the Docker Engine API client (typed answers and errors);
+//! - `unix_socket`: the ureq transport it runs over.
+
+pub(crate) mod engine;
+mod unix_socket;
 
 use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::thread;
@@ -8,12 +14,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::backend::{Backend, BackendError, CreateSpec, Worker, WorkerState};
-use crate::docker_engine::{Engine, EngineError, Inspect, Summary};
-use crate::labels;
+use self::engine::{Engine, EngineError, Inspect, State, Summary};
+use super::probe::Probe;
+use super::{labels, worker_env};
+use super::{Backend, BackendError, BackendKind, CreateSpec, Worker, WorkerState};
 use crate::settings::{ContainerSettings, DockerSettings};
 use crate::time::{now_millis, parse_rfc3339_millis, rfc3339_secs};
-use crate::worker_env;
 
 /// Host-port clashes ("port is already allocated") are retried this many times.
 const PORT_ATTEMPTS: usize = 8;
@@ -25,10 +31,8 @@ pub struct DockerBackend {
     controller_id: String,
     container: ContainerSettings,
     docker: DockerSettings,
-    ready_timeout: Duration,
     anthropic_auth_token: Option<String>,
-    /// Plain HTTP client for readiness probes of workers.
-    probe: ureq::Agent,
+    probe: Probe,
 }
 
 impl DockerBackend {
@@ -39,22 +43,13 @@ impl DockerBackend {
         ready_timeout: Duration,
         anthropic_auth_token: Option<String>,
     ) -> DockerBackend {
-        let probe = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(Duration::from_secs(2)))
-            .timeout_connect(Some(Duration::from_secs(1)))
-            .proxy(None)
-            .max_redirects(0)
-            .build()
-            .new_agent();
         DockerBackend {
             engine: Engine::new(docker.socket.clone()),
             controller_id: controller_id.to_string(),
             container,
             docker,
-            ready_timeout,
             anthropic_auth_token,
-            probe,
+            probe: Probe::new(ready_timeout),
         }
     }
 
@@ -83,10 +78,10 @@ impl DockerBackend {
             }
             (None, None) => {}
         }
-        if let Some(m) = self.docker.memory_bytes {
+        if let Some(m) = self.container.memory_bytes {
             host_config["Memory"] = json!(m);
         }
-        if let Some(c) = self.docker.nano_cpus {
+        if let Some(c) = self.container.nano_cpus {
             host_config["NanoCpus"] = json!(c);
         }
         if let Some(p) = self.docker.pids_limit {
@@ -143,44 +138,26 @@ impl DockerBackend {
     /// In network mode the worker is probed at its address on that network (the controller
     /// must share it): its `a2a_url` names the container, which needs the engine's DNS.
     fn wait_ready(&self, id: &str, url: &str) -> Result<(), BackendError> {
-        let deadline = Instant::now() + self.ready_timeout;
-        loop {
-            let inspect = self.engine.inspect(id).map_err(engine_error)?;
-            let Some(inspect) = inspect else {
+        self.probe.wait(url, || {
+            let Some(inspect) = self.engine.inspect(id).map_err(engine_error)? else {
                 return Err(BackendError::NotReady(
                     "the container disappeared while starting".into(),
                 ));
             };
-            let probe_base = match &self.docker.network {
-                Some(network) => inspect
-                    .ip_on(network)
-                    .map(|ip| format!("http://{}", SocketAddr::new(ip, self.container.port))),
-                None => Some(url.to_string()),
-            };
-            let state = inspect.state.unwrap_or_default();
+            let state = inspect.state.clone().unwrap_or_default();
             if !state.running {
                 return Err(BackendError::NotReady(format!(
                     "the worker {} before it answered",
                     exit_reason(&state).unwrap_or_else(|| format!("is {}", state.status))
                 )));
             }
-            if let Some(base) = &probe_base {
-                let card = format!("{base}/.well-known/agent-card.json");
-                if let Ok(r) = self.probe.get(&card).call() {
-                    if r.status().as_u16() == 200 {
-                        return Ok(());
-                    }
-                }
-            }
-            if Instant::now() >= deadline {
-                return Err(BackendError::NotReady(format!(
-                    "the worker did not answer {}/.well-known/agent-card.json within {}s",
-                    probe_base.as_deref().unwrap_or(url),
-                    self.ready_timeout.as_secs_f32()
-                )));
-            }
-            thread::sleep(Duration::from_millis(100));
-        }
+            Ok(match &self.docker.network {
+                Some(network) => inspect
+                    .ip_on(network)
+                    .map(|ip| format!("http://{}", SocketAddr::new(ip, self.container.port))),
+                None => Some(url.to_string()),
+            })
+        })
     }
 
     /// A listed container as a worker; `None` for containers this controller does not own.
@@ -204,28 +181,29 @@ impl DockerBackend {
                 host_port = host_port.or_else(|| bound_port(&i, self.container.port));
             }
         }
+        let created_at = rfc3339_secs(c.created.max(0) as u64);
         Ok(Some(Worker {
-            worker_id: owned.worker_id,
-            task: owned.task,
             a2a_url: self.url_for(&name, host_port),
-            backend: "docker".into(),
-            state,
-            pane_id: String::new(),
-            session_id: String::new(),
-            created_at: rfc3339_secs(c.created.max(0) as u64),
             reason,
+            ..Worker::new(
+                BackendKind::Docker,
+                owned.worker_id,
+                owned.task,
+                state,
+                created_at,
+            )
         }))
     }
 }
 
 impl Backend for DockerBackend {
-    fn name(&self) -> &'static str {
-        "docker"
+    fn kind(&self) -> BackendKind {
+        BackendKind::Docker
     }
 
     fn create(&self, spec: &CreateSpec) -> Result<Worker, BackendError> {
         let name = labels::container_name(&self.controller_id, &spec.task);
-        let redact = |e: BackendError| redact_token(e, spec.token.expose());
+        let redact = |e: BackendError| e.redact(&spec.token);
         for attempt in 1..=PORT_ATTEMPTS {
             let host_port = match self.docker.network {
                 Some(_) => None,
@@ -256,7 +234,7 @@ impl Backend for DockerBackend {
                 }
                 return Err(redact(engine_error(e)));
             }
-            let state = if self.ready_timeout.is_zero() {
+            let state = if self.probe.disabled() {
                 WorkerState::Starting
             } else {
                 if let Err(e) = self.wait_ready(&id, &url) {
@@ -271,16 +249,16 @@ impl Backend for DockerBackend {
                 _ => None,
             }
             .unwrap_or_else(now_millis);
+            let created_at = rfc3339_secs(created / 1000);
             return Ok(Worker {
-                worker_id: spec.worker_id.clone(),
-                task: spec.task.clone(),
                 a2a_url: url,
-                backend: "docker".into(),
-                state,
-                pane_id: String::new(),
-                session_id: String::new(),
-                created_at: rfc3339_secs(created / 1000),
-                reason: String::new(),
+                ..Worker::new(
+                    BackendKind::Docker,
+                    &spec.worker_id,
+                    &spec.task,
+                    state,
+                    created_at,
+                )
             });
         }
         Err(BackendError::Internal(format!(
@@ -344,21 +322,6 @@ fn engine_error(e: EngineError) -> BackendError {
     }
 }
 
-/// Engine messages may quote what they were given; the worker's token never leaves here.
-fn redact_token(e: BackendError, token: &str) -> BackendError {
-    if token.is_empty() {
-        return e;
-    }
-    let clean = |s: String| s.replace(token, "<redacted>");
-    match e {
-        BackendError::Unavailable(s) => BackendError::Unavailable(clean(s)),
-        BackendError::ImageNotFound(s) => BackendError::ImageNotFound(clean(s)),
-        BackendError::NotReady(s) => BackendError::NotReady(clean(s)),
-        BackendError::Internal(s) => BackendError::Internal(clean(s)),
-        other => other,
-    }
-}
-
 /// 409 is Docker's name conflict; Podman answers 500 with "already in use".
 fn is_name_conflict(e: &EngineError) -> bool {
     match e {
@@ -401,7 +364,7 @@ fn state_of(engine_state: &str) -> WorkerState {
 }
 
 /// Why a container is not running: OOM kill, exit code, engine error.
-fn exit_reason(state: &crate::docker_engine::State) -> Option<String> {
+fn exit_reason(state: &State) -> Option<String> {
     if state.running {
         return None;
     }

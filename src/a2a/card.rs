@@ -2,7 +2,8 @@
 
 use serde_json::{json, Value};
 
-use crate::a2a::PROTOCOL_VERSION;
+use super::types::PROTOCOL_VERSION;
+use crate::hash::{fnv1a64, FNV_OFFSET};
 use crate::time::{http_date, now_millis};
 
 pub struct AgentCard {
@@ -16,7 +17,7 @@ pub const CACHE_CONTROL: &str = "public, max-age=300";
 impl AgentCard {
     pub fn new(agent_name: &str, public_url: &str) -> AgentCard {
         let body = card_json(agent_name, public_url).to_string().into_bytes();
-        let etag = format!("\"{:016x}\"", fnv1a(&body));
+        let etag = format!("\"{:016x}\"", fnv1a64(FNV_OFFSET, body.iter().copied()));
         AgentCard {
             body,
             etag,
@@ -93,13 +94,6 @@ fn card_json(agent_name: &str, public_url: &str) -> Value {
                 "outputModes": ["application/json"],
             },
         ],
-    })
-}
-
-/// FNV-1a, 64 bits: a stable content hash for the ETag.
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
     })
 }
 

@@ -5,6 +5,8 @@
 use std::collections::BTreeMap;
 use std::collections::HashMap;
 
+use crate::hash::{fnv1a64, FNV_OFFSET};
+
 pub const OWNER: &str = "a2a-worker-controller/owner";
 pub const WORKER_ID: &str = "a2a-worker-controller/worker-id";
 pub const TASK: &str = "a2a-worker-controller/task";
@@ -68,18 +70,11 @@ pub fn container_name(controller_id: &str, task: &str) -> String {
 
 /// 128 bits of FNV-1a over (controller id, task), hex: two independent 64-bit lanes.
 fn task_hash(controller_id: &str, task: &str) -> String {
-    let lane = |seed: u64| {
-        controller_id
-            .bytes()
-            .chain([0u8])
-            .chain(task.bytes())
-            .fold(seed, |h, b| {
-                (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-            })
-    };
+    let bytes = || controller_id.bytes().chain([0u8]).chain(task.bytes());
+    let lane = |seed: u64| fnv1a64(seed, bytes());
     format!(
         "{:016x}{:016x}",
-        lane(0xcbf2_9ce4_8422_2325),
+        lane(FNV_OFFSET),
         lane(0x8422_2325_cbf2_9ce4)
     )
 }

@@ -9,7 +9,7 @@ use std::sync::Mutex;
 
 use serde_json::Value;
 
-use crate::a2a::{Task, TaskState};
+use super::types::{Task, TaskState};
 use crate::token::Token;
 
 pub const DEFAULT_CAPACITY: usize = 1024;
@@ -209,7 +209,7 @@ pub fn with_token(task: &mut Task, token: &Token) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::a2a::{Artifact, Part, TaskStatus};
+    use crate::a2a::types::{Artifact, Part, TaskStatus};
     use serde_json::json;
 
     fn task(id: &str, state: TaskState) -> Task {

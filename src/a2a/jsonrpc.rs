@@ -1,19 +1,25 @@
-//! The A2A v1.0 JSON-RPC layer: envelope validation, service parameters (`A2A-Version`,
-//! `A2A-Extensions`), method dispatch, and control tasks over [`Control`]. It sees request
-//! headers only after the HTTP layer has authenticated the caller and removed credentials.
+//! The A2A v1.0 JSON-RPC methods: version check, dispatch, and control tasks over
+//! [`Control`] (`SendMessage` runs an operation; `GetTask`, `ListTasks`, `CancelTask` read the
+//! recent tasks). It sees request headers only after the routes have authenticated the caller
+//! and removed credentials; decoding what the caller sent is [`super::decode`]'s.
 
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread;
 
 use serde_json::{json, Map, Value};
 
-use crate::a2a::{
+use super::decode::{
+    envelope, field, history_length, optional_string, parse_message, required_string, string_list,
+    whole_number, ServiceParams,
+};
+use super::tasks::{self, Filter, TaskStore};
+use super::types::{
     response_err, response_ok, Artifact, Message, Part, Role, RpcError, Task, TaskState,
     TaskStatus, PROTOCOL_VERSION,
 };
 use crate::control::{self, Control, ControlError, ControlRequest, ErrorCode, Outcome};
-use crate::tasks::{self, Filter, TaskStore};
 use crate::time::{now_millis, parse_rfc3339_millis, rfc3339_millis};
 use crate::token::{uuid_v4, Token};
 
@@ -22,68 +28,6 @@ use crate::token::{uuid_v4, Token};
 const MAX_BACKGROUND: usize = 64;
 pub const DEFAULT_PAGE_SIZE: usize = 50;
 pub const MAX_PAGE_SIZE: usize = 100;
-
-/// The service parameters of one request, normalised.
-#[derive(Debug, Default, PartialEq, Eq)]
-pub struct ServiceParams {
-    /// `None` when the caller sent no `A2A-Version` (treated as 1.0, see the README).
-    pub version: Option<String>,
-    /// `A2A-Extensions`, trimmed, without empties and duplicates, in first-seen order.
-    pub extensions: Vec<String>,
-}
-
-impl ServiceParams {
-    /// From headers (name, value) and the raw query string.
-    pub fn from_request(headers: &[(String, String)], query: &str) -> ServiceParams {
-        let header_version = headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case("A2A-Version"))
-            .map(|(_, v)| v.trim().to_string());
-        let query_version = query.split('&').find_map(|pair| {
-            let (k, v) = pair.split_once('=')?;
-            k.eq_ignore_ascii_case("A2A-Version")
-                .then(|| percent_decode(v).trim().to_string())
-        });
-        let mut extensions: Vec<String> = Vec::new();
-        for (_, value) in headers
-            .iter()
-            .filter(|(k, _)| k.eq_ignore_ascii_case("A2A-Extensions"))
-        {
-            for uri in value.split(',').map(str::trim).filter(|u| !u.is_empty()) {
-                if !extensions.iter().any(|e| e == uri) {
-                    extensions.push(uri.to_string());
-                }
-            }
-        }
-        ServiceParams {
-            version: header_version.or(query_version),
-            extensions,
-        }
-    }
-}
-
-fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let hex = |c: u8| (c as char).to_digit(16);
-        match b[i] {
-            b'%' if i + 2 < b.len() => match (hex(b[i + 1]), hex(b[i + 2])) {
-                (Some(h), Some(l)) => {
-                    out.push((h * 16 + l) as u8);
-                    i += 3;
-                    continue;
-                }
-                _ => out.push(b'%'),
-            },
-            b'+' => out.push(b' '),
-            c => out.push(c),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
 
 pub struct Protocol {
     control: Arc<Control>,
@@ -179,13 +123,10 @@ impl Protocol {
                     .iter()
                     .any(|m| matches!(m.as_str(), "application/json" | "*/*" | "application/*"));
             if !ok {
-                return Err(RpcError {
-                    code: -32005,
-                    message: "Content type not supported: replies are application/json data parts"
-                        .into(),
-                    reason: Some("CONTENT_TYPE_NOT_SUPPORTED"),
-                    metadata: vec![("supportedOutputModes", "application/json".into())],
-                });
+                return Err(RpcError::content_type_not_supported(
+                    "replies are application/json data parts",
+                )
+                .with("supportedOutputModes", "application/json"));
             }
         }
         if let Some(task_id) = &message.task_id {
@@ -269,10 +210,20 @@ impl Protocol {
     ) {
         let control = Arc::clone(&self.control);
         let tasks = Arc::clone(&self.tasks);
-        let background = Arc::clone(&self.background);
+        let slot = BackgroundSlot(Arc::clone(&self.background));
         let fallback = base.clone();
         let run = move || {
-            let outcome = control.execute(request, &task_id);
+            let _slot = slot;
+            // A bug in the operation must not leave its task WORKING forever: the panic is
+            // caught here as the HTTP layer catches a request handler's.
+            let outcome = catch_unwind(AssertUnwindSafe(|| control.execute(request, &task_id)))
+                .unwrap_or_else(|_| {
+                    log::error!("background operation for task {task_id} panicked; the task is marked failed");
+                    Outcome::Failed(ControlError::new(
+                        ErrorCode::Internal,
+                        "the operation stopped on an internal error; list shows whether a worker was created",
+                    ))
+                });
             let (task, token) = finish(base, outcome);
             let status_millis = parse_rfc3339_millis(&task.status.timestamp).unwrap_or(0);
             if !tasks.update(task, token, status_millis) {
@@ -280,10 +231,10 @@ impl Protocol {
                     "task {task_id} was evicted before its operation finished; its result (and any worker token) was not kept"
                 );
             }
-            background.fetch_sub(1, Ordering::SeqCst);
         };
         if let Err(e) = thread::Builder::new().name("control-bg".into()).spawn(run) {
-            // Nothing ran: the stored task must not stay WORKING forever.
+            // Nothing ran (and the slot was released with the closure): the stored task must
+            // not stay WORKING forever.
             log::error!("cannot start a background operation: {e}");
             let failure = ControlError::new(
                 ErrorCode::Internal,
@@ -292,7 +243,6 @@ impl Protocol {
             let (task, _) = finish(fallback, Outcome::Failed(failure));
             let status_millis = parse_rfc3339_millis(&task.status.timestamp).unwrap_or(0);
             self.tasks.update(task, None, status_millis);
-            self.background.fetch_sub(1, Ordering::SeqCst);
         }
     }
 
@@ -395,152 +345,14 @@ impl Protocol {
     }
 }
 
-/// A checked envelope: id, method, params.
-type Envelope<'a> = (Value, &'a str, Option<&'a Map<String, Value>>);
+/// One of the [`MAX_BACKGROUND`] places, given back when dropped (also when the operation
+/// panics, or its thread never starts).
+struct BackgroundSlot(Arc<AtomicUsize>);
 
-/// Checks the JSON-RPC 2.0 envelope; on failure returns the id to answer with.
-fn envelope(request: &Value) -> Result<Envelope<'_>, (Value, RpcError)> {
-    let obj = match request {
-        Value::Array(_) => {
-            return Err((
-                Value::Null,
-                RpcError::invalid_request("batch requests are not supported"),
-            ))
-        }
-        Value::Object(o) => o,
-        _ => {
-            return Err((
-                Value::Null,
-                RpcError::invalid_request("the request must be a JSON object"),
-            ))
-        }
-    };
-    let id = match obj.get("id") {
-        Some(id @ (Value::String(_) | Value::Number(_) | Value::Null)) => id.clone(),
-        Some(_) => {
-            return Err((
-                Value::Null,
-                RpcError::invalid_request("id must be a string, a number or null"),
-            ))
-        }
-        None => {
-            return Err((
-                Value::Null,
-                RpcError::invalid_request("id is required (notifications are not supported)"),
-            ))
-        }
-    };
-    if obj.get("jsonrpc") != Some(&Value::String("2.0".into())) {
-        return Err((id, RpcError::invalid_request("jsonrpc must be \"2.0\"")));
+impl Drop for BackgroundSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
-    let method = match obj.get("method") {
-        Some(Value::String(m)) if !m.is_empty() => m.as_str(),
-        _ => {
-            return Err((
-                id,
-                RpcError::invalid_request("method must be a non-empty string"),
-            ))
-        }
-    };
-    let params = match obj.get("params") {
-        None | Some(Value::Null) => None,
-        Some(Value::Object(p)) => Some(p),
-        Some(_) => return Err((id, RpcError::invalid_params("params must be an object"))),
-    };
-    Ok((id, method, params))
-}
-
-fn parse_message(v: &Value) -> Result<Message, RpcError> {
-    let m = v
-        .as_object()
-        .ok_or_else(|| RpcError::invalid_params("message must be an object"))?;
-    let message_id = required_string(m, &["messageId", "message_id"], "message.messageId")?;
-    if message_id.is_empty() {
-        return Err(RpcError::invalid_params(
-            "message.messageId must not be empty",
-        ));
-    }
-    let role = match field(m, &["role"]) {
-        None | Some(Value::Null) => {
-            return Err(RpcError::invalid_params("message.role is required"))
-        }
-        Some(r) => Role::parse(r).ok_or_else(|| {
-            RpcError::invalid_params("message.role must be ROLE_USER or ROLE_AGENT")
-        })?,
-    };
-    if role != Role::User {
-        return Err(RpcError::invalid_params(
-            "message.role must be ROLE_USER for a message sent to this agent",
-        ));
-    }
-    let parts = match field(m, &["parts"]) {
-        Some(Value::Array(parts)) if !parts.is_empty() => parts,
-        Some(Value::Array(_)) => {
-            return Err(RpcError::invalid_params("message.parts must not be empty"))
-        }
-        None | Some(Value::Null) => {
-            return Err(RpcError::invalid_params("message.parts is required"))
-        }
-        Some(_) => return Err(RpcError::invalid_params("message.parts must be an array")),
-    };
-    let parts = parts
-        .iter()
-        .enumerate()
-        .map(|(i, p)| parse_part(i, p))
-        .collect::<Result<Vec<Part>, RpcError>>()?;
-    let metadata = match field(m, &["metadata"]) {
-        None | Some(Value::Null) => None,
-        Some(v @ Value::Object(_)) => Some(v.clone()),
-        Some(_) => {
-            return Err(RpcError::invalid_params(
-                "message.metadata must be an object",
-            ))
-        }
-    };
-    Ok(Message {
-        message_id,
-        role,
-        parts,
-        context_id: optional_string(m, &["contextId", "context_id"], "message.contextId")?
-            .filter(|c| !c.is_empty()),
-        task_id: optional_string(m, &["taskId", "task_id"], "message.taskId")?
-            .filter(|t| !t.is_empty()),
-        metadata,
-    })
-}
-
-fn parse_part(i: usize, v: &Value) -> Result<Part, RpcError> {
-    let p = v
-        .as_object()
-        .ok_or_else(|| RpcError::invalid_params(format!("message.parts[{i}] must be an object")))?;
-    let name = |k: &str| format!("message.parts[{i}].{k}");
-    let mut part = Part {
-        text: optional_string(p, &["text"], &name("text"))?,
-        data: p.get("data").filter(|d| !d.is_null()).cloned(),
-        raw: optional_string(p, &["raw"], &name("raw"))?,
-        url: optional_string(p, &["url"], &name("url"))?,
-        media_type: optional_string(p, &["mediaType", "media_type"], &name("mediaType"))?,
-        filename: optional_string(p, &["filename"], &name("filename"))?,
-        metadata: p.get("metadata").filter(|d| !d.is_null()).cloned(),
-    };
-    let members = [
-        part.text.is_some(),
-        part.data.is_some(),
-        part.raw.is_some(),
-        part.url.is_some(),
-    ]
-    .iter()
-    .filter(|b| **b)
-    .count();
-    if members != 1 {
-        return Err(RpcError::invalid_params(format!(
-            "message.parts[{i}] must have exactly one of text, data, raw, url (v1.0 parts have no kind)"
-        )));
-    }
-    if part.metadata.as_ref().is_some_and(|m| !m.is_object()) {
-        part.metadata = None;
-    }
-    Ok(part)
 }
 
 /// Completes a task from an operation's outcome; returns the token to deliver, if any.
@@ -594,118 +406,6 @@ fn with_history(mut task: Task, history_length: Option<usize>) -> Task {
     task
 }
 
-fn history_length(params: &Map<String, Value>) -> Result<Option<usize>, RpcError> {
-    match field(params, &["historyLength", "history_length"]) {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => whole_number(v)
-            .map(|n| Some(n.min(1_000) as usize))
-            .ok_or_else(|| RpcError::invalid_params("historyLength must be a whole number >= 0")),
-    }
-}
-
-/// A non-negative whole number, also when it arrives as a float (`2.0`) or a ProtoJSON
-/// string (`"2"`).
-fn whole_number(v: &Value) -> Option<u64> {
-    match v {
-        Value::Number(n) => n.as_u64().or_else(|| {
-            n.as_f64()
-                .filter(|f| *f >= 0.0 && f.fract() == 0.0 && *f < 1e15)
-                .map(|f| f as u64)
-        }),
-        Value::String(s) => s.parse().ok(),
-        _ => None,
-    }
-}
-
-fn field<'a>(m: &'a Map<String, Value>, names: &[&str]) -> Option<&'a Value> {
-    names.iter().find_map(|n| m.get(*n))
-}
-
-fn optional_string(
-    m: &Map<String, Value>,
-    names: &[&str],
-    label: &str,
-) -> Result<Option<String>, RpcError> {
-    match field(m, names) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(_) => Err(RpcError::invalid_params(format!(
-            "{label} must be a string"
-        ))),
-    }
-}
-
-fn required_string(
-    m: &Map<String, Value>,
-    names: &[&str],
-    label: &str,
-) -> Result<String, RpcError> {
-    optional_string(m, names, label)?
-        .ok_or_else(|| RpcError::invalid_params(format!("{label} is required")))
-}
-
-fn string_list(v: &Value, label: &str) -> Result<Vec<String>, RpcError> {
-    match v {
-        Value::Null => Ok(Vec::new()),
-        Value::Array(items) => items
-            .iter()
-            .map(|i| {
-                i.as_str()
-                    .map(str::to_string)
-                    .ok_or_else(|| RpcError::invalid_params(format!("{label} must be strings")))
-            })
-            .collect(),
-        _ => Err(RpcError::invalid_params(format!(
-            "{label} must be an array"
-        ))),
-    }
-}
-
 fn to_json(task: &Task) -> Result<Value, RpcError> {
     serde_json::to_value(task).map_err(|e| RpcError::internal(&e.to_string()))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn headers(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
-
-    #[test]
-    fn service_params() {
-        let p = ServiceParams::from_request(
-            &headers(&[
-                ("a2a-version", " 1.0 "),
-                ("A2A-Extensions", " https://a/x , https://b/y,,https://a/x"),
-                ("A2A-Extensions", "https://b/y, https://c/z"),
-            ]),
-            "",
-        );
-        assert_eq!(p.version.as_deref(), Some("1.0"));
-        assert_eq!(p.extensions, ["https://a/x", "https://b/y", "https://c/z"]);
-        let p = ServiceParams::from_request(&[], "x=1&A2A-Version=0.3");
-        assert_eq!(p.version.as_deref(), Some("0.3"));
-        assert_eq!(ServiceParams::from_request(&[], "").version, None);
-    }
-
-    #[test]
-    fn percent_decoding() {
-        assert_eq!(percent_decode("1%2E0"), "1.0");
-        assert_eq!(percent_decode("a%zz%"), "a%zz%");
-        assert_eq!(percent_decode("%"), "%");
-    }
-
-    #[test]
-    fn whole_numbers() {
-        assert_eq!(whole_number(&json!(2)), Some(2));
-        assert_eq!(whole_number(&json!(2.0)), Some(2));
-        assert_eq!(whole_number(&json!("3")), Some(3));
-        assert_eq!(whole_number(&json!(2.5)), None);
-        assert_eq!(whole_number(&json!(-1)), None);
-    }
 }

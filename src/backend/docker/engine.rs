@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::unix_socket;
+use super::unix_socket;
 
 /// The newest API version this client knows; all calls used are unchanged from 1.41 on.
 pub const NEWEST_API: (u32, u32) = (1, 47);
@@ -180,6 +180,14 @@ pub struct Binding {
     pub host_port: String,
 }
 
+/// The HTTP methods the engine client uses. A typed method cannot silently become another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Method {
+    Get,
+    Post,
+    Delete,
+}
+
 #[derive(Deserialize)]
 struct VersionInfo {
     #[serde(rename = "ApiVersion")]
@@ -215,7 +223,7 @@ impl Engine {
     /// One call on an unversioned path. Returns the status and the body.
     fn raw(
         &self,
-        method: &str,
+        method: Method,
         path: &str,
         body: Option<&Value>,
         timeout: Duration,
@@ -223,36 +231,35 @@ impl Engine {
         let url = format!("http://docker{path}");
         let unreachable =
             |e: ureq::Error| EngineError::Unreachable(format!("{} ({e})", self.socket.display()));
-        let response = match (method, body) {
-            ("GET", _) => self
+        let response = match method {
+            Method::Get => self
                 .agent
                 .get(&url)
                 .config()
                 .timeout_global(Some(timeout))
                 .build()
                 .call(),
-            ("DELETE", _) => self
+            Method::Delete => self
                 .agent
                 .delete(&url)
                 .config()
                 .timeout_global(Some(timeout))
                 .build()
                 .call(),
-            (_, Some(json)) => self
-                .agent
-                .post(&url)
-                .config()
-                .timeout_global(Some(timeout))
-                .build()
-                .header("Content-Type", "application/json")
-                .send(json.to_string()),
-            (_, None) => self
-                .agent
-                .post(&url)
-                .config()
-                .timeout_global(Some(timeout))
-                .build()
-                .send_empty(),
+            Method::Post => {
+                let post = self
+                    .agent
+                    .post(&url)
+                    .config()
+                    .timeout_global(Some(timeout))
+                    .build();
+                match body {
+                    Some(json) => post
+                        .header("Content-Type", "application/json")
+                        .send(json.to_string()),
+                    None => post.send_empty(),
+                }
+            }
         };
         let mut response = response.map_err(unreachable)?;
         let status = response.status().as_u16();
@@ -277,7 +284,7 @@ impl Engine {
     }
 
     fn negotiate(&self) -> Result<String, EngineError> {
-        let (status, body) = self.raw("GET", "/version", None, DEFAULT_TIMEOUT)?;
+        let (status, body) = self.raw(Method::Get, "/version", None, DEFAULT_TIMEOUT)?;
         if status != 200 {
             return Err(status_error(status, &body));
         }
@@ -295,7 +302,7 @@ impl Engine {
     /// A call on a versioned path; a 400 (e.g. "client version too new") renegotiates once.
     fn call(
         &self,
-        method: &str,
+        method: Method,
         path: &str,
         body: Option<&Value>,
         timeout: Duration,
@@ -313,7 +320,7 @@ impl Engine {
     }
 
     pub fn ping(&self) -> Result<(), EngineError> {
-        let (status, body) = self.raw("GET", "/_ping", None, Duration::from_secs(3))?;
+        let (status, body) = self.raw(Method::Get, "/_ping", None, Duration::from_secs(3))?;
         match status {
             200 => Ok(()),
             _ => Err(status_error(status, &body)),
@@ -323,7 +330,7 @@ impl Engine {
     /// Creates a container; returns its id.
     pub fn create(&self, name: &str, config: &Value) -> Result<String, EngineError> {
         let (status, body) = self.call(
-            "POST",
+            Method::Post,
             &format!("/containers/create?name={name}"),
             Some(config),
             Duration::from_secs(30),
@@ -344,7 +351,7 @@ impl Engine {
     /// A call whose answer carries nothing but its status: any of `ok` is success.
     fn expect(
         &self,
-        method: &str,
+        method: Method,
         path: &str,
         timeout: Duration,
         ok: &[u16],
@@ -359,7 +366,7 @@ impl Engine {
 
     pub fn start(&self, id: &str) -> Result<(), EngineError> {
         self.expect(
-            "POST",
+            Method::Post,
             &format!("/containers/{id}/start"),
             Duration::from_secs(30),
             &[204, 304],
@@ -370,7 +377,7 @@ impl Engine {
     pub fn stop(&self, id: &str, grace_secs: u64) -> Result<(), EngineError> {
         let path = format!("/containers/{id}/stop?t={grace_secs}");
         self.expect(
-            "POST",
+            Method::Post,
             &path,
             Duration::from_secs(grace_secs + 20),
             &[204, 304, 404],
@@ -380,7 +387,7 @@ impl Engine {
     /// Sends a signal (tests use it to kill workers).
     pub fn kill(&self, id: &str, signal: &str) -> Result<(), EngineError> {
         self.expect(
-            "POST",
+            Method::Post,
             &format!("/containers/{id}/kill?signal={signal}"),
             DEFAULT_TIMEOUT,
             &[204],
@@ -390,7 +397,7 @@ impl Engine {
     /// Removes (forced, with volumes); gone or removal in progress counts as removed.
     pub fn remove(&self, id: &str) -> Result<(), EngineError> {
         self.expect(
-            "DELETE",
+            Method::Delete,
             &format!("/containers/{id}?force=1&v=1"),
             Duration::from_secs(30),
             &[204, 404, 409],
@@ -404,7 +411,7 @@ impl Engine {
             "/containers/json?all=1&filters={}",
             percent_encode(&filters)
         );
-        let (status, body) = self.call("GET", &path, None, DEFAULT_TIMEOUT)?;
+        let (status, body) = self.call(Method::Get, &path, None, DEFAULT_TIMEOUT)?;
         if status != 200 {
             return Err(status_error(status, &body));
         }
@@ -414,7 +421,7 @@ impl Engine {
     /// A container by id or name; `None` when it does not exist.
     pub fn inspect(&self, id_or_name: &str) -> Result<Option<Inspect>, EngineError> {
         let (status, body) = self.call(
-            "GET",
+            Method::Get,
             &format!("/containers/{}/json", percent_encode(id_or_name)),
             None,
             DEFAULT_TIMEOUT,

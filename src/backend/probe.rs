@@ -1,0 +1,141 @@
+//! Readiness of a new container or pod worker: it is ready when it answers
+//! `GET /.well-known/agent-card.json` with 200. The backend says, each round, whether the
+//! worker still lives and where to probe it; this module polls until the answer, the worker's
+//! end, or the deadline.
+
+use std::thread;
+use std::time::{Duration, Instant};
+
+use super::BackendError;
+
+/// Pause between two rounds.
+const ROUND: Duration = Duration::from_millis(100);
+
+pub struct Probe {
+    /// Plain HTTP, no proxy, no redirects, short timeouts: a probe never waits long.
+    agent: ureq::Agent,
+    timeout: Duration,
+}
+
+impl Probe {
+    /// A probe that waits up to `timeout` (`WORKER_READY_TIMEOUT`; zero means do not wait).
+    pub fn new(timeout: Duration) -> Probe {
+        let agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(2)))
+            .timeout_connect(Some(Duration::from_secs(1)))
+            .proxy(None)
+            .max_redirects(0)
+            .build()
+            .new_agent();
+        Probe { agent, timeout }
+    }
+
+    /// Whether create should not wait at all (the worker is reported `starting`).
+    pub fn disabled(&self) -> bool {
+        self.timeout.is_zero()
+    }
+
+    /// Whether the worker at `base` answers its Agent Card with 200 right now.
+    pub fn card_answers(&self, base: &str) -> bool {
+        let card = format!("{base}/.well-known/agent-card.json");
+        matches!(self.agent.get(&card).call(), Ok(r) if r.status().as_u16() == 200)
+    }
+
+    /// Polls until the worker answers. Each round first calls `look`, which reads the engine:
+    /// it fails with [`BackendError::NotReady`] when the worker is gone or has ended, and
+    /// returns the base URL to probe (`None` while the worker has no address yet). `url` is
+    /// the worker's `a2a_url`, named in the timeout message when no address was ever found.
+    pub fn wait(
+        &self,
+        url: &str,
+        mut look: impl FnMut() -> Result<Option<String>, BackendError>,
+    ) -> Result<(), BackendError> {
+        let deadline = Instant::now() + self.timeout;
+        loop {
+            let base = look()?;
+            if base.as_deref().is_some_and(|b| self.card_answers(b)) {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(BackendError::NotReady(format!(
+                    "the worker did not answer {}/.well-known/agent-card.json within {}s",
+                    base.as_deref().unwrap_or(url),
+                    self.timeout.as_secs_f32()
+                )));
+            }
+            thread::sleep(ROUND);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+    use std::net::TcpListener;
+
+    use super::*;
+
+    /// A one-connection-at-a-time server on a real socket answering `status` to every request.
+    fn server(status: u16) -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        thread::spawn(move || {
+            for mut s in listener.incoming().flatten() {
+                let mut buf = [0u8; 4096];
+                let _ = s.read(&mut buf);
+                let _ = write!(
+                    s,
+                    "HTTP/1.1 {status} X\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{{}}"
+                );
+            }
+        });
+        format!("http://{addr}")
+    }
+
+    #[test]
+    fn ready_when_the_card_answers() {
+        let probe = Probe::new(Duration::from_secs(5));
+        let base = server(200);
+        assert!(probe.card_answers(&base));
+        let mut rounds = 0;
+        let r = probe.wait("http://unused", || {
+            rounds += 1;
+            Ok((rounds > 2).then(|| base.clone()))
+        });
+        assert_eq!(r, Ok(()));
+        assert_eq!(rounds, 3);
+    }
+
+    #[test]
+    fn a_dead_worker_ends_the_wait_and_silence_times_out() {
+        let probe = Probe::new(Duration::from_millis(300));
+        let gone = probe.wait("http://x", || {
+            Err(BackendError::NotReady(
+                "the worker exited with code 3".into(),
+            ))
+        });
+        assert_eq!(
+            gone,
+            Err(BackendError::NotReady(
+                "the worker exited with code 3".into()
+            ))
+        );
+        let not_found = server(404);
+        assert!(!probe.card_answers(&not_found));
+        let Err(BackendError::NotReady(why)) =
+            probe.wait("http://x", || Ok(Some(not_found.clone())))
+        else {
+            panic!("expected a timeout")
+        };
+        assert!(
+            why.contains("did not answer") && why.contains(&not_found),
+            "{why}"
+        );
+        let Err(BackendError::NotReady(why)) = probe.wait("http://shown", || Ok(None)) else {
+            panic!("expected a timeout")
+        };
+        assert!(why.contains("http://shown"), "{why}");
+        assert!(Probe::new(Duration::ZERO).disabled());
+    }
+}

@@ -1,0 +1,419 @@
+//! The accept loop and the connections: one thread per connection, at most
+//! [`Limits::max_connections`] at once, each reading with deadlines and answering through the
+//! [`Handler`]. What goes over the wire is [`super::wire`]'s.
+
+use std::io::{self, Read, Write};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use super::wire::{self, Framing, Source, Stop};
+use super::{Body, Error, Handler, Limits, Request, Response};
+
+/// How often a blocked read wakes up to notice a shutdown.
+const SLICE: Duration = Duration::from_millis(250);
+const THREAD_STACK: usize = 512 * 1024;
+/// A lingering close (after an answer that left input unread) lasts at most this long ...
+const LINGER_TIME: Duration = Duration::from_secs(5);
+/// ... ends when the client has sent nothing for this long ...
+const LINGER_IDLE: Duration = Duration::from_secs(1);
+/// ... and discards at most this many bytes.
+const LINGER_BYTES: usize = 8 << 20;
+
+/// A bound, not yet serving, listener.
+pub struct Server {
+    listener: TcpListener,
+}
+
+impl Server {
+    pub fn bind(addr: SocketAddr) -> Result<Server, Error> {
+        let listener = TcpListener::bind(addr).map_err(|e| Error::Bind {
+            addr,
+            reason: e.to_string(),
+        })?;
+        Ok(Server { listener })
+    }
+
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.listener.local_addr().ok()
+    }
+
+    /// Starts accepting; each connection is served on its own thread.
+    pub fn serve(self, handler: Arc<dyn Handler>, limits: Limits) -> Result<Serving, Error> {
+        let local = self
+            .listener
+            .local_addr()
+            .map_err(|e| Error::Thread(io::Error::other(e)))?;
+        let shared = Arc::new(Shared {
+            handler,
+            limits,
+            stopping: AtomicBool::new(false),
+            active: Mutex::new(0),
+            drained: Condvar::new(),
+        });
+        let accept_shared = Arc::clone(&shared);
+        let listener = self.listener;
+        let accept = thread::Builder::new()
+            .name("http-accept".into())
+            .spawn(move || accept_loop(&listener, &accept_shared))
+            .map_err(Error::Thread)?;
+        Ok(Serving {
+            shared,
+            accept: Some(accept),
+            wake: wake_addr(local),
+        })
+    }
+}
+
+/// The address to connect to in order to wake the accept loop.
+fn wake_addr(local: SocketAddr) -> SocketAddr {
+    match local.ip() {
+        IpAddr::V4(ip) if ip.is_unspecified() => {
+            SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), local.port())
+        }
+        IpAddr::V6(ip) if ip.is_unspecified() => {
+            SocketAddr::new(IpAddr::V6(Ipv6Addr::LOCALHOST), local.port())
+        }
+        _ => local,
+    }
+}
+
+struct Shared {
+    handler: Arc<dyn Handler>,
+    limits: Limits,
+    stopping: AtomicBool,
+    active: Mutex<usize>,
+    drained: Condvar,
+}
+
+impl Shared {
+    fn stopping(&self) -> bool {
+        self.stopping.load(Ordering::SeqCst)
+    }
+
+    fn active(&self) -> std::sync::MutexGuard<'_, usize> {
+        self.active.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn release(&self) {
+        let mut n = self.active();
+        *n = n.saturating_sub(1);
+        self.drained.notify_all();
+    }
+}
+
+/// A server that is serving; [`Serving::shutdown`] stops it.
+pub struct Serving {
+    shared: Arc<Shared>,
+    accept: Option<JoinHandle<()>>,
+    wake: SocketAddr,
+}
+
+impl Serving {
+    /// Stops accepting, lets requests in flight finish for at most `grace` (idle keep-alive
+    /// connections are closed), and returns whether they all did.
+    pub fn shutdown(mut self, grace: Duration) -> bool {
+        self.shared.stopping.store(true, Ordering::SeqCst);
+        let _ = TcpStream::connect_timeout(&self.wake, Duration::from_secs(1));
+        if let Some(accept) = self.accept.take() {
+            let _ = accept.join();
+        }
+        let deadline = Instant::now() + grace;
+        let mut active = self.shared.active();
+        while *active > 0 {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            active = self
+                .shared
+                .drained
+                .wait_timeout(active, left)
+                .map(|(g, _)| g)
+                .unwrap_or_else(|p| p.into_inner().0);
+        }
+        true
+    }
+}
+
+fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
+    for stream in listener.incoming() {
+        if shared.stopping() {
+            break;
+        }
+        let stream = match stream {
+            Ok(s) => s,
+            Err(e) => {
+                // Out of descriptors and similar: back off instead of spinning.
+                log::warn!("http: accept failed: {e}");
+                thread::sleep(Duration::from_millis(20));
+                continue;
+            }
+        };
+        {
+            let mut active = shared.active();
+            if *active >= shared.limits.max_connections {
+                drop(active);
+                reject_busy(stream, shared.handler.as_ref());
+                continue;
+            }
+            *active += 1;
+        }
+        let conn_shared = Arc::clone(shared);
+        let spawned = thread::Builder::new()
+            .name("http-conn".into())
+            .stack_size(THREAD_STACK)
+            .spawn(move || {
+                serve_connection(stream, &conn_shared);
+                conn_shared.release();
+            });
+        if let Err(e) = spawned {
+            log::warn!("http: cannot start a connection thread: {e}");
+            shared.release();
+        }
+    }
+}
+
+/// 503 for a connection over the limit, without waiting on the client.
+fn reject_busy(stream: TcpStream, handler: &dyn Handler) {
+    handler.refused(503);
+    let _ = stream.set_nonblocking(true);
+    let mut s = &stream;
+    let _ = s.write_all(
+        b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nContent-Length: 34\r\nRetry-After: 1\r\nConnection: close\r\n\r\ntoo many connections, retry later\n",
+    );
+    let _ = stream.shutdown(Shutdown::Write);
+}
+
+struct Conn<'a> {
+    stream: TcpStream,
+    buf: Vec<u8>,
+    shared: &'a Shared,
+}
+
+impl Conn<'_> {
+    /// Reads more bytes into the buffer before `deadline`. `interruptible`: a shutdown may
+    /// end the wait (only while no request is under way).
+    fn fill(&mut self, deadline: Instant, interruptible: bool) -> Result<(), Stop> {
+        let mut chunk = [0u8; 8192];
+        loop {
+            if interruptible && self.shared.stopping() {
+                return Err(Stop::Close);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(Stop::Close);
+            }
+            let _ = self.stream.set_read_timeout(Some(left.min(SLICE)));
+            match self.stream.read(&mut chunk) {
+                Ok(0) => return Err(Stop::Close),
+                Ok(n) => {
+                    self.buf.extend_from_slice(&chunk[..n]);
+                    return Ok(());
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock
+                            | io::ErrorKind::TimedOut
+                            | io::ErrorKind::Interrupted
+                    ) => {}
+                Err(_) => return Err(Stop::Close),
+            }
+        }
+    }
+
+    fn consume(&mut self, n: usize) -> Vec<u8> {
+        let rest = self.buf.split_off(n);
+        std::mem::replace(&mut self.buf, rest)
+    }
+
+    fn write(&mut self, bytes: &[u8]) -> bool {
+        let _ = self
+            .stream
+            .set_write_timeout(Some(self.shared.limits.write_timeout));
+        self.stream
+            .write_all(bytes)
+            .and_then(|()| self.stream.flush())
+            .is_ok()
+    }
+}
+
+struct BodySource<'a, 'b> {
+    conn: &'a mut Conn<'b>,
+    deadline: Instant,
+}
+
+impl Source for BodySource<'_, '_> {
+    fn more(&mut self) -> Result<(), Stop> {
+        self.conn.fill(self.deadline, false)
+    }
+    fn pending(&self) -> &[u8] {
+        &self.conn.buf
+    }
+    fn take(&mut self, n: usize) -> Vec<u8> {
+        self.conn.consume(n)
+    }
+}
+
+/// What happens to a connection after an answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum After {
+    /// Read the next request.
+    KeepAlive,
+    /// Close: the request was read whole.
+    Close,
+    /// Close after a lingering wait: the client may still be sending what was never read.
+    Linger,
+}
+
+fn serve_connection(stream: TcpStream, shared: &Shared) {
+    let _ = stream.set_nodelay(true);
+    let mut conn = Conn {
+        stream,
+        buf: Vec::new(),
+        shared,
+    };
+    let mut first = true;
+    let after = loop {
+        match serve_request(&mut conn, first) {
+            Ok(After::KeepAlive) => first = false,
+            Ok(after) => break after,
+            Err(Stop::Close) => break After::Close,
+            Err(Stop::Refuse(refusal)) => {
+                let status = refusal.status();
+                shared.handler.refused(status);
+                let r = Response::text(status, &refusal.to_string());
+                conn.write(&wire::encode(&r, false, false));
+                break After::Linger;
+            }
+        }
+    };
+    if after == After::Linger {
+        linger(&mut conn.stream);
+    }
+    let _ = conn.stream.shutdown(Shutdown::Both);
+}
+
+/// A lingering close: the answer is out; shut down the write side (the client sees the end
+/// of the response) and discard what the client still sends, so closing does not reset the
+/// connection under a client that writes its whole body before reading. Bounded by
+/// [`LINGER_TIME`], [`LINGER_IDLE`] and [`LINGER_BYTES`], so it cannot hold a slot for long.
+fn linger(stream: &mut TcpStream) {
+    if stream.shutdown(Shutdown::Write).is_err() {
+        return;
+    }
+    let deadline = Instant::now() + LINGER_TIME;
+    let mut discarded = 0usize;
+    let mut chunk = [0u8; 16 * 1024];
+    while discarded < LINGER_BYTES {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        let _ = stream.set_read_timeout(Some(left.min(LINGER_IDLE)));
+        match stream.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => discarded += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+}
+
+/// Serves one request and says what becomes of the connection.
+fn serve_request(conn: &mut Conn<'_>, first: bool) -> Result<After, Stop> {
+    let limits = conn.shared.limits;
+    // Wait for the request's first byte (idle), then for its whole head.
+    let idle_deadline = Instant::now()
+        + if first {
+            limits.head_timeout
+        } else {
+            limits.idle_timeout
+        };
+    while conn.buf.iter().all(|b| *b == b'\r' || *b == b'\n') {
+        conn.buf.clear();
+        conn.fill(idle_deadline, true)?;
+    }
+    let head_deadline = Instant::now() + limits.head_timeout;
+    let (head, head_len) = loop {
+        match wire::parse_head(&conn.buf)? {
+            Some(parsed) => break parsed,
+            None => conn.fill(head_deadline, false).map_err(|_| Stop::Close)?,
+        }
+    };
+    conn.consume(head_len);
+    wire::check_host(&head)?;
+
+    let keep_alive = !conn.shared.stopping()
+        && if head.minor == 1 {
+            !wire::has_token(&head.headers, "Connection", "close")
+        } else {
+            wire::has_token(&head.headers, "Connection", "keep-alive")
+        };
+    let framing = wire::framing(&head)?;
+    let expects_continue = wire::has_token(&head.headers, "Expect", "100-continue");
+    let body_deadline = Instant::now() + limits.body_timeout;
+    let body = match framing {
+        Framing::TooLarge => Body::TooLarge,
+        Framing::Length(0) => Body::Complete(Vec::new()),
+        Framing::Length(n) => {
+            if expects_continue && !conn.write(b"HTTP/1.1 100 Continue\r\n\r\n") {
+                return Err(Stop::Close);
+            }
+            let mut src = BodySource {
+                conn,
+                deadline: body_deadline,
+            };
+            Body::Complete(wire::read_length(&mut src, n).map_err(|_| Stop::Close)?)
+        }
+        Framing::Chunked => {
+            if expects_continue && !conn.write(b"HTTP/1.1 100 Continue\r\n\r\n") {
+                return Err(Stop::Close);
+            }
+            let mut src = BodySource {
+                conn,
+                deadline: body_deadline,
+            };
+            match wire::read_chunked(&mut src)? {
+                Some(b) => Body::Complete(b),
+                None => Body::TooLarge,
+            }
+        }
+    };
+    let too_large = body == Body::TooLarge;
+    let (path, query) = match head.target.split_once('?') {
+        Some((p, q)) => (p.to_string(), q.to_string()),
+        None => (head.target.clone(), String::new()),
+    };
+    let is_head = head.method == "HEAD";
+    let request = Request {
+        method: head.method,
+        path,
+        query,
+        headers: head.headers,
+        body,
+    };
+    let handler = &conn.shared.handler;
+    let response = match catch_unwind(AssertUnwindSafe(|| handler.handle(request))) {
+        Ok(r) => r,
+        Err(_) => {
+            log::error!("request handler panicked; answered 500 and serving on");
+            handler.refused(500);
+            Response::text(500, "internal error")
+        }
+    };
+    // After a refused body the rest of it is never read: the connection cannot continue.
+    let keep =
+        keep_alive && !too_large && !wire::has_token(&response.headers, "Connection", "close");
+    let bytes = wire::encode(&response, keep, is_head);
+    let written = conn.write(&bytes);
+    Ok(match (written, keep, too_large) {
+        (true, true, _) => After::KeepAlive,
+        (true, false, true) => After::Linger,
+        _ => After::Close,
+    })
+}

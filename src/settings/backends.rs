@@ -1,0 +1,167 @@
+//! Each backend's own settings, read (and required) only when that backend is selected.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+use super::values::{check_image, expand_home, http_url, invalid, parse_bytes};
+use super::{ContainerSettings, DockerSettings, Error, K8sSettings, LocalSettings, Raw};
+
+impl Raw {
+    pub(super) fn container(&self) -> Result<ContainerSettings, Error> {
+        let image = self.required("WORKER_IMAGE", " for the docker and k8s backends")?;
+        check_image(&image)?;
+        let port: u16 = self.number("WORKER_PORT", "a port number")?;
+        if port == 0 {
+            return Err(invalid("WORKER_PORT", "0 is not a port".into()));
+        }
+        let token_env = self.get("WORKER_TOKEN_ENV");
+        if token_env.is_empty()
+            || token_env.as_bytes()[0].is_ascii_digit()
+            || !token_env
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        {
+            return Err(invalid(
+                "WORKER_TOKEN_ENV",
+                format!("{token_env:?} is not an environment variable name"),
+            ));
+        }
+        let memory_bytes = self
+            .optional("WORKER_MEMORY")
+            .map(|m| {
+                parse_bytes(&m).ok_or_else(|| {
+                    invalid(
+                        "WORKER_MEMORY",
+                        format!("{m:?} is not a size such as 512m or 2g"),
+                    )
+                })
+            })
+            .transpose()?;
+        let nano_cpus = self
+            .optional("WORKER_CPUS")
+            .map(|c| match c.parse::<f64>() {
+                Ok(v) if v > 0.0 && v <= 1024.0 => Ok((v * 1e9).round() as i64),
+                _ => Err(invalid(
+                    "WORKER_CPUS",
+                    format!("{c:?} is not a CPU count such as 1.5"),
+                )),
+            })
+            .transpose()?;
+        Ok(ContainerSettings {
+            image,
+            port,
+            token_env,
+            anthropic_base_url: self.get("WORKER_ANTHROPIC_BASE_URL"),
+            anthropic_model: self.get("WORKER_ANTHROPIC_MODEL"),
+            memory_bytes,
+            nano_cpus,
+        })
+    }
+
+    pub(super) fn docker(&self) -> Result<DockerSettings, Error> {
+        let host = self.get("DOCKER_HOST");
+        let socket = match host.strip_prefix("unix://") {
+            Some(path) if path.starts_with('/') => PathBuf::from(path),
+            _ => {
+                return Err(invalid(
+                    "DOCKER_HOST",
+                    format!(
+                        "{host:?} is not unix:///absolute/path (only Unix sockets are supported)"
+                    ),
+                ))
+            }
+        };
+        let publish_host: IpAddr = self.number("WORKER_PUBLISH_HOST", "an IP address")?;
+        if publish_host.is_unspecified() {
+            return Err(invalid(
+                "WORKER_PUBLISH_HOST",
+                format!("{publish_host} means all interfaces; workers are published on one address only (e.g. 127.0.0.1)"),
+            ));
+        }
+        let network = self.optional("DOCKER_NETWORK");
+        if let Some(n) = &network {
+            if n.bytes()
+                .any(|b| !(b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.')))
+            {
+                return Err(invalid(
+                    "DOCKER_NETWORK",
+                    format!("{n:?} is not a network name"),
+                ));
+            }
+        }
+        let pids_limit = self
+            .optional("WORKER_PIDS_LIMIT")
+            .map(|p| match p.parse::<i64>() {
+                Ok(v) if v > 0 => Ok(v),
+                _ => Err(invalid(
+                    "WORKER_PIDS_LIMIT",
+                    format!("{p:?} is not a positive number"),
+                )),
+            })
+            .transpose()?;
+        Ok(DockerSettings {
+            socket,
+            network,
+            publish_host,
+            pids_limit,
+        })
+    }
+
+    pub(super) fn k8s(&self) -> Result<K8sSettings, Error> {
+        let api_url = self
+            .optional("K8S_API_URL")
+            .map(|u| http_url("K8S_API_URL", &u))
+            .transpose()?;
+        let k = K8sSettings {
+            namespace: self.optional("K8S_NAMESPACE"),
+            worker_service: self.get("K8S_WORKER_SERVICE"),
+            cluster_domain: self.get("K8S_CLUSTER_DOMAIN"),
+            ca_file: self.optional_path("K8S_CA_FILE")?,
+            token_file: self.optional_path("K8S_TOKEN_FILE")?,
+            client_cert_file: self.optional_path("K8S_CLIENT_CERT_FILE")?,
+            client_key_file: self.optional_path("K8S_CLIENT_KEY_FILE")?,
+            pod_template: self.optional_path("K8S_POD_TEMPLATE")?,
+            api_url,
+        };
+        if k.api_url.is_some() {
+            if k.ca_file.is_none() {
+                return Err(Error::Missing {
+                    name: "K8S_CA_FILE",
+                    why: " when K8S_API_URL is set",
+                });
+            }
+            let cert_pair = k.client_cert_file.is_some() && k.client_key_file.is_some();
+            if k.token_file.is_none() && !cert_pair {
+                return Err(Error::Missing {
+                    name: "K8S_TOKEN_FILE",
+                    why: " (or K8S_CLIENT_CERT_FILE with K8S_CLIENT_KEY_FILE) when K8S_API_URL is set",
+                });
+            }
+        }
+        Ok(k)
+    }
+
+    pub(super) fn local(&self) -> Result<LocalSettings, Error> {
+        let wezterm = PathBuf::from(self.get("LOCAL_WEZTERM"));
+        if !wezterm.is_absolute() {
+            return Err(invalid(
+                "LOCAL_WEZTERM",
+                format!(
+                    "{:?} must be an absolute path (under launchd wezterm is not on PATH)",
+                    wezterm
+                ),
+            ));
+        }
+        let state_file = expand_home("LOCAL_STATE_FILE", &self.get("LOCAL_STATE_FILE"))?;
+        let task_dir = expand_home(
+            "LOCAL_TASK_DIR",
+            &self.required("LOCAL_TASK_DIR", " for the local backend")?,
+        )?;
+        Ok(LocalSettings {
+            wezterm,
+            state_file,
+            task_dir,
+            command: self.required("LOCAL_COMMAND", " for the local backend")?,
+        })
+    }
+}

@@ -1,0 +1,573 @@
+//! Settings: every setting is an environment variable and a flag (`-name=v`, `--name v`,
+//! `--name=v`); flags win over the environment. Validation happens here, once, at startup, and
+//! each refusal is one line naming the setting.
+//!
+//! - `specs`: the table of settings (names, defaults, help, sections) and `--help`;
+//! - `values`: parsers for one value (URLs, listen addresses, sizes, paths);
+//! - `backends`: each backend's own settings, read only when that backend is selected.
+//!
+//! [`Settings::backend`] is a [`BackendSettings`]: a docker controller without docker
+//! settings cannot be represented, and whoever adds a backend adds a variant that every
+//! `match` on it (the backend factory in `lib.rs` first) must fill in.
+
+mod backends;
+mod specs;
+mod values;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use self::specs::{flag_of, spec_of_flag, spec_of_name};
+use self::values::{expand_home, http_url, invalid};
+use crate::time::parse_duration;
+
+pub use self::specs::help_text;
+pub use self::values::parse_listen;
+
+/// What the command line asked for.
+#[derive(Debug)]
+pub enum Command {
+    Run(Box<Settings>),
+    Help(String),
+    Version(String),
+}
+
+/// The controller's validated settings.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub auth_token: String,
+    pub public_url: String,
+    pub listen: SocketAddr,
+    pub agent_name: String,
+    pub controller_id: String,
+    pub sentry_dsn: Option<String>,
+    pub sentry_proxy: Option<String>,
+    pub max_workers: u32,
+    pub worker_ready_timeout: Duration,
+    pub max_connections: usize,
+    pub http_head_timeout: Duration,
+    pub http_body_timeout: Duration,
+    pub http_idle_timeout: Duration,
+    /// `ANTHROPIC_AUTH_TOKEN` from the controller's own environment, forwarded to workers.
+    pub anthropic_auth_token: Option<String>,
+    /// The selected backend with exactly the settings it needs.
+    pub backend: BackendSettings,
+}
+
+/// The selected backend and its settings.
+#[derive(Debug, Clone)]
+pub enum BackendSettings {
+    Docker {
+        container: ContainerSettings,
+        docker: DockerSettings,
+    },
+    K8s {
+        container: ContainerSettings,
+        k8s: K8sSettings,
+    },
+    Local(LocalSettings),
+}
+
+impl BackendSettings {
+    /// The container-worker settings of the docker and k8s backends.
+    pub fn container(&self) -> Option<&ContainerSettings> {
+        match self {
+            BackendSettings::Docker { container, .. } | BackendSettings::K8s { container, .. } => {
+                Some(container)
+            }
+            BackendSettings::Local(_) => None,
+        }
+    }
+}
+
+/// Settings shared by the container and pod backends.
+#[derive(Debug, Clone)]
+pub struct ContainerSettings {
+    pub image: String,
+    pub port: u16,
+    pub token_env: String,
+    pub anthropic_base_url: String,
+    pub anthropic_model: String,
+    pub memory_bytes: Option<i64>,
+    pub nano_cpus: Option<i64>,
+}
+
+#[derive(Debug, Clone)]
+pub struct DockerSettings {
+    /// Path of the engine's Unix socket (from `DOCKER_HOST=unix://...`).
+    pub socket: PathBuf,
+    pub network: Option<String>,
+    pub publish_host: IpAddr,
+    pub pids_limit: Option<i64>,
+}
+
+#[derive(Debug, Clone)]
+pub struct K8sSettings {
+    pub namespace: Option<String>,
+    pub worker_service: String,
+    pub cluster_domain: String,
+    pub api_url: Option<String>,
+    pub ca_file: Option<PathBuf>,
+    pub token_file: Option<PathBuf>,
+    pub client_cert_file: Option<PathBuf>,
+    pub client_key_file: Option<PathBuf>,
+    pub pod_template: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone)]
+pub struct LocalSettings {
+    pub wezterm: PathBuf,
+    pub state_file: PathBuf,
+    pub task_dir: PathBuf,
+    pub command: String,
+}
+
+/// One refusal at startup. `Display` is the one line the operator reads; it never contains the
+/// value of a secret setting.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Error {
+    Missing {
+        name: &'static str,
+        why: &'static str,
+    },
+    Invalid {
+        name: &'static str,
+        reason: String,
+    },
+    UnknownFlag(String),
+    FlagWithoutValue(String),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Missing { name, why } => {
+                write!(
+                    f,
+                    "setting {name} is required{why} (flag -{}=...)",
+                    flag_of(name)
+                )
+            }
+            Error::Invalid { name, reason } => write!(f, "setting {name} is invalid: {reason}"),
+            Error::UnknownFlag(flag) => write!(f, "unknown flag {flag:?} (see --help)"),
+            Error::FlagWithoutValue(flag) => write!(f, "flag {flag:?} needs a value"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+pub const DEFAULT_ANTHROPIC_BASE_URL: &str = "http://host.docker.internal:8788";
+pub const DEFAULT_ANTHROPIC_MODEL: &str = "MiniMax-M2.7-highspeed";
+pub const MIN_AUTH_TOKEN_LEN: usize = 16;
+
+pub fn version_text() -> String {
+    format!(
+        "a2a-worker-controller {} (commit {})",
+        env!("CARGO_PKG_VERSION"),
+        env!("A2A_WC_GIT_COMMIT")
+    )
+}
+
+/// Parses the command line (without the program name) over an environment.
+pub fn parse<I, E>(args: I, env: E) -> Result<Command, Error>
+where
+    I: IntoIterator<Item = String>,
+    E: IntoIterator<Item = (String, String)>,
+{
+    let mut raw: HashMap<&'static str, String> = HashMap::new();
+    let mut anthropic_auth_token = None;
+    for (key, value) in env {
+        if key == "ANTHROPIC_AUTH_TOKEN" && !value.is_empty() {
+            anthropic_auth_token = Some(value);
+        } else if let Some(spec) = spec_of_name(&key) {
+            raw.insert(spec.name, value);
+        }
+    }
+    let mut args = args.into_iter();
+    while let Some(arg) = args.next() {
+        let Some(body) = arg
+            .strip_prefix("--")
+            .or_else(|| arg.strip_prefix('-'))
+            .filter(|b| !b.is_empty())
+        else {
+            return Err(Error::UnknownFlag(arg));
+        };
+        let (name, inline) = match body.split_once('=') {
+            Some((n, v)) => (n, Some(v.to_string())),
+            None => (body, None),
+        };
+        match name {
+            "help" | "h" if inline.is_none() => return Ok(Command::Help(help_text())),
+            "version" if inline.is_none() => return Ok(Command::Version(version_text())),
+            _ => {}
+        }
+        let Some(spec) = spec_of_flag(name) else {
+            return Err(Error::UnknownFlag(format!("-{name}")));
+        };
+        let value = match inline {
+            Some(v) => v,
+            None => args
+                .next()
+                .ok_or_else(|| Error::FlagWithoutValue(arg.clone()))?,
+        };
+        raw.insert(spec.name, value);
+    }
+    let mut settings = Raw(raw).settings()?;
+    settings.anthropic_auth_token = anthropic_auth_token;
+    Ok(Command::Run(Box::new(settings)))
+}
+
+pub(super) struct Raw(HashMap<&'static str, String>);
+
+impl Raw {
+    /// The value set by flag or environment, else the default; `""` means unset.
+    pub(super) fn get(&self, name: &'static str) -> String {
+        match self.0.get(name) {
+            Some(v) if !v.trim().is_empty() => v.trim().to_string(),
+            _ => spec_of_name(name)
+                .map(|s| s.default.to_string())
+                .unwrap_or_default(),
+        }
+    }
+
+    pub(super) fn optional(&self, name: &'static str) -> Option<String> {
+        Some(self.get(name)).filter(|v| !v.is_empty())
+    }
+
+    pub(super) fn required(&self, name: &'static str, why: &'static str) -> Result<String, Error> {
+        self.optional(name).ok_or(Error::Missing { name, why })
+    }
+
+    pub(super) fn number<T: std::str::FromStr>(
+        &self,
+        name: &'static str,
+        what: &str,
+    ) -> Result<T, Error> {
+        let v = self.get(name);
+        v.parse()
+            .map_err(|_| invalid(name, format!("{v:?} is not {what}")))
+    }
+
+    /// A positive duration such as `10s` or `500ms`.
+    pub(super) fn duration(&self, name: &'static str) -> Result<Duration, Error> {
+        let v = self.get(name);
+        parse_duration(&v).filter(|d| !d.is_zero()).ok_or_else(|| {
+            invalid(
+                name,
+                format!("{v:?} is not a positive duration such as 10s"),
+            )
+        })
+    }
+
+    pub(super) fn optional_path(&self, name: &'static str) -> Result<Option<PathBuf>, Error> {
+        self.optional(name)
+            .map(|p| expand_home(name, &p))
+            .transpose()
+    }
+
+    fn settings(&self) -> Result<Settings, Error> {
+        // A2A_AUTH_TOKEN is secret: its value never appears in an error.
+        let auth_token = self.required("A2A_AUTH_TOKEN", "")?;
+        if auth_token.chars().count() < MIN_AUTH_TOKEN_LEN {
+            return Err(invalid(
+                "A2A_AUTH_TOKEN",
+                format!(
+                    "it has {} characters; at least {MIN_AUTH_TOKEN_LEN} are required",
+                    auth_token.chars().count()
+                ),
+            ));
+        }
+        if auth_token.bytes().any(|b| !(0x21..=0x7e).contains(&b)) {
+            return Err(invalid(
+                "A2A_AUTH_TOKEN",
+                "it must be printable ASCII without spaces (it travels in an HTTP header)".into(),
+            ));
+        }
+        let public_url = http_url("A2A_PUBLIC_URL", &self.required("A2A_PUBLIC_URL", "")?)?;
+        let listen = parse_listen(&self.get("LISTEN"))?;
+        let controller_id = self.get("CONTROLLER_ID");
+        if controller_id.is_empty()
+            || controller_id.len() > 63
+            || !controller_id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+            || !controller_id.as_bytes()[0].is_ascii_alphanumeric()
+            || !controller_id.as_bytes()[controller_id.len() - 1].is_ascii_alphanumeric()
+        {
+            return Err(invalid(
+                "CONTROLLER_ID",
+                format!("{controller_id:?} must be 1-63 characters of [A-Za-z0-9_.-], starting and ending alphanumeric"),
+            ));
+        }
+        let sentry_dsn = self.optional("SENTRY_DSN");
+        if let Some(dsn) = &sentry_dsn {
+            if !(dsn.starts_with("https://") || dsn.starts_with("http://")) || !dsn.contains('@') {
+                return Err(invalid(
+                    "SENTRY_DSN",
+                    "it must look like https://KEY@HOST/PROJECT".into(),
+                ));
+            }
+        }
+        let sentry_proxy = self
+            .optional("SENTRY_PROXY")
+            .map(|p| http_url("SENTRY_PROXY", &p))
+            .transpose()?;
+        let max_connections: usize = self.number("MAX_CONNECTIONS", "a whole number")?;
+        if !(1..=65536).contains(&max_connections) {
+            return Err(invalid(
+                "MAX_CONNECTIONS",
+                "it must be between 1 and 65536".into(),
+            ));
+        }
+        // The backend's own settings are read (and required) only for the backend selected.
+        let backend = match self.get("BACKEND").as_str() {
+            "docker" => BackendSettings::Docker {
+                container: self.container()?,
+                docker: self.docker()?,
+            },
+            "k8s" | "kubernetes" | "k3s" => BackendSettings::K8s {
+                container: self.container()?,
+                k8s: self.k8s()?,
+            },
+            "local" => BackendSettings::Local(self.local()?),
+            other => {
+                return Err(invalid(
+                    "BACKEND",
+                    format!("{other:?} is not one of docker, k8s, local"),
+                ))
+            }
+        };
+        Ok(Settings {
+            auth_token,
+            public_url,
+            listen,
+            agent_name: self.get("A2A_AGENT_NAME"),
+            controller_id,
+            sentry_dsn,
+            sentry_proxy,
+            max_workers: self.number("MAX_WORKERS", "a whole number")?,
+            worker_ready_timeout: parse_duration(&self.get("WORKER_READY_TIMEOUT")).ok_or_else(
+                || {
+                    invalid(
+                        "WORKER_READY_TIMEOUT",
+                        format!(
+                            "{:?} is not a duration such as 60s",
+                            self.get("WORKER_READY_TIMEOUT")
+                        ),
+                    )
+                },
+            )?,
+            max_connections,
+            http_head_timeout: self.duration("HTTP_HEAD_TIMEOUT")?,
+            http_body_timeout: self.duration("HTTP_BODY_TIMEOUT")?,
+            http_idle_timeout: self.duration("HTTP_IDLE_TIMEOUT")?,
+            anthropic_auth_token: None,
+            backend,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn base() -> Vec<(String, String)> {
+        env(&[
+            ("A2A_AUTH_TOKEN", "0123456789abcdef"),
+            ("A2A_PUBLIC_URL", "http://localhost:8080/"),
+            ("WORKER_IMAGE", "a2a-echo-worker:dev"),
+        ])
+    }
+
+    fn run(args: &[&str], env: Vec<(String, String)>) -> Result<Settings, Error> {
+        match parse(args.iter().map(|s| s.to_string()), env)? {
+            Command::Run(s) => Ok(*s),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn defaults_and_flag_forms() {
+        let s = run(&[], base()).unwrap();
+        assert_eq!(s.listen.to_string(), "127.0.0.1:8080");
+        assert_eq!(s.public_url, "http://localhost:8080");
+        assert!(matches!(s.backend, BackendSettings::Docker { .. }));
+        assert_eq!(s.worker_ready_timeout, Duration::from_secs(60));
+        let BackendSettings::Docker {
+            container: c,
+            docker,
+        } = s.backend
+        else {
+            panic!("docker is the default backend")
+        };
+        assert_eq!(
+            (c.port, c.token_env.as_str()),
+            (9090, "INTERACTIVE_AUTH_TOKEN")
+        );
+        assert_eq!(docker.socket, PathBuf::from("/var/run/docker.sock"));
+
+        let s = run(
+            &[
+                "-listen=:9000",
+                "--max-workers",
+                "3",
+                "--controller-id=ci-1",
+            ],
+            base(),
+        )
+        .unwrap();
+        assert_eq!(s.listen.to_string(), "0.0.0.0:9000");
+        assert_eq!((s.max_workers, s.controller_id.as_str()), (3, "ci-1"));
+    }
+
+    #[test]
+    fn flags_win_over_environment() {
+        let mut e = base();
+        e.push(("LISTEN".into(), "127.0.0.1:1".into()));
+        let s = run(&["-listen", "127.0.0.1:2"], e).unwrap();
+        assert_eq!(s.listen.port(), 2);
+    }
+
+    #[test]
+    fn refusals_name_the_setting_and_never_the_token() {
+        let e = env(&[
+            ("A2A_AUTH_TOKEN", "short-secret"),
+            ("A2A_PUBLIC_URL", "http://x"),
+        ]);
+        let msg = run(&[], e).unwrap_err().to_string();
+        assert!(
+            msg.contains("A2A_AUTH_TOKEN") && msg.contains("16"),
+            "{msg}"
+        );
+        assert!(!msg.contains("short-secret"));
+
+        let msg = run(&["-a2a-public-url=ftp://x"], base())
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("A2A_PUBLIC_URL"), "{msg}");
+        let msg = run(&["-listen=nonsense"], base()).unwrap_err().to_string();
+        assert!(msg.contains("LISTEN"), "{msg}");
+        let msg = run(&["-no-such-flag=1"], base()).unwrap_err().to_string();
+        assert!(msg.contains("unknown flag"), "{msg}");
+        let msg = run(&["--listen"], base()).unwrap_err().to_string();
+        assert!(msg.contains("needs a value"), "{msg}");
+        let msg = run(&["-worker-image=repo/agent"], base())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("WORKER_IMAGE") && msg.contains("no tag"),
+            "{msg}"
+        );
+        let msg = run(&["-worker-image=localhost:5000/agent"], base())
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("no tag"), "{msg}");
+        assert!(run(&["-worker-image=localhost:5000/agent:v1"], base()).is_ok());
+        assert!(run(&["-worker-image=agent@sha256:abc"], base()).is_ok());
+        let msg = run(&["-backend=swarm"], base()).unwrap_err().to_string();
+        assert!(msg.contains("BACKEND"), "{msg}");
+        let msg = run(&["-worker-memory=lots"], base())
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("WORKER_MEMORY"), "{msg}");
+        assert_eq!(
+            run(&[], env(&[("A2A_PUBLIC_URL", "http://x")])).unwrap_err(),
+            Error::Missing {
+                name: "A2A_AUTH_TOKEN",
+                why: ""
+            }
+        );
+    }
+
+    #[test]
+    fn backend_specific_settings_only_when_selected() {
+        let e = env(&[
+            ("A2A_AUTH_TOKEN", "0123456789abcdef"),
+            ("A2A_PUBLIC_URL", "http://x"),
+        ]);
+        let msg = run(&[], e.clone()).unwrap_err().to_string();
+        assert!(msg.contains("WORKER_IMAGE"), "{msg}");
+        let msg = run(&["-backend=local"], e.clone()).unwrap_err().to_string();
+        assert!(msg.contains("LOCAL_TASK_DIR"), "{msg}");
+        let s = run(
+            &[
+                "-backend=local",
+                "-local-task-dir=/tmp",
+                "-local-command=claude",
+            ],
+            e.clone(),
+        )
+        .unwrap();
+        assert!(s.backend.container().is_none() && matches!(s.backend, BackendSettings::Local(_)));
+        let msg = run(
+            &[
+                "-backend=local",
+                "-local-task-dir=/tmp",
+                "-local-command=c",
+                "-local-wezterm=wezterm",
+            ],
+            e,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(msg.contains("absolute"), "{msg}");
+    }
+
+    #[test]
+    fn k8s_settings_carry_the_container_settings() {
+        let s = run(
+            &["-backend=k8s", "-worker-memory=512m", "-worker-cpus=1.5"],
+            base(),
+        )
+        .unwrap();
+        let BackendSettings::K8s { container, k8s } = &s.backend else {
+            panic!("{:?}", s.backend)
+        };
+        assert_eq!(container.memory_bytes, Some(512 << 20));
+        assert_eq!(container.nano_cpus, Some(1_500_000_000));
+        assert_eq!(k8s.worker_service, "a2a-workers");
+        assert_eq!(s.backend.container().map(|c| c.port), Some(9090));
+    }
+
+    #[test]
+    fn help_is_grouped_by_section() {
+        let text = help_text();
+        let at = |needle: &str| text.find(needle).unwrap_or_else(|| panic!("{needle}"));
+        assert!(at("General:") < at("HTTP:"));
+        assert!(at("HTTP:") < at("Container workers"));
+        assert!(at("Container workers") < at("Docker (BACKEND=docker)"));
+        assert!(at("Docker (BACKEND=docker)") < at("Kubernetes"));
+        assert!(at("Kubernetes") < at("Local WezTerm"));
+        // Each setting sits under its own section.
+        assert!(at("Kubernetes") < at("K8S_API_URL") && at("K8S_API_URL") < at("Local WezTerm"));
+        assert!(at("HTTP:") < at("-listen") && at("-listen") < at("Container workers"));
+        assert!(at("Docker (BACKEND=docker)") < at("DOCKER_HOST"));
+    }
+
+    #[test]
+    fn help_lists_every_setting_with_its_default() {
+        let Command::Help(text) = parse(["--help".to_string()], Vec::new()).unwrap() else {
+            panic!()
+        };
+        for spec in specs::SPECS {
+            assert!(text.contains(spec.name), "{}", spec.name);
+            assert!(text.contains(&format!("-{}", flag_of(spec.name))));
+            if !spec.default.is_empty() {
+                assert!(text.contains(spec.default), "{}", spec.name);
+            }
+            // No secret has a default that could leak.
+            assert!(!spec.secret || spec.default.is_empty());
+        }
+    }
+}

@@ -1,0 +1,327 @@
+//! Every setting as data: its name (the environment variable; the flag is derived from it),
+//! its default, its help line, whether it is secret, and the `--help` section it belongs to.
+//! Defaults live here and nowhere else.
+
+use super::{DEFAULT_ANTHROPIC_BASE_URL, DEFAULT_ANTHROPIC_MODEL};
+
+/// The `--help` sections, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Section {
+    General,
+    Http,
+    Container,
+    Docker,
+    K8s,
+    Local,
+}
+
+impl Section {
+    pub(super) const ALL: [Section; 6] = [
+        Section::General,
+        Section::Http,
+        Section::Container,
+        Section::Docker,
+        Section::K8s,
+        Section::Local,
+    ];
+
+    fn title(self) -> &'static str {
+        match self {
+            Section::General => "General",
+            Section::Http => "HTTP",
+            Section::Container => "Container workers (docker and k8s backends)",
+            Section::Docker => "Docker (BACKEND=docker)",
+            Section::K8s => "Kubernetes (BACKEND=k8s)",
+            Section::Local => "Local WezTerm tabs (BACKEND=local)",
+        }
+    }
+}
+
+pub(super) struct Spec {
+    pub name: &'static str,
+    pub default: &'static str,
+    pub help: &'static str,
+    pub secret: bool,
+    pub section: Section,
+}
+
+const fn s(
+    section: Section,
+    name: &'static str,
+    default: &'static str,
+    help: &'static str,
+) -> Spec {
+    Spec {
+        name,
+        default,
+        help,
+        secret: false,
+        section,
+    }
+}
+
+const fn secret(section: Section, name: &'static str, help: &'static str) -> Spec {
+    Spec {
+        name,
+        default: "",
+        help,
+        secret: true,
+        section,
+    }
+}
+
+use Section::{Container, Docker, General, Http, K8s, Local};
+
+/// Every setting, in `--help` order within its section.
+pub(super) const SPECS: &[Spec] = &[
+    secret(
+        General,
+        "A2A_AUTH_TOKEN",
+        "bearer token callers must send to /a2a (required, at least 16 characters)",
+    ),
+    s(
+        General,
+        "A2A_PUBLIC_URL",
+        "",
+        "public base URL of this controller, http(s) (required)",
+    ),
+    s(
+        General,
+        "BACKEND",
+        "docker",
+        "worker backend: docker | k8s | local",
+    ),
+    s(
+        General,
+        "A2A_AGENT_NAME",
+        "a2a-worker-controller",
+        "name in the Agent Card",
+    ),
+    s(
+        General,
+        "CONTROLLER_ID",
+        "a2a-worker-controller",
+        "owner label value; workers without it are never listed or stopped",
+    ),
+    s(
+        General,
+        "MAX_WORKERS",
+        "0",
+        "most workers at once (0 = no limit)",
+    ),
+    s(
+        General,
+        "WORKER_READY_TIMEOUT",
+        "60s",
+        "how long create waits for a worker to answer (0 = do not wait)",
+    ),
+    secret(
+        General,
+        "SENTRY_DSN",
+        "Sentry DSN; failed operations are reported there when set",
+    ),
+    s(
+        General,
+        "SENTRY_PROXY",
+        "",
+        "HTTP(S) proxy URL for reaching Sentry",
+    ),
+    s(
+        Http,
+        "LISTEN",
+        "127.0.0.1:8080",
+        "address to listen on (host:port or :port)",
+    ),
+    s(
+        Http,
+        "MAX_CONNECTIONS",
+        "1024",
+        "most connections served at once (one thread each); more are answered 503",
+    ),
+    s(
+        Http,
+        "HTTP_HEAD_TIMEOUT",
+        "10s",
+        "a request head must arrive within this",
+    ),
+    s(
+        Http,
+        "HTTP_BODY_TIMEOUT",
+        "30s",
+        "a request body must arrive within this",
+    ),
+    s(
+        Http,
+        "HTTP_IDLE_TIMEOUT",
+        "60s",
+        "an idle keep-alive connection is closed after this",
+    ),
+    s(
+        Container,
+        "WORKER_IMAGE",
+        "",
+        "worker image with an explicit tag or digest (required for docker and k8s)",
+    ),
+    s(
+        Container,
+        "WORKER_PORT",
+        "9090",
+        "port the worker serves A2A on inside its container or pod",
+    ),
+    s(
+        Container,
+        "WORKER_TOKEN_ENV",
+        "INTERACTIVE_AUTH_TOKEN",
+        "environment variable that carries the worker's token",
+    ),
+    s(
+        Container,
+        "WORKER_ANTHROPIC_BASE_URL",
+        DEFAULT_ANTHROPIC_BASE_URL,
+        "ANTHROPIC_BASE_URL given to workers",
+    ),
+    s(
+        Container,
+        "WORKER_ANTHROPIC_MODEL",
+        DEFAULT_ANTHROPIC_MODEL,
+        "ANTHROPIC_MODEL given to workers",
+    ),
+    s(
+        Container,
+        "WORKER_MEMORY",
+        "",
+        "worker memory limit (bytes, or with k/m/g suffix)",
+    ),
+    s(Container, "WORKER_CPUS", "", "worker CPU limit (e.g. 1.5)"),
+    s(
+        Docker,
+        "DOCKER_HOST",
+        "unix:///var/run/docker.sock",
+        "Docker engine socket (unix:// only)",
+    ),
+    s(
+        Docker,
+        "DOCKER_NETWORK",
+        "",
+        "network workers join; a2a_url then uses the container name",
+    ),
+    s(
+        Docker,
+        "WORKER_PUBLISH_HOST",
+        "127.0.0.1",
+        "host address worker ports are published on",
+    ),
+    s(Docker, "WORKER_PIDS_LIMIT", "", "worker process limit"),
+    s(
+        K8s,
+        "K8S_NAMESPACE",
+        "",
+        "namespace for worker pods (default: the service account's)",
+    ),
+    s(
+        K8s,
+        "K8S_WORKER_SERVICE",
+        "a2a-workers",
+        "headless service that gives workers DNS names",
+    ),
+    s(
+        K8s,
+        "K8S_CLUSTER_DOMAIN",
+        "cluster.local",
+        "cluster DNS domain",
+    ),
+    s(
+        K8s,
+        "K8S_API_URL",
+        "",
+        "API server URL (default: in-cluster)",
+    ),
+    s(K8s, "K8S_CA_FILE", "", "CA bundle for K8S_API_URL"),
+    s(
+        K8s,
+        "K8S_TOKEN_FILE",
+        "",
+        "bearer token file for K8S_API_URL",
+    ),
+    s(
+        K8s,
+        "K8S_CLIENT_CERT_FILE",
+        "",
+        "client certificate for K8S_API_URL",
+    ),
+    s(K8s, "K8S_CLIENT_KEY_FILE", "", "client key for K8S_API_URL"),
+    s(
+        K8s,
+        "K8S_POD_TEMPLATE",
+        "",
+        "JSON file merged into every worker pod",
+    ),
+    s(
+        Local,
+        "LOCAL_WEZTERM",
+        "/Applications/WezTerm.app/Contents/MacOS/wezterm",
+        "absolute path of the wezterm program",
+    ),
+    s(
+        Local,
+        "LOCAL_STATE_FILE",
+        "~/.local/state/a2a-worker-controller/local-workers.json",
+        "local backend's state file",
+    ),
+    s(
+        Local,
+        "LOCAL_TASK_DIR",
+        "",
+        "directory of task files (required for local)",
+    ),
+    s(
+        Local,
+        "LOCAL_COMMAND",
+        "",
+        "command a local worker's tab runs (required for local)",
+    ),
+];
+
+/// `WORKER_READY_TIMEOUT` → `worker-ready-timeout`.
+pub(super) fn flag_of(name: &str) -> String {
+    name.to_ascii_lowercase().replace('_', "-")
+}
+
+pub(super) fn spec_of_flag(flag: &str) -> Option<&'static Spec> {
+    SPECS.iter().find(|s| flag_of(s.name) == flag)
+}
+
+pub(super) fn spec_of_name(name: &str) -> Option<&'static Spec> {
+    SPECS.iter().find(|s| s.name == name)
+}
+
+/// The `--help` text: every setting with its flag and default, grouped by section.
+pub fn help_text() -> String {
+    let mut out = String::from(
+        "a2a-worker-controller: create, list and stop A2A workers (docker, k8s, local)\n\n\
+         Usage: a2a-worker-controller [flags]\n\n\
+         Every setting is an environment variable and a flag: -name=v, --name v or --name=v.\n\
+         Flags win over the environment. A backend's settings are read only when it is selected.\n",
+    );
+    for section in Section::ALL {
+        out.push_str(&format!("\n{}:\n", section.title()));
+        for spec in SPECS.iter().filter(|s| s.section == section) {
+            let default = if spec.secret {
+                String::from("(none; secret, never printed)")
+            } else if spec.default.is_empty() {
+                String::from("(none)")
+            } else {
+                spec.default.to_string()
+            };
+            out.push_str(&format!(
+                "  -{:<27} {}\n      {}; default {}\n",
+                flag_of(spec.name),
+                spec.name,
+                spec.help,
+                default
+            ));
+        }
+    }
+    out.push_str("\n  -help       this text\n  -version    version and git commit\n");
+    out
+}

@@ -1,0 +1,123 @@
+//! Parsers for one setting's value. Each refusal names the setting.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+
+use super::Error;
+
+pub(super) fn invalid(name: &'static str, reason: String) -> Error {
+    Error::Invalid { name, reason }
+}
+
+/// An `http://` or `https://` URL with a host; returned without a trailing slash.
+pub(super) fn http_url(name: &'static str, value: &str) -> Result<String, Error> {
+    let rest = value
+        .strip_prefix("http://")
+        .or_else(|| value.strip_prefix("https://"));
+    let host = rest.map(|r| r.split(['/', '?', '#']).next().unwrap_or(""));
+    match host {
+        Some(h)
+            if !h.is_empty()
+                && !value.contains(char::is_whitespace)
+                && !value.contains(['?', '#']) =>
+        {
+            Ok(value.trim_end_matches('/').to_string())
+        }
+        _ => Err(invalid(
+            name,
+            format!("{value:?} is not an http:// or https:// URL with a host"),
+        )),
+    }
+}
+
+/// `host:port`, `[v6]:port`, `:port` (all interfaces, as Go spells it) or `localhost:port`.
+pub fn parse_listen(value: &str) -> Result<SocketAddr, Error> {
+    let err = || {
+        invalid(
+            "LISTEN",
+            format!("{value:?} is not host:port, :port or [ipv6]:port"),
+        )
+    };
+    if let Some(port) = value.strip_prefix(':') {
+        let port = port.parse().map_err(|_| err())?;
+        return Ok(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port));
+    }
+    if let Some(port) = value.strip_prefix("localhost:") {
+        let port = port.parse().map_err(|_| err())?;
+        return Ok(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port));
+    }
+    value.parse().map_err(|_| err())
+}
+
+/// An image reference must name a tag or a digest: an untagged one silently means `:latest`.
+pub(super) fn check_image(image: &str) -> Result<(), Error> {
+    let last = image.rsplit('/').next().unwrap_or(image);
+    let ok = !image.contains(char::is_whitespace)
+        && !image.is_empty()
+        && (image.contains('@')
+            || last
+                .split_once(':')
+                .is_some_and(|(n, t)| !n.is_empty() && !t.is_empty()));
+    if ok {
+        Ok(())
+    } else {
+        Err(invalid(
+            "WORKER_IMAGE",
+            format!("{image:?} has no tag; name one explicitly (e.g. {image}:v1), it is never assumed to be :latest"),
+        ))
+    }
+}
+
+/// `1073741824`, `512m`, `2g`, `64k` (Docker's binary units).
+pub(super) fn parse_bytes(text: &str) -> Option<i64> {
+    let t = text.trim().to_ascii_lowercase();
+    let t = t.strip_suffix('b').unwrap_or(&t);
+    let (num, mult) = match t.as_bytes().last()? {
+        b'k' => (&t[..t.len() - 1], 1i64 << 10),
+        b'm' => (&t[..t.len() - 1], 1 << 20),
+        b'g' => (&t[..t.len() - 1], 1 << 30),
+        _ => (t, 1),
+    };
+    let n: i64 = num.parse().ok()?;
+    n.checked_mul(mult).filter(|v| *v >= 6 << 20)
+}
+
+pub(super) fn expand_home(name: &'static str, path: &str) -> Result<PathBuf, Error> {
+    match path.strip_prefix("~/") {
+        Some(rest) => match std::env::var_os("HOME") {
+            Some(home) if !home.is_empty() => Ok(PathBuf::from(home).join(rest)),
+            _ => Err(invalid(
+                name,
+                format!("{path:?} starts with ~ but HOME is not set"),
+            )),
+        },
+        None => Ok(PathBuf::from(path)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_bytes("512m"), Some(512 << 20));
+        assert_eq!(parse_bytes("2g"), Some(2 << 30));
+        assert_eq!(parse_bytes("1k"), None); // below Docker's 6 MiB minimum
+        assert_eq!(parse_bytes("x"), None);
+    }
+
+    #[test]
+    fn listen_addresses() {
+        assert_eq!(parse_listen(":9090").unwrap().to_string(), "0.0.0.0:9090");
+        assert_eq!(
+            parse_listen("localhost:1").unwrap().to_string(),
+            "127.0.0.1:1"
+        );
+        assert_eq!(parse_listen("[::1]:2").unwrap().to_string(), "[::1]:2");
+        assert!(parse_listen("nonsense")
+            .unwrap_err()
+            .to_string()
+            .contains("LISTEN"));
+    }
+}
