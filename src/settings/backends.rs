@@ -3,8 +3,9 @@
 use std::net::IpAddr;
 use std::path::PathBuf;
 
+use super::error::Error;
 use super::values::{check_image, expand_home, http_url, invalid, parse_bytes};
-use super::{ContainerSettings, DockerSettings, Error, K8sSettings, LocalSettings, Raw};
+use super::{ContainerSettings, DockerSettings, K8sSettings, LocalSettings, Raw};
 
 impl Raw {
     pub(super) fn container(&self) -> Result<ContainerSettings, Error> {

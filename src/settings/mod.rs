@@ -4,27 +4,29 @@
 //!
 //! - `specs`: the table of settings (names, defaults, help, sections) and `--help`;
 //! - `values`: parsers for one value (URLs, listen addresses, sizes, paths);
-//! - `backends`: each backend's own settings, read only when that backend is selected.
+//! - `backends`: each backend's own settings, read only when that backend is selected;
+//! - `error`: the one-line refusal.
 //!
 //! [`Settings::backend`] is a [`BackendSettings`]: a docker controller without docker
 //! settings cannot be represented, and whoever adds a backend adds a variant that every
 //! `match` on it (the backend factory in `lib.rs` first) must fill in.
 
 mod backends;
+mod error;
 mod specs;
 mod values;
 
 use std::collections::HashMap;
-use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use self::specs::{flag_of, spec_of_flag, spec_of_name};
+use self::specs::{spec_of_flag, spec_of_name};
 use self::values::{expand_home, http_url, invalid};
 use crate::time::parse_duration;
 
-pub use self::specs::help_text;
+pub use self::error::Error;
+pub use self::specs::{help_text, DEFAULT_ANTHROPIC_BASE_URL, DEFAULT_ANTHROPIC_MODEL};
 pub use self::values::parse_listen;
 
 /// What the command line asked for.
@@ -125,43 +127,6 @@ pub struct LocalSettings {
     pub command: String,
 }
 
-/// One refusal at startup. `Display` is the one line the operator reads; it never contains the
-/// value of a secret setting.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Error {
-    Missing {
-        name: &'static str,
-        why: &'static str,
-    },
-    Invalid {
-        name: &'static str,
-        reason: String,
-    },
-    UnknownFlag(String),
-    FlagWithoutValue(String),
-}
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Error::Missing { name, why } => {
-                write!(
-                    f,
-                    "setting {name} is required{why} (flag -{}=...)",
-                    flag_of(name)
-                )
-            }
-            Error::Invalid { name, reason } => write!(f, "setting {name} is invalid: {reason}"),
-            Error::UnknownFlag(flag) => write!(f, "unknown flag {flag:?} (see --help)"),
-            Error::FlagWithoutValue(flag) => write!(f, "flag {flag:?} needs a value"),
-        }
-    }
-}
-
-impl std::error::Error for Error {}
-
-pub const DEFAULT_ANTHROPIC_BASE_URL: &str = "http://host.docker.internal:8788";
-pub const DEFAULT_ANTHROPIC_MODEL: &str = "MiniMax-M2.7-highspeed";
 pub const MIN_AUTH_TOKEN_LEN: usize = 16;
 
 pub fn version_text() -> String {
@@ -373,6 +338,7 @@ impl Raw {
 
 #[cfg(test)]
 mod tests {
+    use super::specs::flag_of;
     use super::*;
 
     fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {

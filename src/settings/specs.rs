@@ -2,7 +2,8 @@
 //! its default, its help line, whether it is secret, and the `--help` section it belongs to.
 //! Defaults live here and nowhere else.
 
-use super::{DEFAULT_ANTHROPIC_BASE_URL, DEFAULT_ANTHROPIC_MODEL};
+pub const DEFAULT_ANTHROPIC_BASE_URL: &str = "http://host.docker.internal:8788";
+pub const DEFAULT_ANTHROPIC_MODEL: &str = "MiniMax-M2.7-highspeed";
 
 /// The `--help` sections, in order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -3,7 +3,7 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 
-use super::Error;
+use super::error::Error;
 
 pub(super) fn invalid(name: &'static str, reason: String) -> Error {
     Error::Invalid { name, reason }

@@ -94,27 +94,21 @@ fn failures_carry_their_codes() {
         .flag("-max-workers=2")
         .start();
 
-    let e = control_error(
-        &c.control(json!({"operation": "stop", "worker_id": "doesnotexist"})),
-        "TASK_STATE_FAILED",
+    c.expect_failure(
+        json!({"operation": "stop", "worker_id": "doesnotexist"}),
+        "not_found",
     );
-    assert_eq!(e["code"], "not_found");
 
     let first = reply_data(&c.control(json!({"operation": "create", "task": "t1"})));
-    let e = control_error(
-        &c.control(json!({"operation": "create", "task": "t1"})),
-        "TASK_STATE_FAILED",
+    let e = c.expect_failure(
+        json!({"operation": "create", "task": "t1"}),
+        "worker_exists",
     );
-    assert_eq!(e["code"], "worker_exists");
     assert_eq!(e["worker_id"], first["worker"]["worker_id"]);
     assert_eq!(e["state"], "running");
 
     reply_data(&c.control(json!({"operation": "create", "task": "t2"})));
-    let e = control_error(
-        &c.control(json!({"operation": "create", "task": "t3"})),
-        "TASK_STATE_FAILED",
-    );
-    assert_eq!(e["code"], "capacity");
+    c.expect_failure(json!({"operation": "create", "task": "t3"}), "capacity");
 
     for (error, code) in [
         (
@@ -130,11 +124,7 @@ fn failures_carry_their_codes() {
         let stop = json!({"operation": "stop", "worker_id": first["worker"]["worker_id"]});
         c.control(stop);
         *backend.next_create_error.lock().unwrap() = Some(error);
-        let e = control_error(
-            &c.control(json!({"operation": "create", "task": "t9"})),
-            "TASK_STATE_FAILED",
-        );
-        assert_eq!(e["code"], code);
+        let e = c.expect_failure(json!({"operation": "create", "task": "t9"}), code);
         assert!(e["message"].as_str().unwrap().len() > 5);
     }
 
@@ -144,8 +134,7 @@ fn failures_carry_their_codes() {
         json!({"operation": "create", "task": "t4"}),
         json!({"operation": "stop", "worker_id": "abc"}),
     ] {
-        let e = control_error(&c.control(data), "TASK_STATE_FAILED");
-        assert_eq!(e["code"], "backend_unavailable");
+        c.expect_failure(data, "backend_unavailable");
     }
 }
 

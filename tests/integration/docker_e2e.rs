@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use serde_json::{json, Value};
 
 use crate::docker_support::*;
-use crate::support::{control_error, env_or_skip, reply_data, request};
+use crate::support::{control_error, env_or_skip, reply_data, request, Controls};
 
 fn worker_ids(p: &Proc) -> Vec<String> {
     let data = reply_data(&p.control(json!({"operation": "list"})));
@@ -95,11 +95,10 @@ fn lifecycle_create_talk_list_stop_and_no_token_leaks() {
     );
     assert!(worker_ids(&p).is_empty());
     assert!(cleanup.owned().is_empty(), "the container is gone");
-    let e = control_error(
-        &p.control(json!({"operation": "stop", "worker_id": worker["worker_id"]})),
-        "TASK_STATE_FAILED",
+    p.expect_failure(
+        json!({"operation": "stop", "worker_id": worker["worker_id"]}),
+        "not_found",
     );
-    assert_eq!(e["code"], "not_found");
 
     // No reply but create's, and no log line, carries the token.
     assert!(!listed.to_string().contains(&token) && !stopped_text.contains(&token));
@@ -198,11 +197,7 @@ fn restart_lists_the_same_workers_and_sigterm_exits_zero() {
     p.restart();
     assert_eq!(worker_ids(&p), before);
     // And still one worker per task after the restart.
-    let e = control_error(
-        &p.control(json!({"operation": "create", "task": "a"})),
-        "TASK_STATE_FAILED",
-    );
-    assert_eq!(e["code"], "worker_exists");
+    p.expect_failure(json!({"operation": "create", "task": "a"}), "worker_exists");
     assert_eq!(p.terminate(), Some(0));
 }
 
@@ -253,18 +248,10 @@ fn foreign_containers_are_never_listed_or_stopped() {
     let p = Proc::start(&socket, &id, &[]);
     assert!(worker_ids(&p).is_empty());
     for wid in ["feedfacecafe", "deadbeef0001"] {
-        let e = control_error(
-            &p.control(json!({"operation": "stop", "worker_id": wid})),
-            "TASK_STATE_FAILED",
-        );
-        assert_eq!(e["code"], "not_found");
+        p.expect_failure(json!({"operation": "stop", "worker_id": wid}), "not_found");
     }
     // The look-alike blocks the name but is not adopted, and survives.
-    let e = control_error(
-        &p.control(json!({"operation": "create", "task": "taken"})),
-        "TASK_STATE_FAILED",
-    );
-    assert_eq!(e["code"], "internal");
+    let e = p.expect_failure(json!({"operation": "create", "task": "taken"}), "internal");
     assert!(
         e["message"].as_str().unwrap().contains("does not own"),
         "{e}"
@@ -286,11 +273,7 @@ fn workers_that_exit_or_never_answer() {
     let cleanup = Cleanup::new(&socket, &id);
     let exits = variant_image(&socket, "exit3", r#"["--exit-code=3"]"#);
     let p = Proc::start(&socket, &id, &[&format!("-worker-image={exits}")]);
-    let e = control_error(
-        &p.control(json!({"operation": "create", "task": "dies"})),
-        "TASK_STATE_FAILED",
-    );
-    assert_eq!(e["code"], "not_ready");
+    let e = p.expect_failure(json!({"operation": "create", "task": "dies"}), "not_ready");
     assert!(
         e["message"]
             .as_str()
@@ -310,11 +293,7 @@ fn workers_that_exit_or_never_answer() {
             "-worker-ready-timeout=2s",
         ],
     );
-    let e = control_error(
-        &p.control(json!({"operation": "create", "task": "mute"})),
-        "TASK_STATE_FAILED",
-    );
-    assert_eq!(e["code"], "not_ready");
+    let e = p.expect_failure(json!({"operation": "create", "task": "mute"}), "not_ready");
     assert!(
         e["message"].as_str().unwrap().contains("did not answer"),
         "{e}"
@@ -323,11 +302,10 @@ fn workers_that_exit_or_never_answer() {
     drop(p);
 
     let p = Proc::start(&socket, &id, &["-worker-image=a2a-echo-worker:no-such-tag"]);
-    let e = control_error(
-        &p.control(json!({"operation": "create", "task": "img"})),
-        "TASK_STATE_FAILED",
+    let e = p.expect_failure(
+        json!({"operation": "create", "task": "img"}),
+        "image_not_found",
     );
-    assert_eq!(e["code"], "image_not_found");
     assert!(e["message"]
         .as_str()
         .unwrap()
@@ -370,8 +348,7 @@ fn engine_unreachable_then_back() {
         json!({"operation": "create", "task": "while down"}),
         json!({"operation": "stop", "worker_id": w["worker_id"]}),
     ] {
-        let e = control_error(&p.control(data), "TASK_STATE_FAILED");
-        assert_eq!(e["code"], "backend_unavailable", "{e}");
+        p.expect_failure(data, "backend_unavailable");
     }
     let r = p.get("/readiness");
     assert_eq!(r.status, 503);

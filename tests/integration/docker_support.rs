@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use a2a_worker_controller::testing::{owner_selector, Engine, Summary};
 use serde_json::Value;
 
-use crate::support::{request, HttpResponse, TOKEN};
+use crate::support::{request, Controls, HttpResponse, TOKEN};
 
 /// The engine socket for the Docker suite, or `None` (after saying so) when it is not
 /// configured. With `A2A_REQUIRE_DOCKER=1` a missing engine fails the test instead.
@@ -270,15 +270,6 @@ impl Proc {
         s
     }
 
-    /// SendMessage with one data part; returns `result.task`.
-    pub fn control(&self, data: Value) -> Value {
-        let r = crate::support::send_control(self.addr, data);
-        assert_eq!(r.status, 200, "{}", r.text());
-        let v = r.json();
-        assert!(v.get("error").is_none(), "{v}");
-        v["result"]["task"].clone()
-    }
-
     pub fn get(&self, path: &str) -> HttpResponse {
         request(self.addr, "GET", path, &[], b"")
     }
@@ -427,5 +418,15 @@ fn pipe(a: UnixStream, b: UnixStream, stop: Arc<AtomicBool>) {
             }
             let _ = to.shutdown(std::net::Shutdown::Both);
         });
+    }
+}
+
+impl Controls for Proc {
+    fn control(&self, data: Value) -> Value {
+        let r = crate::support::send_control(self.addr, data);
+        assert_eq!(r.status, 200, "{}", r.text());
+        let v = r.json();
+        assert!(v.get("error").is_none(), "{v}");
+        v["result"]["task"].clone()
     }
 }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::docker_support::*;
-use crate::support::{control_error, reply_data};
+use crate::support::{control_error, reply_data, Controls};
 
 fn list(p: &Proc) -> Vec<Value> {
     reply_data(&p.control(json!({"operation": "list"})))["workers"]
@@ -104,11 +104,10 @@ fn controller_killed_mid_create_loses_nothing() {
     // Creates for tasks that already have a (possibly half-made) worker are still refused.
     let existing = list(&p);
     if let Some(w) = existing.first() {
-        let e = control_error(
-            &p.control(json!({"operation": "create", "task": w["task"]})),
-            "TASK_STATE_FAILED",
+        p.expect_failure(
+            json!({"operation": "create", "task": w["task"]}),
+            "worker_exists",
         );
-        assert_eq!(e["code"], "worker_exists");
     }
     eprintln!(
         "after 6 SIGKILLs: {} workers survived, all listed",
@@ -228,11 +227,7 @@ fn engine_killed_mid_create_then_back() {
             .all(|o| o == "completed" || o == "backend_unavailable"),
         "{outcomes:?}"
     );
-    let e = control_error(
-        &p.control(json!({"operation": "list"})),
-        "TASK_STATE_FAILED",
-    );
-    assert_eq!(e["code"], "backend_unavailable");
+    p.expect_failure(json!({"operation": "list"}), "backend_unavailable");
     assert_eq!(p.get("/readiness").status, 503);
     assert_eq!(p.get("/healthz").status, 200);
 

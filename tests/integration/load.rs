@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::docker_support::*;
-use crate::support::{reply_data, request, TOKEN};
+use crate::support::{reply_data, request, Controls, TOKEN};
 
 const LIST: &str = r#"{"jsonrpc":"2.0","id":"1","method":"SendMessage","params":{"message":{"messageId":"1","role":"ROLE_USER","parts":[{"data":{"operation":"list"}}]}}}"#;
 

@@ -1,6 +1,8 @@
 //! Integration tests: one binary, real sockets. Modules by surface.
 
+mod architecture;
 mod cli;
+mod conformance;
 mod control_ops;
 mod docker_e2e;
 mod docker_support;
@@ -11,6 +13,7 @@ mod http_surface;
 mod jsonrpc;
 mod load;
 mod observability;
+mod panic_policy;
 mod sdk_interop;
 mod secrets;
 mod support;

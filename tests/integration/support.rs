@@ -25,6 +25,8 @@ pub struct FakeBackend {
     pub down: AtomicBool,
     pub create_delay: Mutex<Duration>,
     pub next_create_error: Mutex<Option<BackendError>>,
+    /// The next create panics (a bug in a backend), to test the panic policy.
+    pub panic_next_create: AtomicBool,
     /// Every token handed to `create`, to check where tokens go.
     pub tokens: Mutex<Vec<String>>,
     clock: Mutex<u64>,
@@ -53,6 +55,9 @@ impl Backend for FakeBackend {
         self.check_up()?;
         let delay = *self.create_delay.lock().unwrap();
         std::thread::sleep(delay);
+        if self.panic_next_create.swap(false, Ordering::SeqCst) {
+            panic!("a bug in the backend's create");
+        }
         if let Some(e) = self.next_create_error.lock().unwrap().take() {
             return Err(e);
         }
@@ -222,11 +227,6 @@ impl Controller {
         r.json()
     }
 
-    /// SendMessage with one data part; returns `result.task`.
-    pub fn control(&self, data: Value) -> Value {
-        self.send(json!({"message": message(vec![json!({"data": data})])}))
-    }
-
     pub fn send(&self, params: Value) -> Value {
         let r = self.rpc("SendMessage", params);
         assert!(r.get("error").is_none(), "unexpected error {r}");
@@ -261,6 +261,28 @@ pub fn send_control(addr: SocketAddr, data: Value) -> HttpResponse {
         }
     }
     r
+}
+
+/// What takes control requests: the controller in this process and the binary
+/// (`docker_support::Proc`). One place for "send, then check how it failed".
+pub trait Controls {
+    /// SendMessage with one control data part; returns `result.task`.
+    fn control(&self, data: Value) -> Value;
+
+    /// Sends a control request that must fail (`TASK_STATE_FAILED`) with `code`; returns the
+    /// error object for further checks.
+    fn expect_failure(&self, data: Value, code: &str) -> Value {
+        let task = self.control(data);
+        let e = control_error(&task, "TASK_STATE_FAILED");
+        assert_eq!(e["code"], code, "{task}");
+        e
+    }
+}
+
+impl Controls for Controller {
+    fn control(&self, data: Value) -> Value {
+        self.send(json!({"message": message(vec![json!({"data": data})])}))
+    }
 }
 
 pub fn message(parts: Vec<Value>) -> Value {

@@ -1,6 +1,7 @@
 //! Control tasks: ids, contexts, timestamps, history, GetTask/ListTasks, the token delivered
 //! exactly once, and returnImmediately.
 
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -195,4 +196,28 @@ fn list_tasks_paging_and_filters() {
             "{bad}"
         );
     }
+}
+
+#[test]
+fn a_panicking_operation_fails_its_task_and_the_controller_serves_on() {
+    let c = Builder::default().flag("-max-workers=1").start();
+    // In the background: the task ends FAILED (internal), never WORKING forever.
+    c.backend.panic_next_create.store(true, Ordering::SeqCst);
+    let task = c.send(json!({
+        "message": message(vec![json!({"data": {"operation": "create", "task": "bug"}})]),
+        "configuration": {"returnImmediately": true}}));
+    assert_eq!(task["status"]["state"], "TASK_STATE_WORKING");
+    let done = wait_done(&c, &task["id"]);
+    let e = control_error(&done, "TASK_STATE_FAILED");
+    assert_eq!(e["code"], "internal", "{done}");
+
+    // In a request: answered 500 by the HTTP layer, and the next request is served.
+    c.backend.panic_next_create.store(true, Ordering::SeqCst);
+    let r = send_control(c.addr, json!({"operation": "create", "task": "bug"}));
+    assert_eq!(r.status, 500, "{}", r.text());
+
+    // Neither panic kept a place under MAX_WORKERS (1): this create is admitted.
+    let created = c.control(json!({"operation": "create", "task": "after the bugs"}));
+    assert_eq!(reply_data(&created)["worker"]["task"], "after the bugs");
+    assert_eq!(c.backend.count(), 1);
 }
