@@ -358,7 +358,8 @@ fn state_of(engine_state: &str) -> WorkerState {
     match engine_state {
         "created" | "restarting" => WorkerState::Starting,
         "running" => WorkerState::Running,
-        "exited" | "dead" => WorkerState::Exited,
+        // Podman reports "stopped" for a container that exited and is not cleaned up yet.
+        "exited" | "dead" | "stopped" => WorkerState::Exited,
         _ => WorkerState::Unknown,
     }
 }
@@ -373,7 +374,9 @@ fn exit_reason(state: &State) -> Option<String> {
             "was killed for running out of memory (exit code {})",
             state.exit_code
         ),
-        (false, "exited" | "dead") => format!("exited with code {}", state.exit_code),
+        (false, "exited" | "dead" | "stopped") => {
+            format!("exited with code {}", state.exit_code)
+        }
         (false, "created") => return None,
         (false, other) => format!("is {other}"),
     };
@@ -398,4 +401,38 @@ fn bound_port(i: &Inspect, worker_port: u16) -> Option<u16> {
 
 fn short(id: &str) -> &str {
     id.get(..12).unwrap_or(id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stopped(status: &str, code: i64, oom: bool) -> State {
+        State {
+            status: status.into(),
+            running: false,
+            exit_code: code,
+            oom_killed: oom,
+            error: String::new(),
+        }
+    }
+
+    #[test]
+    fn engine_states_and_exit_reasons() {
+        assert_eq!(state_of("running"), WorkerState::Running);
+        assert_eq!(state_of("created"), WorkerState::Starting);
+        // Docker's "exited", and Podman's "stopped" before its cleanup has run.
+        for s in ["exited", "dead", "stopped"] {
+            assert_eq!(state_of(s), WorkerState::Exited, "{s}");
+            assert_eq!(
+                exit_reason(&stopped(s, 3, false)).as_deref(),
+                Some("exited with code 3")
+            );
+        }
+        assert_eq!(state_of("paused"), WorkerState::Unknown);
+        assert!(exit_reason(&stopped("exited", 137, true))
+            .unwrap()
+            .contains("out of memory"));
+        assert_eq!(exit_reason(&stopped("created", 0, false)), None);
+    }
 }
