@@ -26,8 +26,8 @@ use crate::token::{uuid_v4, Token};
 /// Most `returnImmediately` operations running in the background at once; beyond it a request
 /// is served as if it had not asked (the reply then simply arrives finished).
 const MAX_BACKGROUND: usize = 64;
-pub const DEFAULT_PAGE_SIZE: usize = 50;
-pub const MAX_PAGE_SIZE: usize = 100;
+const DEFAULT_PAGE_SIZE: usize = 50;
+const MAX_PAGE_SIZE: usize = 100;
 
 pub struct Protocol {
     control: Arc<Control>,

@@ -311,7 +311,7 @@ fn read_line(src: &mut dyn Source) -> Result<Vec<u8>, Stop> {
 }
 
 /// Whether any `name` header lists `token` (comma-separated, case-insensitive).
-pub fn has_token(headers: &[(String, String)], name: &str, token: &str) -> bool {
+pub(crate) fn has_token(headers: &[(String, String)], name: &str, token: &str) -> bool {
     headers
         .iter()
         .filter(|(k, _)| k.eq_ignore_ascii_case(name))
@@ -319,7 +319,7 @@ pub fn has_token(headers: &[(String, String)], name: &str, token: &str) -> bool 
 }
 
 /// The bytes of a response; `Content-Length`, `Connection` and `Date` are this layer's.
-pub fn encode(r: &Response, keep_alive: bool, head_only: bool) -> Vec<u8> {
+pub(crate) fn encode(r: &Response, keep_alive: bool, head_only: bool) -> Vec<u8> {
     let mut out = format!("HTTP/1.1 {} {}\r\n", r.status, reason(r.status)).into_bytes();
     let mut push = |name: &str, value: &str| {
         out.extend_from_slice(name.as_bytes());
@@ -358,7 +358,7 @@ pub fn encode(r: &Response, keep_alive: bool, head_only: bool) -> Vec<u8> {
 
 /// A header that cannot split the response: a token name and a value without control
 /// characters (no CR/LF injection).
-pub fn header_safe(name: &str, value: &str) -> bool {
+pub(crate) fn header_safe(name: &str, value: &str) -> bool {
     !name.is_empty()
         && name
             .bytes()
@@ -368,7 +368,7 @@ pub fn header_safe(name: &str, value: &str) -> bool {
             .all(|b| b == b'\t' || (0x20..0x7f).contains(&b))
 }
 
-pub fn reason(status: u16) -> &'static str {
+pub(crate) fn reason(status: u16) -> &'static str {
     match status {
         100 => "Continue",
         200 => "OK",
