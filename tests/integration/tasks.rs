@@ -215,6 +215,11 @@ fn a_panicking_operation_fails_its_task_and_the_controller_serves_on() {
     c.backend.panic_next_create.store(true, Ordering::SeqCst);
     let r = send_control(c.addr, json!({"operation": "create", "task": "bug"}));
     assert_eq!(r.status, 500, "{}", r.text());
+    let metrics = request(c.addr, "GET", "/metrics", &[], b"").text();
+    assert!(
+        metrics.contains(r#"a2a_controller_http_requests_total{route="http",status="500"} 1"#),
+        "{metrics}"
+    );
 
     // Neither panic kept a place under MAX_WORKERS (1): this create is admitted.
     let created = c.control(json!({"operation": "create", "task": "after the bugs"}));
