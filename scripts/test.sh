@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test: formatting, lints, unit and integration tests, the official Python and
-# JavaScript A2A SDK interop tests (in a virtualenv / node_modules under target/), the Docker suite against a real
-# engine, and a smoke test that runs scripts/run.sh and its printed commands verbatim.
+# JavaScript A2A SDK interop tests (in a virtualenv / node_modules under target/), the Kubernetes
+# manifests and worker pods against the official schemas (kubernetes-validate, same virtualenv),
+# the Docker suite against a real engine, and a smoke test that runs scripts/run.sh and its
+# printed commands verbatim.
 #
 # The Docker engine: A2A_TEST_DOCKER_HOST if set; else the system engine if it answers; else,
 # as root with dockerd installed, a private dockerd started here and stopped at the end.
@@ -21,14 +23,17 @@ cargo fmt --all -- --check
 step "cargo clippy"
 cargo clippy --all-targets --locked -- -D warnings
 
-step "Python A2A SDK (a2a-sdk==1.3.0) in target/py-venv"
+step "Python A2A SDK (a2a-sdk==1.3.0) and kubernetes-validate (1.37.0) in target/py-venv"
 venv=target/py-venv
-if ! "$venv/bin/python" -c 'import a2a, httpx' 2>/dev/null; then
+if ! "$venv/bin/python" -c 'import a2a, httpx, kubernetes_validate' 2>/dev/null \
+    || [ "$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("kubernetes-validate"))')" != 1.37.0 ]; then
   python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check 'a2a-sdk==1.3.0' httpx
+  "$venv/bin/pip" install --quiet --disable-pip-version-check 'a2a-sdk==1.3.0' httpx 'kubernetes-validate==1.37.0'
 fi
 export A2A_TEST_PYTHON="$PWD/$venv/bin/python"
 export A2A_REQUIRE_PYTHON=1
+export A2A_TEST_K8S_PYTHON="$PWD/$venv/bin/python"
+export A2A_REQUIRE_K8S_VALIDATE=1
 
 step "JavaScript A2A SDK (@a2a-js/sdk 1.3.0) in target/js-interop"
 if command -v node >/dev/null && command -v npm >/dev/null; then

@@ -48,7 +48,9 @@ pub mod testing {
     pub use crate::backend::docker::engine::{
         error_message, negotiate_version, parse_inspect, parse_list, Engine, Summary,
     };
-    pub use crate::backend::labels::{container_name, owner_selector};
+    pub use crate::backend::k8s::pod::{check_template, manifest as k8s_pod, PodInputs};
+    pub use crate::backend::labels::{container_name, owner_selector, pod_name};
+    pub use crate::backend::worker_env::environment as worker_environment;
     pub use crate::metrics::Metrics;
 }
 

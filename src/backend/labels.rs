@@ -68,6 +68,44 @@ pub fn container_name(controller_id: &str, task: &str) -> String {
     }
 }
 
+/// The pod name for a task: `<controller>-<slug>-<hash>`, a DNS-1123 label of at most 58
+/// characters (the limit is 63), the same for the same (controller id, task) everywhere, so the
+/// API server's name uniqueness refuses a second pod for the task across replicas.
+pub fn pod_name(controller_id: &str, task: &str) -> String {
+    let prefix = dns_slug(controller_id, 20);
+    let slug = dns_slug(task, 20);
+    let hash = &task_hash(controller_id, task)[..16];
+    if slug.is_empty() {
+        format!("{prefix}-{hash}")
+    } else {
+        format!("{prefix}-{slug}-{hash}")
+    }
+}
+
+/// A task as a Kubernetes label value (at most 63 of `[A-Za-z0-9_.-]`, alphanumeric at both
+/// ends): a readable slug and 64 bits of hash of the exact task, which itself goes in the
+/// annotation of the same key. Equal tasks give equal values, so the label still selects.
+pub fn task_label_value(task: &str) -> String {
+    let mut slug = String::new();
+    for c in task.chars() {
+        if slug.len() >= 46 {
+            break;
+        }
+        if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') {
+            slug.push(c);
+        } else if !slug.ends_with('-') {
+            slug.push('-');
+        }
+    }
+    let slug = slug.trim_matches(|c: char| !c.is_ascii_alphanumeric());
+    let hash = format!("{:016x}", fnv1a64(FNV_OFFSET, task.bytes()));
+    if slug.is_empty() {
+        hash
+    } else {
+        format!("{slug}-{hash}")
+    }
+}
+
 /// 128 bits of FNV-1a over (controller id, task), hex: two independent 64-bit lanes.
 fn task_hash(controller_id: &str, task: &str) -> String {
     let bytes = || controller_id.bytes().chain([0u8]).chain(task.bytes());
@@ -124,6 +162,68 @@ mod tests {
         );
         assert!(odd.as_bytes()[0].is_ascii_alphanumeric());
         assert!(container_name("c", &"x".repeat(256)).len() < 100);
+    }
+
+    /// Kubernetes label value syntax.
+    fn is_label_value(value: &str) -> bool {
+        value.len() <= 63
+            && value
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+            && value
+                .bytes()
+                .next()
+                .is_none_or(|b| b.is_ascii_alphanumeric())
+            && value
+                .bytes()
+                .last()
+                .is_none_or(|b| b.is_ascii_alphanumeric())
+    }
+
+    fn dns_label(s: &str) -> bool {
+        !s.is_empty()
+            && s.len() <= 63
+            && s.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && s.as_bytes()[0].is_ascii_alphanumeric()
+            && s.as_bytes()[s.len() - 1].is_ascii_alphanumeric()
+    }
+
+    #[test]
+    fn pod_names_are_dns_labels_deterministic_and_distinct() {
+        let long_id = "A".repeat(63);
+        for (id, task) in [
+            ("a2a-worker-controller", "Fix the login bug!"),
+            (long_id.as_str(), &"x".repeat(256)),
+            ("c", "ünï=c,ö\u{1F600}"),
+            ("Ctl_1.x", "---"),
+        ] {
+            let name = pod_name(id, task);
+            assert!(dns_label(&name), "{name}");
+            assert_eq!(name, pod_name(id, task));
+        }
+        assert_ne!(pod_name("c", "a"), pod_name("c", "A"));
+        assert_ne!(pod_name("c", "a"), pod_name("d", "a"));
+    }
+
+    #[test]
+    fn task_label_values_are_valid_and_stable() {
+        for task in [
+            "Fix the login bug!",
+            "ünï=c,ö",
+            "--x--",
+            &"é".repeat(256),
+            &"a".repeat(256),
+            "_.leading",
+        ] {
+            let v = task_label_value(task);
+            assert!(is_label_value(&v) && !v.is_empty(), "{task:?} -> {v}");
+            assert_eq!(v, task_label_value(task));
+        }
+        assert_ne!(task_label_value("a b"), task_label_value("a-b"));
+        assert!(task_label_value("Fix the login bug!").starts_with("Fix-the-login-bug-"));
+        assert!(!is_label_value("-x") && !is_label_value(&"a".repeat(64)));
+        assert!(is_label_value("") && is_label_value("3f9c2a1b7d4e"));
     }
 
     #[test]

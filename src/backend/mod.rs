@@ -4,6 +4,7 @@
 //! `lib.rs` is the one place that builds one.
 //!
 //! - `docker/`: containers on a Docker (or Podman) engine.
+//! - `k8s/`: pods on Kubernetes (in progress: the worker pod so far).
 //! - `probe`, `labels`, `worker_env`: what every container or pod backend shares (readiness,
 //!   ownership labels and deterministic names, the worker's environment).
 //!
@@ -21,6 +22,7 @@
 //!   labels or its state file on every call, never memory.
 
 pub(crate) mod docker;
+pub(crate) mod k8s;
 pub(crate) mod labels;
 pub(crate) mod probe;
 pub(crate) mod worker_env;

@@ -3,26 +3,35 @@
 use super::CreateSpec;
 use crate::settings::ContainerSettings;
 
-/// `NAME=value` entries for a worker reachable at `a2a_url`.
+/// `(NAME, value)` pairs for a worker reachable at `a2a_url`, in the contract's order.
 pub fn environment(
     spec: &CreateSpec,
     a2a_url: &str,
     container: &ContainerSettings,
     anthropic_auth_token: Option<&str>,
-) -> Vec<String> {
+) -> Vec<(String, String)> {
+    let pair = |name: &str, value: String| (name.to_string(), value);
     let mut env = vec![
-        format!("A2A_PUBLIC_URL={a2a_url}"),
-        format!("{}={}", container.token_env, spec.token.expose()),
-        format!("A2A_AGENT_NAME=claude-interactive-{}", spec.worker_id),
-        "AGENT_TYPE=service".to_string(),
-        format!("LISTEN=:{}", container.port),
-        format!("WORKER_ID={}", spec.worker_id),
-        format!("WORKER_TASK={}", spec.task),
-        format!("ANTHROPIC_BASE_URL={}", container.anthropic_base_url),
-        format!("ANTHROPIC_MODEL={}", container.anthropic_model),
+        pair("A2A_PUBLIC_URL", a2a_url.to_string()),
+        pair(&container.token_env, spec.token.expose().to_string()),
+        pair(
+            "A2A_AGENT_NAME",
+            format!("claude-interactive-{}", spec.worker_id),
+        ),
+        pair("AGENT_TYPE", "service".into()),
+        pair("LISTEN", format!(":{}", container.port)),
+        pair("WORKER_ID", spec.worker_id.clone()),
+        pair("WORKER_TASK", spec.task.clone()),
+        pair("ANTHROPIC_BASE_URL", container.anthropic_base_url.clone()),
+        pair("ANTHROPIC_MODEL", container.anthropic_model.clone()),
     ];
     if let Some(token) = anthropic_auth_token {
-        env.push(format!("ANTHROPIC_AUTH_TOKEN={token}"));
+        env.push(pair("ANTHROPIC_AUTH_TOKEN", token.to_string()));
     }
     env
+}
+
+/// The same as Docker's `Env`: `NAME=value` strings.
+pub fn as_docker_env(env: &[(String, String)]) -> Vec<String> {
+    env.iter().map(|(k, v)| format!("{k}={v}")).collect()
 }

@@ -41,6 +41,8 @@ const LAYERS: &[(&str, &[&str])] = &[
             "backend::docker",
             "backend::docker::engine",
             "backend::docker::unix_socket",
+            "backend::k8s",
+            "backend::k8s::pod",
         ],
     ),
     ("control operations", &["control"]),

@@ -11,6 +11,7 @@ mod hostile_http;
 mod hostile_input;
 mod http_surface;
 mod jsonrpc;
+mod k8s_manifests;
 mod load;
 mod observability;
 mod panic_policy;

@@ -89,7 +89,7 @@ impl DockerBackend {
         }
         json!({
             "Image": self.container.image,
-            "Env": worker_env::environment(spec, url, &self.container, self.anthropic_auth_token.as_deref()),
+            "Env": worker_env::as_docker_env(&worker_env::environment(spec, url, &self.container, self.anthropic_auth_token.as_deref())),
             "Labels": labels::for_worker(&self.controller_id, &spec.worker_id, &spec.task),
             "ExposedPorts": { port_key: {} },
             "HostConfig": host_config,

@@ -1,0 +1,150 @@
+//! The Kubernetes deploy files (`scripts/k8s/`) and the worker pods the controller builds,
+//! validated against the official Kubernetes schemas in strict mode by `kubernetes-validate`
+//! (PyPI, offline schemas; scripts/test.sh installs it into the test virtualenv), and checked to
+//! fit together (RBAC verbs, selectors, the Deployment's settings) by
+//! `tests/python/k8s_manifests.py`.
+
+use std::path::Path;
+use std::process::Command;
+
+use a2a_worker_controller::backend::CreateSpec;
+use a2a_worker_controller::settings::{self, BackendSettings, Command as Cli};
+use a2a_worker_controller::testing::{
+    check_template, k8s_pod, pod_name, worker_environment, PodInputs,
+};
+use a2a_worker_controller::token::Token;
+use serde_json::{json, Value};
+
+use crate::support::env_or_skip;
+
+/// The pod verbs the backend uses (create, read, list, watch for readiness, delete).
+const VERBS: &str = "create,get,list,watch,delete";
+
+/// Pod bodies for a few settings and templates, as the backend would send them.
+fn pods() -> Vec<(String, Value)> {
+    let cases: [(&str, &[&str], Option<Value>); 3] = [
+        ("plain", &[], None),
+        (
+            "limits",
+            &[
+                "-worker-memory=512m",
+                "-worker-cpus=0.25",
+                "-worker-port=8081",
+            ],
+            None,
+        ),
+        (
+            "template",
+            &[],
+            Some(json!({
+                "metadata": {"labels": {"team": "agents"}, "annotations": {"owner": "ops"}},
+                "spec": {
+                    "nodeSelector": {"kubernetes.io/os": "linux"},
+                    "tolerations": [{"key": "agents", "operator": "Exists", "effect": "NoSchedule"}],
+                    "imagePullSecrets": [{"name": "registry"}],
+                    "securityContext": {"runAsUser": 1000, "fsGroup": 1000},
+                    "containers": [{"name": "worker",
+                                    "env": [{"name": "HTTPS_PROXY", "value": "http://proxy:3128"}],
+                                    "envFrom": [{"secretRef": {"name": "extra"}}]}]
+                }
+            })),
+        ),
+    ];
+    cases
+        .into_iter()
+        .map(|(name, flags, template)| {
+            let mut args = vec![
+                "-backend=k8s".to_string(),
+                "-a2a-auth-token=0123456789abcdef".into(),
+                "-a2a-public-url=http://controller".into(),
+                "-worker-image=a2a-echo-worker:dev".into(),
+            ];
+            args.extend(flags.iter().map(|f| f.to_string()));
+            let Ok(Cli::Run(s)) = settings::parse(args, Vec::new()) else {
+                panic!("settings for {name}")
+            };
+            let BackendSettings::K8s { container, k8s } = &s.backend else {
+                panic!("k8s settings")
+            };
+            if let Some(t) = &template {
+                check_template(t).unwrap();
+            }
+            let task = format!("Fix the {name} bug! ✓");
+            let pod = pod_name(&s.controller_id, &task);
+            let spec = CreateSpec {
+                worker_id: "3f9c2a1b7d4e".into(),
+                task: task.clone(),
+                token: Token::generate().unwrap(),
+            };
+            let url = format!(
+                "http://{pod}.a2a-workers.a2a.svc.cluster.local:{}",
+                container.port
+            );
+            let env = worker_environment(&spec, &url, container, Some("anthropic-token"));
+            let body = k8s_pod(&PodInputs {
+                name: &pod,
+                namespace: "a2a",
+                controller_id: &s.controller_id,
+                worker_id: &spec.worker_id,
+                task: &task,
+                env: &env,
+                container,
+                k8s,
+                template: template.as_ref(),
+            });
+            (name.to_string(), body)
+        })
+        .collect()
+}
+
+#[test]
+fn deploy_files_and_worker_pods_validate_against_the_official_schemas() {
+    let Some(python) = env_or_skip("A2A_TEST_K8S_PYTHON", "A2A_REQUIRE_K8S_VALIDATE") else {
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("a2a-k8s-pods-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (name, pod) in pods() {
+        std::fs::write(dir.join(format!("{name}.json")), pod.to_string()).unwrap();
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new(python)
+        .arg(root.join("tests/python/k8s_manifests.py"))
+        .arg(root.join("scripts/k8s"))
+        .arg(&dir)
+        .arg(VERBS)
+        .output()
+        .expect("python runs");
+    let _ = std::fs::remove_dir_all(&dir);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("k8s manifests: ok"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn a_pod_that_breaks_the_schema_is_caught() {
+    // The check above can fail: a pod with a field the schema does not know is refused.
+    let Some(python) = env_or_skip("A2A_TEST_K8S_PYTHON", "A2A_REQUIRE_K8S_VALIDATE") else {
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("a2a-k8s-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (_, mut pod) = pods().remove(0);
+    pod["spec"]["containers"][0]["bogusField"] = json!(1);
+    std::fs::write(dir.join("bad.json"), pod.to_string()).unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new(python)
+        .arg(root.join("tests/python/k8s_manifests.py"))
+        .arg(root.join("scripts/k8s"))
+        .arg(&dir)
+        .arg(VERBS)
+        .output()
+        .expect("python runs");
+    let _ = std::fs::remove_dir_all(&dir);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "{stdout}");
+    assert!(stdout.contains("bogusField"), "{stdout}");
+}

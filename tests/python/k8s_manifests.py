@@ -1,0 +1,111 @@
+"""Checks the Kubernetes deploy files and the worker pods the controller builds.
+
+Usage: k8s_manifests.py MANIFEST_DIR POD_DIR VERBS
+
+1. Every manifest under MANIFEST_DIR and every pod body (*.json) under POD_DIR validates
+   against the official Kubernetes schemas in strict mode (kubernetes-validate, offline), for
+   the oldest and the newest Kubernetes version checked.
+2. The manifests fit together and fit the backend: the Role grants every verb in VERBS (a
+   comma-separated list given by the test) on pods; the RoleBinding binds it to the
+   Deployment's ServiceAccount; the headless worker Service and the NetworkPolicy select the
+   owner label with the Deployment's CONTROLLER_ID; the Deployment runs BACKEND=k8s with that
+   worker Service, the token from a Secret, probes on /healthz and /readiness, and resources.
+Exits non-zero with one line per failure.
+"""
+
+import glob
+import json
+import os
+import subprocess
+import sys
+
+import yaml
+
+VERSIONS = ["1.31.0", "1.37.0"]
+OWNER = "a2a-worker-controller/owner"
+
+
+def main(manifest_dir, pod_dir, verbs):
+    failures = []
+
+    def check(cond, what):
+        if not cond:
+            failures.append(what)
+
+    manifests = sorted(glob.glob(os.path.join(manifest_dir, "*.yaml")))
+    pods = sorted(glob.glob(os.path.join(pod_dir, "*.json")))
+    check(manifests, f"no manifests in {manifest_dir}")
+    check(pods, f"no pod bodies in {pod_dir}")
+    tool = os.path.join(os.path.dirname(sys.executable), "kubernetes-validate")
+    for version in VERSIONS:
+        r = subprocess.run([tool, "--strict", "--quiet", "-k", version, *manifests, *pods],
+                           capture_output=True, text=True)
+        check(r.returncode == 0, f"kubernetes-validate {version}: {r.stdout}{r.stderr}".strip())
+
+    docs = []
+    for path in manifests:
+        with open(path) as f:
+            docs.extend(d for d in yaml.safe_load_all(f) if d)
+    by_kind = {}
+    for d in docs:
+        by_kind.setdefault(d["kind"], []).append(d)
+
+    role = by_kind["Role"][0]
+    granted = {v for rule in role["rules"] if "pods" in rule["resources"] for v in rule["verbs"]}
+    missing = set(verbs) - granted
+    check(not missing, f"the Role does not grant {sorted(missing)} on pods")
+    extra = granted - set(verbs)
+    check(not extra, f"the Role grants {sorted(extra)} that the backend never uses")
+
+    deployment = by_kind["Deployment"][0]
+    pod_spec = deployment["spec"]["template"]["spec"]
+    container = pod_spec["containers"][0]
+    env = {e["name"]: e for e in container.get("env", [])}
+    value = lambda name: env.get(name, {}).get("value")
+    controller_id = value("CONTROLLER_ID") or "a2a-worker-controller"
+    worker_service = value("K8S_WORKER_SERVICE") or "a2a-workers"
+    worker_port = int(value("WORKER_PORT") or "9090")
+    check(deployment["spec"]["replicas"] >= 2, "the Deployment runs fewer than 2 replicas")
+    check(value("BACKEND") == "k8s", "the Deployment does not set BACKEND=k8s")
+    check("secretKeyRef" in env.get("A2A_AUTH_TOKEN", {}).get("valueFrom", {}),
+          "A2A_AUTH_TOKEN does not come from a Secret")
+    probes = {container.get(p, {}).get("httpGet", {}).get("path")
+              for p in ("readinessProbe", "livenessProbe")}
+    check(probes == {"/healthz", "/readiness"}, f"probes are {probes}")
+    res = container.get("resources", {})
+    check(res.get("requests") and res.get("limits"), "the controller has no requests and limits")
+
+    binding = by_kind["RoleBinding"][0]
+    sa = pod_spec.get("serviceAccountName")
+    check(any(s["kind"] == "ServiceAccount" and s["name"] == sa for s in binding["subjects"]),
+          f"the RoleBinding does not bind the Deployment's ServiceAccount {sa}")
+    check(binding["roleRef"]["name"] == role["metadata"]["name"], "the RoleBinding names another Role")
+
+    services = {s["metadata"]["name"]: s for s in by_kind["Service"]}
+    ws = services.get(worker_service)
+    check(ws is not None, f"no Service named {worker_service} (K8S_WORKER_SERVICE)")
+    if ws:
+        check(ws["spec"].get("clusterIP") == "None", "the worker Service is not headless")
+        check(ws["spec"].get("selector") == {OWNER: controller_id},
+              f"the worker Service selects {ws['spec'].get('selector')}, not {OWNER}={controller_id}")
+        check(any(p.get("targetPort") == worker_port for p in ws["spec"]["ports"]),
+              f"the worker Service does not target WORKER_PORT {worker_port}")
+    policy = by_kind["NetworkPolicy"][0]
+    check(policy["spec"]["podSelector"].get("matchLabels") == {OWNER: controller_id},
+          "the NetworkPolicy does not select the worker pods by owner label")
+
+    for path in pods:
+        with open(path) as f:
+            pod = json.load(f)
+        check(pod["spec"]["subdomain"] == worker_service,
+              f"{os.path.basename(path)}: subdomain is not the worker Service")
+
+    for f in failures:
+        print(f"k8s manifests: {f}")
+    if failures:
+        sys.exit(1)
+    print(f"k8s manifests: ok ({len(manifests)} manifests, {len(pods)} pods, {VERSIONS})")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2], [v for v in sys.argv[3].split(",") if v])
