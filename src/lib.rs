@@ -48,6 +48,11 @@ pub mod testing {
     pub use crate::backend::docker::engine::{
         error_message, negotiate_version, parse_inspect, parse_list, Engine, Summary,
     };
+    pub use crate::backend::k8s::api::{
+        Api as K8sApi, ApiConfig as K8sApiConfig, ApiError as K8sApiError,
+        ConfigError as K8sConfigError, Method as K8sMethod, Reason as K8sReason,
+        SERVICE_ACCOUNT_DIR as K8S_SERVICE_ACCOUNT_DIR,
+    };
     pub use crate::backend::k8s::pod::{check_template, manifest as k8s_pod, PodInputs};
     pub use crate::backend::labels::{container_name, owner_selector, pod_name};
     pub use crate::backend::worker_env::environment as worker_environment;

@@ -42,6 +42,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "backend::docker::engine",
             "backend::docker::unix_socket",
             "backend::k8s",
+            "backend::k8s::api",
             "backend::k8s::pod",
         ],
     ),

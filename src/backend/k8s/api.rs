@@ -1,0 +1,516 @@
+//! The Kubernetes API client: ureq over rustls, trusting only the cluster's CA, authenticated
+//! by a bearer token that is re-read when its file changes (bound service-account tokens
+//! rotate about hourly) and once more on a 401, or by a client certificate. Every call has an
+//! explicit timeout; error answers are `Status` objects, mapped by `reason`.
+//!
+//! What is wrong with the credentials is found at startup ([`ApiConfig::load`]), each as one
+//! line naming the setting: an unreadable or unparsable CA, a certificate and key that do not
+//! belong together (ureq would panic at the first connection), a missing token file.
+
+use std::fmt;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, SystemTime};
+
+use serde_json::Value;
+use ureq::tls::{Certificate, ClientCert, PemItem, PrivateKey, RootCerts, TlsConfig};
+
+use crate::settings::K8sSettings;
+
+const CALL_TIMEOUT: Duration = Duration::from_secs(15);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+const MAX_RESPONSE: u64 = 32 << 20;
+/// The longest `Retry-After` honoured (once) before giving up with `TooManyRequests`.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(10);
+/// Where a pod finds its service account's credentials.
+pub const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+
+/// How the controller authenticates.
+#[derive(Clone)]
+pub enum Auth {
+    /// A bearer token read from this file (and re-read when it changes).
+    TokenFile(PathBuf),
+    /// A client certificate chain and its key (checked to belong together).
+    ClientCert(ClientCert),
+}
+
+/// Where the API server is and how to reach it.
+#[derive(Clone)]
+pub struct ApiConfig {
+    /// `https://host:port`, without a trailing slash.
+    pub base: String,
+    pub namespace: String,
+    roots: Vec<Certificate<'static>>,
+    auth: Auth,
+}
+
+/// Why the API cannot be configured: one line, naming the setting.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigError {
+    /// Neither `K8S_API_URL` nor an in-cluster environment.
+    NotInCluster,
+    /// A file a setting names cannot be read.
+    Unreadable {
+        setting: &'static str,
+        path: PathBuf,
+        why: String,
+    },
+    /// A file was read but is not what the setting needs.
+    Invalid { setting: &'static str, why: String },
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::NotInCluster => f.write_str(
+                "setting K8S_API_URL is required outside a cluster (KUBERNETES_SERVICE_HOST is not set)",
+            ),
+            ConfigError::Unreadable { setting, path, why } => write!(
+                f,
+                "setting {setting} is invalid: cannot read {}: {why}",
+                path.display()
+            ),
+            ConfigError::Invalid { setting, why } => write!(f, "setting {setting} is invalid: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+fn read(setting: &'static str, path: &Path) -> Result<Vec<u8>, ConfigError> {
+    fs::read(path).map_err(|e| ConfigError::Unreadable {
+        setting,
+        path: path.to_path_buf(),
+        why: e.to_string(),
+    })
+}
+
+/// Every certificate in a PEM bundle (at least one).
+fn certificates(
+    setting: &'static str,
+    pem: &[u8],
+) -> Result<Vec<Certificate<'static>>, ConfigError> {
+    let mut certs = Vec::new();
+    for item in ureq::tls::parse_pem(pem) {
+        match item {
+            Ok(PemItem::Certificate(c)) => certs.push(c),
+            Ok(_) => {}
+            Err(e) => {
+                return Err(ConfigError::Invalid {
+                    setting,
+                    why: format!("not a PEM certificate bundle ({e})"),
+                })
+            }
+        }
+    }
+    if certs.is_empty() {
+        return Err(ConfigError::Invalid {
+            setting,
+            why: "it holds no PEM certificate".into(),
+        });
+    }
+    Ok(certs)
+}
+
+/// A certificate chain and a key that belong together, checked the way rustls checks them
+/// when it builds the connection (where ureq would panic on a mismatch).
+fn client_cert(cert_pem: &[u8], key_pem: &[u8]) -> Result<ClientCert, ConfigError> {
+    let chain = certificates("K8S_CLIENT_CERT_FILE", cert_pem)?;
+    let key = PrivateKey::from_pem(key_pem).map_err(|e| ConfigError::Invalid {
+        setting: "K8S_CLIENT_KEY_FILE",
+        why: format!("not a PEM private key (PKCS#1, PKCS#8 or SEC1): {e}"),
+    })?;
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let der_chain: Vec<CertificateDer<'static>> = chain
+        .iter()
+        .map(|c| CertificateDer::from(c.der().to_vec()))
+        .collect();
+    let der_key = PrivateKeyDer::from_pem_slice(key_pem).map_err(|e| ConfigError::Invalid {
+        setting: "K8S_CLIENT_KEY_FILE",
+        why: format!("not a PEM private key: {e}"),
+    })?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| ConfigError::Invalid {
+            setting: "K8S_CLIENT_CERT_FILE",
+            why: e.to_string(),
+        })?
+        .with_root_certificates(rustls::RootCertStore::empty());
+    builder
+        .with_client_auth_cert(der_chain, der_key)
+        .map_err(|e| ConfigError::Invalid {
+            setting: "K8S_CLIENT_KEY_FILE",
+            why: format!("the key does not belong to K8S_CLIENT_CERT_FILE's certificate ({e})"),
+        })?;
+    Ok(ClientCert::new_with_certs(&chain, key))
+}
+
+impl ApiConfig {
+    /// From the settings: explicit (`K8S_API_URL` with `K8S_CA_FILE` and a token file or a
+    /// client certificate), or in-cluster from `env` (`KUBERNETES_SERVICE_HOST`/`_PORT`) and
+    /// the service account's files under `service_account_dir`.
+    pub fn load(
+        k8s: &K8sSettings,
+        env: &dyn Fn(&str) -> Option<String>,
+        service_account_dir: &Path,
+    ) -> Result<ApiConfig, ConfigError> {
+        if let Some(base) = &k8s.api_url {
+            let ca_file = k8s.ca_file.as_deref().ok_or(ConfigError::Invalid {
+                setting: "K8S_CA_FILE",
+                why: "it is required when K8S_API_URL is set".into(),
+            })?;
+            let roots = certificates("K8S_CA_FILE", &read("K8S_CA_FILE", ca_file)?)?;
+            let auth = match (&k8s.token_file, &k8s.client_cert_file, &k8s.client_key_file) {
+                (_, Some(cert), Some(key)) => Auth::ClientCert(client_cert(
+                    &read("K8S_CLIENT_CERT_FILE", cert)?,
+                    &read("K8S_CLIENT_KEY_FILE", key)?,
+                )?),
+                (Some(token), _, _) => {
+                    read_token("K8S_TOKEN_FILE", token)?;
+                    Auth::TokenFile(token.clone())
+                }
+                _ => {
+                    return Err(ConfigError::Invalid {
+                        setting: "K8S_TOKEN_FILE",
+                        why: "K8S_API_URL needs K8S_TOKEN_FILE, or K8S_CLIENT_CERT_FILE with K8S_CLIENT_KEY_FILE".into(),
+                    })
+                }
+            };
+            let namespace = match &k8s.namespace {
+                Some(ns) => ns.clone(),
+                None => "default".into(),
+            };
+            return Ok(ApiConfig {
+                base: base.trim_end_matches('/').to_string(),
+                namespace,
+                roots,
+                auth,
+            });
+        }
+        let host = env("KUBERNETES_SERVICE_HOST").ok_or(ConfigError::NotInCluster)?;
+        let port = env("KUBERNETES_SERVICE_PORT").unwrap_or_else(|| "443".into());
+        let host = if host.contains(':') {
+            format!("[{host}]")
+        } else {
+            host
+        };
+        let ca = service_account_dir.join("ca.crt");
+        let roots = certificates("K8S_CA_FILE", &read("K8S_CA_FILE", &ca)?)?;
+        let token = service_account_dir.join("token");
+        read_token("K8S_TOKEN_FILE", &token)?;
+        let namespace = match &k8s.namespace {
+            Some(ns) => ns.clone(),
+            None => {
+                let file = service_account_dir.join("namespace");
+                String::from_utf8_lossy(&read("K8S_NAMESPACE", &file)?)
+                    .trim()
+                    .to_string()
+            }
+        };
+        Ok(ApiConfig {
+            base: format!("https://{host}:{port}"),
+            namespace,
+            roots,
+            auth: Auth::TokenFile(token),
+        })
+    }
+}
+
+fn read_token(setting: &'static str, path: &Path) -> Result<String, ConfigError> {
+    let token = String::from_utf8_lossy(&read(setting, path)?)
+        .trim()
+        .to_string();
+    if token.is_empty() {
+        return Err(ConfigError::Invalid {
+            setting,
+            why: format!("{} is empty", path.display()),
+        });
+    }
+    Ok(token)
+}
+
+/// The `reason` of a `Status` answer, for the ones the backend branches on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reason {
+    AlreadyExists,
+    NotFound,
+    Forbidden,
+    Unauthorized,
+    Invalid,
+    Conflict,
+    TooManyRequests,
+    Other(String),
+}
+
+impl Reason {
+    fn of(reason: &str, code: u16) -> Reason {
+        match (reason, code) {
+            ("AlreadyExists", _) => Reason::AlreadyExists,
+            ("NotFound", _) => Reason::NotFound,
+            ("Forbidden", _) => Reason::Forbidden,
+            ("Unauthorized", _) => Reason::Unauthorized,
+            ("Invalid", _) => Reason::Invalid,
+            ("Conflict", _) => Reason::Conflict,
+            ("TooManyRequests", _) => Reason::TooManyRequests,
+            // No (known) reason: fall back to the code.
+            (_, 401) => Reason::Unauthorized,
+            (_, 403) => Reason::Forbidden,
+            (_, 404) => Reason::NotFound,
+            (_, 409) => Reason::Conflict,
+            (_, 422) => Reason::Invalid,
+            (_, 429) => Reason::TooManyRequests,
+            (other, _) => Reason::Other(other.to_string()),
+        }
+    }
+}
+
+/// A failed API call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApiError {
+    /// The API server cannot be reached (connection, TLS, timeout).
+    Unreachable(String),
+    /// It answered with a `Status` failure.
+    Status {
+        code: u16,
+        reason: Reason,
+        message: String,
+    },
+    /// It answered something this client cannot read.
+    Protocol(String),
+}
+
+impl fmt::Display for ApiError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ApiError::Unreachable(why) => write!(f, "Kubernetes API unreachable: {why}"),
+            ApiError::Status { code, message, .. } => {
+                write!(f, "Kubernetes API answered {code}: {message}")
+            }
+            ApiError::Protocol(why) => write!(f, "unexpected Kubernetes API answer: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for ApiError {}
+
+/// The HTTP methods the client uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    Get,
+    Post,
+    Delete,
+}
+
+/// The token, re-read when its file's modification time changes, or when forced (after a 401).
+struct TokenFile {
+    path: PathBuf,
+    cached: Mutex<Option<(Option<SystemTime>, String)>>,
+}
+
+impl TokenFile {
+    fn current(&self, force: bool) -> Result<String, ApiError> {
+        let modified = fs::metadata(&self.path).and_then(|m| m.modified()).ok();
+        let mut cached = self.cached.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((seen, token)) = cached.as_ref() {
+            if !force && *seen == modified && modified.is_some() {
+                return Ok(token.clone());
+            }
+        }
+        let token = read_token("K8S_TOKEN_FILE", &self.path)
+            .map_err(|e| ApiError::Unreachable(e.to_string()))?;
+        *cached = Some((modified, token.clone()));
+        Ok(token)
+    }
+}
+
+pub struct Api {
+    agent: ureq::Agent,
+    base: String,
+    token: Option<TokenFile>,
+}
+
+impl Api {
+    pub fn new(config: &ApiConfig) -> Api {
+        let client_cert = match &config.auth {
+            Auth::ClientCert(c) => Some(c.clone()),
+            Auth::TokenFile(_) => None,
+        };
+        let tls = TlsConfig::builder()
+            .root_certs(RootCerts::new_with_certs(&config.roots))
+            .client_cert(client_cert)
+            .build();
+        let agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(CALL_TIMEOUT))
+            .timeout_connect(Some(CONNECT_TIMEOUT))
+            .proxy(None)
+            .max_redirects(0)
+            .user_agent(concat!("a2a-worker-controller/", env!("CARGO_PKG_VERSION")))
+            .tls_config(tls)
+            .build()
+            .new_agent();
+        let token = match &config.auth {
+            Auth::TokenFile(path) => Some(TokenFile {
+                path: path.clone(),
+                cached: Mutex::new(None),
+            }),
+            Auth::ClientCert(_) => None,
+        };
+        Api {
+            agent,
+            base: config.base.clone(),
+            token,
+        }
+    }
+
+    /// One call: the status and body of a success (2xx), or the mapped failure. A 401 re-reads
+    /// the token and tries once more; a 429 waits its `Retry-After` (at most
+    /// [`MAX_RETRY_AFTER`]) and tries once more.
+    pub fn call(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<(u16, Vec<u8>), ApiError> {
+        let mut reread_token = false;
+        let mut waited = false;
+        loop {
+            let token = match &self.token {
+                Some(t) => Some(t.current(reread_token)?),
+                None => None,
+            };
+            let (status, bytes, retry_after) = self.once(method, path, body, token.as_deref())?;
+            if (200..300).contains(&status) {
+                return Ok((status, bytes));
+            }
+            if status == 401 && self.token.is_some() && !reread_token {
+                reread_token = true;
+                continue;
+            }
+            if status == 429 && !waited {
+                if let Some(wait) = retry_after.filter(|w| *w <= MAX_RETRY_AFTER) {
+                    waited = true;
+                    thread::sleep(wait);
+                    continue;
+                }
+            }
+            return Err(status_error(status, &bytes));
+        }
+    }
+
+    fn once(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+        token: Option<&str>,
+    ) -> Result<(u16, Vec<u8>, Option<Duration>), ApiError> {
+        let url = format!("{}{path}", self.base);
+        let bearer = token.map(|t| format!("Bearer {t}"));
+        let unreachable = |e: ureq::Error| ApiError::Unreachable(format!("{} ({e})", self.base));
+        let response = match method {
+            Method::Get => {
+                let mut r = self.agent.get(&url).header("Accept", "application/json");
+                if let Some(b) = &bearer {
+                    r = r.header("Authorization", b);
+                }
+                r.call()
+            }
+            Method::Delete => {
+                let mut r = self.agent.delete(&url).header("Accept", "application/json");
+                if let Some(b) = &bearer {
+                    r = r.header("Authorization", b);
+                }
+                r.call()
+            }
+            Method::Post => {
+                let mut r = self
+                    .agent
+                    .post(&url)
+                    .header("Accept", "application/json")
+                    .header("Content-Type", "application/json");
+                if let Some(b) = &bearer {
+                    r = r.header("Authorization", b);
+                }
+                r.send(body.map(Value::to_string).unwrap_or_default())
+            }
+        };
+        let mut response = response.map_err(unreachable)?;
+        let status = response.status().as_u16();
+        let retry_after = response
+            .headers()
+            .get("Retry-After")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(Duration::from_secs);
+        let bytes = response
+            .body_mut()
+            .with_config()
+            .limit(MAX_RESPONSE)
+            .read_to_vec()
+            .map_err(unreachable)?;
+        Ok((status, bytes, retry_after))
+    }
+}
+
+/// A failure answer as an [`ApiError`]: its `Status` reason and message, else the code.
+pub fn status_error(code: u16, body: &[u8]) -> ApiError {
+    let status: Option<Value> = serde_json::from_slice(body).ok();
+    let text = |key: &str| {
+        status
+            .as_ref()
+            .and_then(|s| s.get(key))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    let reason = text("reason");
+    let mut message = text("message");
+    if message.is_empty() {
+        message = String::from_utf8_lossy(body).chars().take(300).collect();
+    }
+    let message: String = message
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .take(300)
+        .collect();
+    ApiError::Status {
+        code,
+        reason: Reason::of(&reason, code),
+        message: message.trim().to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_bodies_map_by_reason_then_code() {
+        let body = br#"{"kind":"Status","apiVersion":"v1","status":"Failure","message":"pods \"x\" already exists","reason":"AlreadyExists","code":409}"#;
+        assert_eq!(
+            status_error(409, body),
+            ApiError::Status {
+                code: 409,
+                reason: Reason::AlreadyExists,
+                message: "pods \"x\" already exists".into()
+            }
+        );
+        let ApiError::Status { reason, .. } = status_error(403, b"not json") else {
+            panic!()
+        };
+        assert_eq!(reason, Reason::Forbidden);
+        let ApiError::Status {
+            reason, message, ..
+        } = status_error(500, br#"{"reason":"InternalError","message":"etcd\nlost"}"#)
+        else {
+            panic!()
+        };
+        assert_eq!(reason, Reason::Other("InternalError".into()));
+        assert_eq!(message, "etcd lost");
+    }
+}

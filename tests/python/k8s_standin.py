@@ -1,0 +1,245 @@
+"""A stand-in Kubernetes API server for the controller's tests (no real API server can run on
+these machines). It follows the Kubernetes API reference for the calls the controller makes,
+and only those:
+
+- HTTPS with a server certificate signed by a CA made in the test; clients authenticate with a
+  client certificate signed by that CA (the user is its CN) or a bearer token equal to the
+  current contents of --token-file (re-read on every request, so the test can rotate it).
+  Otherwise 401 with a `Status` whose reason is `Unauthorized`.
+- Core v1 pods, namespaced: `POST /api/v1/namespaces/{ns}/pods` → 201 with the stored pod;
+  409 `AlreadyExists` on a name collision; 422 `Invalid` when the name is not a DNS-1123
+  label. `GET .../pods?labelSelector=` → `PodList` (selectors `k=v`, `k!=v`, `k`, `!k`, comma
+  = and). `GET .../pods/{name}` → 200 or 404 `NotFound`. `DELETE .../pods/{name}` → 200 with
+  the pod, or 404 `NotFound`.
+- "RBAC": verbs given with --deny are answered 403 `Forbidden`, with the API server's message
+  ('pods "x" is forbidden: User "u" cannot delete resource "pods" in API group "" in the
+  namespace "ns"').
+- Pods move Pending → Running with the `Ready` condition True after --ready-after seconds; an
+  image whose name contains `pull-fails` stays Pending with the container waiting in
+  `ImagePullBackOff`; one containing `crashes` runs, then shows `CrashLoopBackOff` with the
+  last termination's exit code.
+- --throttle-once answers the first pod request 429 `TooManyRequests` with `Retry-After: 1`.
+
+Usage: k8s_standin.py --cert F --key F --ca F [--token-file F] [--deny VERB,...] [--ready-after S]
+                  [--throttle-once]
+Prints `listening https://127.0.0.1:PORT` once it serves; stops on SIGTERM or stdin closing.
+"""
+
+import argparse
+import json
+import re
+import ssl
+import sys
+import threading
+import time
+import uuid
+from datetime import datetime, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, unquote, urlsplit
+
+DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+PODS = re.compile(r"^/api/v1/namespaces/([^/]+)/pods(?:/([^/]+))?$")
+
+
+def now_rfc3339():
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def status(code, reason, message, details=None):
+    body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": message, "reason": reason, "code": code}
+    if details:
+        body["details"] = details
+    return code, body
+
+
+def matches(labels, selector):
+    for term in filter(None, (t.strip() for t in selector.split(","))):
+        if "!=" in term:
+            k, v = term.split("!=", 1)
+            if labels.get(k) == v:
+                return False
+        elif "=" in term:
+            k, v = term.split("=", 1)
+            k = k.rstrip("=")
+            if labels.get(k) != v:
+                return False
+        elif term.startswith("!"):
+            if term[1:] in labels:
+                return False
+        elif term not in labels:
+            return False
+    return True
+
+
+class Store:
+    def __init__(self, ready_after):
+        self.lock = threading.Lock()
+        self.pods = {}  # (ns, name) -> (pod, created monotonic)
+        self.ready_after = ready_after
+        self.version = 1
+
+    def view(self, pod, created):
+        """The pod with its status as of now."""
+        pod = json.loads(json.dumps(pod))
+        age = time.monotonic() - created
+        image = pod["spec"]["containers"][0].get("image", "")
+        name = pod["spec"]["containers"][0].get("name", "worker")
+        st = {"phase": "Pending", "conditions": [], "startTime": pod["metadata"]["creationTimestamp"]}
+        if "pull-fails" in image:
+            st["containerStatuses"] = [{"name": name, "ready": False, "restartCount": 0, "image": image,
+                                        "imageID": "", "state": {"waiting": {
+                                            "reason": "ImagePullBackOff",
+                                            "message": f'Back-off pulling image "{image}"'}}}]
+        elif "crashes" in image and age >= self.ready_after:
+            st["phase"] = "Running"
+            st["podIP"] = "10.42.0.9"
+            st["conditions"] = [{"type": "Ready", "status": "False", "reason": "ContainersNotReady"}]
+            st["containerStatuses"] = [{"name": name, "ready": False, "restartCount": 2, "image": image,
+                                        "imageID": "", "state": {"waiting": {
+                                            "reason": "CrashLoopBackOff",
+                                            "message": "back-off 20s restarting failed container"}},
+                                        "lastState": {"terminated": {"exitCode": 3, "reason": "Error"}}}]
+        elif age >= self.ready_after:
+            st["phase"] = "Running"
+            st["podIP"] = "10.42.0.7"
+            st["conditions"] = [{"type": "Ready", "status": "True"}]
+            st["containerStatuses"] = [{"name": name, "ready": True, "restartCount": 0, "image": image,
+                                        "imageID": "", "state": {"running": {"startedAt": pod["metadata"]["creationTimestamp"]}}}]
+        pod["status"] = st
+        return pod
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "standin-kube-apiserver"
+
+    def log_message(self, fmt, *args):
+        pass
+
+    def send_json(self, code, body, extra=None):
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for k, v in (extra or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def user(self):
+        cert = self.connection.getpeercert()
+        if cert:
+            for rdn in cert.get("subject", ()):
+                for k, v in rdn:
+                    if k == "commonName":
+                        return v
+        auth = self.headers.get("Authorization", "")
+        token_file = self.server.opts.token_file
+        if token_file and auth.startswith("Bearer "):
+            with open(token_file) as f:
+                if auth[len("Bearer "):].strip() == f.read().strip():
+                    return "system:serviceaccount:a2a:a2a-worker-controller"
+        return None
+
+    def handle_any(self, method):
+        opts, store = self.server.opts, self.server.store
+        url = urlsplit(self.path)
+        query = {k: v[0] for k, v in parse_qs(url.query).items()}
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        user = self.user()
+        if user is None:
+            return self.send_json(*status(401, "Unauthorized", "Unauthorized"))
+        m = PODS.match(url.path)
+        if not m:
+            return self.send_json(*status(404, "NotFound", "the server could not find the requested resource"))
+        ns, name = unquote(m.group(1)), m.group(2) and unquote(m.group(2))
+        verb = {"GET": "get" if name else "list", "POST": "create", "DELETE": "delete"}[method]
+        if verb in opts.deny:
+            target = f'pods "{name}"' if name else "pods"
+            return self.send_json(*status(403, "Forbidden",
+                f'{target} is forbidden: User "{user}" cannot {verb} resource "pods" in API group "" in the namespace "{ns}"',
+                {"name": name or "", "kind": "pods"}))
+        with self.server.throttle_lock:
+            if opts.throttle_once and not self.server.throttled:
+                self.server.throttled = True
+                code, body = status(429, "TooManyRequests", "Too many requests, please try again later.")
+                return self.send_json(code, body, {"Retry-After": "1"})
+        with store.lock:
+            if method == "POST" and not name:
+                try:
+                    pod = json.loads(raw)
+                except ValueError as e:
+                    return self.send_json(*status(400, "BadRequest", f"invalid JSON: {e}"))
+                pname = pod.get("metadata", {}).get("name", "")
+                if not DNS1123.match(pname) or len(pname) > 63:
+                    return self.send_json(*status(422, "Invalid",
+                        f'Pod "{pname}" is invalid: metadata.name: Invalid value: "{pname}": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or \'-\'',
+                        {"name": pname, "kind": "Pod"}))
+                if (ns, pname) in store.pods:
+                    return self.send_json(*status(409, "AlreadyExists", f'pods "{pname}" already exists',
+                                                  {"name": pname, "kind": "pods"}))
+                store.version += 1
+                md = pod.setdefault("metadata", {})
+                md.update({"namespace": ns, "uid": str(uuid.uuid4()), "resourceVersion": str(store.version),
+                           "creationTimestamp": now_rfc3339()})
+                store.pods[(ns, pname)] = (pod, time.monotonic())
+                return self.send_json(201, store.view(pod, time.monotonic()))
+            if method == "GET" and not name:
+                selector = query.get("labelSelector", "")
+                items = [store.view(p, c) for (pns, _), (p, c) in sorted(store.pods.items()) if pns == ns
+                         and matches(p["metadata"].get("labels", {}), selector)]
+                return self.send_json(200, {"kind": "PodList", "apiVersion": "v1",
+                                            "metadata": {"resourceVersion": str(store.version)}, "items": items})
+            found = store.pods.get((ns, name))
+            if found is None:
+                return self.send_json(*status(404, "NotFound", f'pods "{name}" not found', {"name": name, "kind": "pods"}))
+            if method == "GET":
+                return self.send_json(200, store.view(*found))
+            if method == "DELETE":
+                del store.pods[(ns, name)]
+                store.version += 1
+                return self.send_json(200, store.view(*found))
+        return self.send_json(*status(405, "MethodNotAllowed", "the server does not allow this method"))
+
+    def do_GET(self):
+        self.handle_any("GET")
+
+    def do_POST(self):
+        self.handle_any("POST")
+
+    def do_DELETE(self):
+        self.handle_any("DELETE")
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--cert", required=True)
+    p.add_argument("--key", required=True)
+    p.add_argument("--ca", required=True)
+    p.add_argument("--token-file")
+    p.add_argument("--deny", default="")
+    p.add_argument("--ready-after", type=float, default=0.5)
+    p.add_argument("--throttle-once", action="store_true")
+    opts = p.parse_args()
+    opts.deny = {v for v in opts.deny.split(",") if v}
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(opts.cert, opts.key)
+    ctx.load_verify_locations(opts.ca)
+    ctx.verify_mode = ssl.CERT_OPTIONAL
+    server.socket = ctx.wrap_socket(server.socket, server_side=True)
+    server.opts = opts
+    server.store = Store(opts.ready_after)
+    server.throttle_lock = threading.Lock()
+    server.throttled = False
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    print(f"listening https://127.0.0.1:{server.server_address[1]}", flush=True)
+    sys.stdin.read()
+    server.shutdown()
+
+
+if __name__ == "__main__":
+    main()
