@@ -38,6 +38,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::backend::docker::DockerBackend;
+use crate::backend::k8s::K8sBackend;
 use crate::backend::{Backend, BackendKind};
 use crate::settings::{BackendSettings, Settings};
 
@@ -54,6 +55,7 @@ pub mod testing {
         SERVICE_ACCOUNT_DIR as K8S_SERVICE_ACCOUNT_DIR,
     };
     pub use crate::backend::k8s::pod::{check_template, manifest as k8s_pod, PodInputs};
+    pub use crate::backend::k8s::K8sBackend;
     pub use crate::backend::labels::{container_name, owner_selector, pod_name};
     pub use crate::backend::worker_env::environment as worker_environment;
     pub use crate::metrics::Metrics;
@@ -68,6 +70,8 @@ pub enum Error {
     Http(http::Error),
     /// The selected backend is not in this build yet.
     NotBuilt(BackendKind),
+    /// The Kubernetes backend's credentials or pod template are unusable.
+    K8s(backend::k8s::api::ConfigError),
     Sentry(sentry::Error),
     Signals(std::io::Error),
 }
@@ -78,9 +82,10 @@ impl fmt::Display for Error {
             Error::Http(e) => e.fmt(f),
             Error::NotBuilt(kind) => write!(
                 f,
-                "backend {:?} is not built into this version yet; no worker can be started (use -backend=docker)",
+                "backend {:?} is not built into this version yet; no worker can be started (use -backend=docker or -backend=k8s)",
                 kind.as_str()
             ),
+            Error::K8s(e) => e.fmt(f),
             Error::Sentry(e) => write!(f, "sentry: {e}"),
             Error::Signals(e) => write!(f, "cannot install signal handlers: {e}"),
         }
@@ -100,7 +105,18 @@ pub fn build_backend(settings: &Settings) -> Result<Arc<dyn Backend>, Error> {
             settings.worker_ready_timeout,
             settings.anthropic_auth_token.clone(),
         ))),
-        BackendSettings::K8s { .. } => Err(Error::NotBuilt(BackendKind::K8s)),
+        BackendSettings::K8s { container, k8s } => Ok(Arc::new(
+            K8sBackend::new(
+                &settings.controller_id,
+                container.clone(),
+                k8s.clone(),
+                settings.worker_ready_timeout,
+                settings.anthropic_auth_token.clone(),
+                &|name| std::env::var(name).ok().filter(|v| !v.is_empty()),
+                std::path::Path::new(backend::k8s::api::SERVICE_ACCOUNT_DIR),
+            )
+            .map_err(Error::K8s)?,
+        )),
         BackendSettings::Local(_) => Err(Error::NotBuilt(BackendKind::Local)),
     }
 }

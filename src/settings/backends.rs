@@ -122,6 +122,10 @@ impl Raw {
             client_cert_file: self.optional_path("K8S_CLIENT_CERT_FILE")?,
             client_key_file: self.optional_path("K8S_CLIENT_KEY_FILE")?,
             pod_template: self.optional_path("K8S_POD_TEMPLATE")?,
+            worker_url: self
+                .optional("K8S_WORKER_URL")
+                .map(|u| worker_url(&u))
+                .transpose()?,
             api_url,
         };
         if k.api_url.is_some() {
@@ -165,4 +169,27 @@ impl Raw {
             command: self.required("LOCAL_COMMAND", " for the local backend")?,
         })
     }
+}
+
+/// A worker URL template: http(s), naming the pod with `{pod}` (so each worker's URL is its
+/// own), and no placeholder other than `{pod}`, `{namespace}`, `{port}`.
+fn worker_url(template: &str) -> Result<String, Error> {
+    let filled = template
+        .replace("{pod}", "p")
+        .replace("{namespace}", "n")
+        .replace("{port}", "1");
+    http_url("K8S_WORKER_URL", &filled)?;
+    if !template.contains("{pod}") {
+        return Err(invalid(
+            "K8S_WORKER_URL",
+            format!("{template:?} must contain {{pod}}: each worker needs its own URL"),
+        ));
+    }
+    if filled.contains(['{', '}']) {
+        return Err(invalid(
+            "K8S_WORKER_URL",
+            format!("{template:?} has a placeholder other than {{pod}}, {{namespace}}, {{port}}"),
+        ));
+    }
+    Ok(template.trim_end_matches('/').to_string())
 }

@@ -117,6 +117,8 @@ pub struct K8sSettings {
     pub client_cert_file: Option<PathBuf>,
     pub client_key_file: Option<PathBuf>,
     pub pod_template: Option<PathBuf>,
+    /// `K8S_WORKER_URL`: a template with `{pod}`, `{namespace}`, `{port}`.
+    pub worker_url: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -503,6 +505,32 @@ mod tests {
         assert_eq!(container.memory_bytes, Some(512 << 20));
         assert_eq!(container.nano_cpus, Some(1_500_000_000));
         assert_eq!(k8s.worker_service, "a2a-workers");
+        assert_eq!(k8s.worker_url, None);
+        let s = run(
+            &[
+                "-backend=k8s",
+                "-k8s-worker-url=https://{pod}.workers.example.com/",
+            ],
+            base(),
+        )
+        .unwrap();
+        let BackendSettings::K8s { k8s, .. } = &s.backend else {
+            panic!()
+        };
+        assert_eq!(
+            k8s.worker_url.as_deref(),
+            Some("https://{pod}.workers.example.com")
+        );
+        for bad in [
+            "https://fixed.example.com",
+            "ftp://{pod}",
+            "http://{pod}.{cluster}",
+        ] {
+            let msg = run(&["-backend=k8s", &format!("-k8s-worker-url={bad}")], base())
+                .unwrap_err()
+                .to_string();
+            assert!(msg.contains("K8S_WORKER_URL"), "{bad}: {msg}");
+        }
         assert_eq!(s.backend.container().map(|c| c.port), Some(9090));
     }
 

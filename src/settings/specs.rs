@@ -258,6 +258,12 @@ pub(super) const SPECS: &[Spec] = &[
         "JSON file merged into every worker pod",
     ),
     s(
+        K8s,
+        "K8S_WORKER_URL",
+        "",
+        "worker URL template with {pod}, {namespace}, {port} for callers outside the cluster (default: the pod's cluster DNS name)",
+    ),
+    s(
         Local,
         "LOCAL_WEZTERM",
         "/Applications/WezTerm.app/Contents/MacOS/wezterm",

@@ -44,6 +44,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "backend::k8s",
             "backend::k8s::api",
             "backend::k8s::pod",
+            "backend::k8s::status",
         ],
     ),
     ("control operations", &["control"]),

@@ -12,6 +12,7 @@ mod hostile_input;
 mod http_surface;
 mod jsonrpc;
 mod k8s_client;
+mod k8s_e2e;
 mod k8s_manifests;
 mod k8s_support;
 mod load;

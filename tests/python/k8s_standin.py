@@ -19,14 +19,18 @@ and only those:
   `ImagePullBackOff`; one containing `crashes` runs, then shows `CrashLoopBackOff` with the
   last termination's exit code.
 - --throttle-once answers the first pod request 429 `TooManyRequests` with `Retry-After: 1`.
+- --record DIR appends the verb of every authorized pod request to DIR/verbs and writes every
+  pod body sent to create as DIR/pod-N.json, so the tests can check the RBAC Role against the
+  calls really made and validate every body against the official schemas.
 
 Usage: k8s_standin.py --cert F --key F --ca F [--token-file F] [--deny VERB,...] [--ready-after S]
-                  [--throttle-once]
+                  [--throttle-once] [--record DIR]
 Prints `listening https://127.0.0.1:PORT` once it serves; stops on SIGTERM or stdin closing.
 """
 
 import argparse
 import json
+import os
 import re
 import ssl
 import sys
@@ -156,6 +160,14 @@ class Handler(BaseHTTPRequestHandler):
             return self.send_json(*status(404, "NotFound", "the server could not find the requested resource"))
         ns, name = unquote(m.group(1)), m.group(2) and unquote(m.group(2))
         verb = {"GET": "get" if name else "list", "POST": "create", "DELETE": "delete"}[method]
+        if opts.record:
+            with self.server.record_lock:
+                with open(os.path.join(opts.record, "verbs"), "a") as f:
+                    f.write(verb + "\n")
+                if verb == "create":
+                    self.server.recorded += 1
+                    with open(os.path.join(opts.record, f"pod-{self.server.recorded}.json"), "wb") as f:
+                        f.write(raw)
         if verb in opts.deny:
             target = f'pods "{name}"' if name else "pods"
             return self.send_json(*status(403, "Forbidden",
@@ -222,6 +234,7 @@ def main():
     p.add_argument("--deny", default="")
     p.add_argument("--ready-after", type=float, default=0.5)
     p.add_argument("--throttle-once", action="store_true")
+    p.add_argument("--record")
     opts = p.parse_args()
     opts.deny = {v for v in opts.deny.split(",") if v}
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -235,6 +248,8 @@ def main():
     server.store = Store(opts.ready_after)
     server.throttle_lock = threading.Lock()
     server.throttled = False
+    server.record_lock = threading.Lock()
+    server.recorded = 0
     threading.Thread(target=server.serve_forever, daemon=True).start()
     print(f"listening https://127.0.0.1:{server.server_address[1]}", flush=True)
     sys.stdin.read()

@@ -1,0 +1,387 @@
+//! The controller binary with `-backend=k8s` against the stand-in Kubernetes API server
+//! (`tests/python/k8s_standin.py`) over TLS: create, list and stop; one worker per task across
+//! two controller processes; restarts; foreign pods; pods that fail; RBAC refusing delete; an
+//! unreachable API; credentials refused at startup; and no token outside create's reply and the
+//! pod's environment.
+
+use std::path::Path;
+use std::process::Command;
+
+use a2a_worker_controller::settings::{self, BackendSettings, Command as Cli};
+use a2a_worker_controller::testing::{pod_name, K8sApi, K8sApiConfig, K8sMethod};
+use serde_json::{json, Value};
+
+use crate::docker_support::{controller_id, Proc};
+use crate::k8s_support::{configured, Pki, Standin};
+use crate::support::{reply_data, Controls, TOKEN};
+
+const NS: &str = "a2a";
+
+fn flags(standin: &Standin, pki: &Pki) -> Vec<String> {
+    vec![
+        "-backend=k8s".into(),
+        format!("-k8s-api-url={}", standin.url),
+        format!("-k8s-ca-file={}", pki.path("ca.crt").display()),
+        format!("-k8s-client-cert-file={}", pki.path("client.crt").display()),
+        format!("-k8s-client-key-file={}", pki.path("client.key").display()),
+        format!("-k8s-namespace={NS}"),
+    ]
+}
+
+fn start(standin: &Standin, pki: &Pki, id: &str, extra: &[&str]) -> Proc {
+    let mut all = flags(standin, pki);
+    all.extend(extra.iter().map(|s| s.to_string()));
+    let refs: Vec<&str> = all.iter().map(String::as_str).collect();
+    Proc::start(Path::new("/nonexistent/docker.sock"), id, &refs)
+}
+
+/// The test's own client to the stand-in, for looking behind the controller's back.
+fn api(standin: &Standin, pki: &Pki) -> K8sApi {
+    let mut args = vec![
+        "-a2a-auth-token=0123456789abcdef".to_string(),
+        "-a2a-public-url=http://x".into(),
+        "-worker-image=a2a-echo-worker:dev".into(),
+    ];
+    args.extend(flags(standin, pki));
+    let Ok(Cli::Run(s)) = settings::parse(args, Vec::new()) else {
+        panic!()
+    };
+    let BackendSettings::K8s { k8s, .. } = &s.backend else {
+        panic!()
+    };
+    K8sApi::new(&K8sApiConfig::load(k8s, &|_| None, Path::new("/nonexistent")).unwrap())
+}
+
+fn pods(api: &K8sApi) -> Vec<Value> {
+    let (_, body) = api
+        .call(
+            K8sMethod::Get,
+            &format!("/api/v1/namespaces/{NS}/pods"),
+            None,
+        )
+        .unwrap();
+    serde_json::from_slice::<Value>(&body).unwrap()["items"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+fn worker_ids(p: &Proc) -> Vec<String> {
+    reply_data(&p.control(json!({"operation": "list"})))["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["worker_id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn create_list_stop_and_tokens_stay_in_the_pod_environment() {
+    if !configured() {
+        return;
+    }
+    let pki = Pki::new("e2e-life");
+    let record = pki.dir.join("record");
+    std::fs::create_dir_all(&record).unwrap();
+    let standin = Standin::start(
+        &pki,
+        &["--ready-after", "0.3", "--record", record.to_str().unwrap()],
+    );
+    let id = controller_id("k8s-life");
+    let p = start(&standin, &pki, &id, &[]);
+    let task = "Fix the login bug! ✓ (k8s)";
+    let created = reply_data(&p.control(json!({"operation": "create", "task": task})));
+    let worker = &created["worker"];
+    let token = created["token"].as_str().unwrap().to_string();
+    crate::secrets::remember(&token);
+    let name = pod_name(&id, task);
+    assert_eq!(worker["backend"], "k8s");
+    assert_eq!(worker["state"], "running", "{worker}");
+    assert_eq!(worker["task"], task);
+    assert_eq!(
+        worker["a2a_url"],
+        format!("http://{name}.a2a-workers.{NS}.svc.cluster.local:9090")
+    );
+    // Behind the controller: one pod, owned by labels, the exact task in the annotation, the
+    // token in the environment and nowhere else.
+    let api = api(&standin, &pki);
+    let all = pods(&api);
+    assert_eq!(all.len(), 1);
+    let pod = &all[0];
+    assert_eq!(pod["metadata"]["name"], name);
+    assert_eq!(pod["metadata"]["labels"]["a2a-worker-controller/owner"], id);
+    assert_eq!(
+        pod["metadata"]["annotations"]["a2a-worker-controller/task"],
+        task
+    );
+    let env = &pod["spec"]["containers"][0]["env"];
+    assert!(env.to_string().contains(&token));
+    assert!(!pod["metadata"].to_string().contains(&token));
+
+    let listed = reply_data(&p.control(json!({"operation": "list"})));
+    assert_eq!(listed["workers"][0]["task"], task);
+    assert_eq!(listed["workers"][0]["state"], "running");
+    assert!(!listed.to_string().contains(&token));
+    let stopped =
+        reply_data(&p.control(json!({"operation": "stop", "worker_id": worker["worker_id"]})));
+    assert_eq!(stopped["worker"]["worker_id"], worker["worker_id"]);
+    assert!(pods(&api).is_empty());
+    p.expect_failure(
+        json!({"operation": "stop", "worker_id": worker["worker_id"]}),
+        "not_found",
+    );
+    p.expect_failure(
+        json!({"operation": "stop", "worker_id": "x".repeat(64)}),
+        "not_found",
+    );
+    let log = p.log_text();
+    assert!(log.contains("outcome=completed"), "{log}");
+    crate::secrets::assert_none_in(&log, "the k8s controller's log");
+    crate::secrets::assert_none_in(&p.get("/metrics").text(), "/metrics");
+    assert!(!log.contains(TOKEN));
+
+    // Every pod body the controller sent validates against the official schemas (strict), and
+    // the deploy files' Role grants exactly the verbs of the calls it made.
+    let verbs: std::collections::BTreeSet<String> = std::fs::read_to_string(record.join("verbs"))
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let verbs: Vec<String> = verbs.into_iter().collect();
+    assert_eq!(verbs, ["create", "delete", "get", "list"]);
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new(std::env::var_os("A2A_TEST_K8S_PYTHON").unwrap())
+        .arg(root.join("tests/python/k8s_manifests.py"))
+        .arg(root.join("scripts/k8s"))
+        .arg(&record)
+        .arg(verbs.join(","))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("k8s manifests: ok"),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn one_worker_per_task_across_two_controller_processes_and_restarts() {
+    if !configured() {
+        return;
+    }
+    let pki = Pki::new("e2e-race");
+    let standin = Standin::start(&pki, &["--ready-after", "0.2"]);
+    let id = controller_id("k8s-race");
+    let a = start(&standin, &pki, &id, &[]);
+    let mut b = start(&standin, &pki, &id, &[]);
+    let results: Vec<Value> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..8)
+            .map(|i| {
+                let p = if i % 2 == 0 { &a } else { &b };
+                s.spawn(move || p.control(json!({"operation": "create", "task": "one task"})))
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let winners: Vec<&Value> = results
+        .iter()
+        .filter(|t| t["status"]["state"] == "TASK_STATE_COMPLETED")
+        .collect();
+    assert_eq!(winners.len(), 1, "{results:?}");
+    let winner = reply_data(winners[0])["worker"]["worker_id"].clone();
+    for t in results
+        .iter()
+        .filter(|t| t["status"]["state"] != "TASK_STATE_COMPLETED")
+    {
+        let e = crate::support::control_error(t, "TASK_STATE_FAILED");
+        assert_eq!(e["code"], "worker_exists", "{t}");
+        assert_eq!(e["worker_id"], winner);
+    }
+    assert_eq!(pods(&api(&standin, &pki)).len(), 1);
+    reply_data(&b.control(json!({"operation": "create", "task": "second"})));
+    let before = worker_ids(&a);
+    assert_eq!(before.len(), 2);
+    assert_eq!(
+        worker_ids(&b),
+        before,
+        "both replicas list the same workers"
+    );
+    b.restart();
+    assert_eq!(worker_ids(&b), before, "the same after a restart");
+    b.expect_failure(
+        json!({"operation": "create", "task": "second"}),
+        "worker_exists",
+    );
+}
+
+#[test]
+fn foreign_pods_are_never_listed_or_stopped() {
+    if !configured() {
+        return;
+    }
+    let pki = Pki::new("e2e-foreign");
+    let standin = Standin::start(&pki, &[]);
+    let id = controller_id("k8s-foreign");
+    let api = api(&standin, &pki);
+    let path = format!("/api/v1/namespaces/{NS}/pods");
+    let foreign = |name: &str, labels: Value| {
+        let pod = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "labels": labels},
+            "spec": {"containers": [{"name": "x", "image": "other:1"}]}});
+        api.call(K8sMethod::Post, &path, Some(&pod)).unwrap();
+    };
+    foreign(&pod_name(&id, "taken"), json!({}));
+    foreign(
+        "other-owner",
+        json!({"a2a-worker-controller/owner": "someone-else",
+        "a2a-worker-controller/worker-id": "feedfacecafe"}),
+    );
+    foreign(
+        "no-owner",
+        json!({"a2a-worker-controller/worker-id": "deadbeef0001"}),
+    );
+    let p = start(&standin, &pki, &id, &[]);
+    assert!(worker_ids(&p).is_empty());
+    for wid in ["feedfacecafe", "deadbeef0001"] {
+        p.expect_failure(json!({"operation": "stop", "worker_id": wid}), "not_found");
+    }
+    let e = p.expect_failure(json!({"operation": "create", "task": "taken"}), "internal");
+    assert!(
+        e["message"].as_str().unwrap().contains("does not own"),
+        "{e}"
+    );
+    assert_eq!(pods(&api).len(), 3, "foreign pods untouched");
+}
+
+#[test]
+fn failing_pods_are_reported_and_removed_and_refusals_are_clear() {
+    if !configured() {
+        return;
+    }
+    let pki = Pki::new("e2e-fail");
+    let standin = Standin::start(&pki, &["--ready-after", "0.2", "--deny", "delete"]);
+    let id = controller_id("k8s-fail");
+    let api = api(&standin, &pki);
+
+    let p = start(
+        &standin,
+        &pki,
+        &id,
+        &["-worker-image=registry.example/pull-fails:1"],
+    );
+    let e = p.expect_failure(
+        json!({"operation": "create", "task": "pull"}),
+        "image_not_found",
+    );
+    assert!(
+        e["message"].as_str().unwrap().contains("ImagePullBackOff"),
+        "{e}"
+    );
+    drop(p);
+    // RBAC denies delete here, so the failed pod stays (and the log says why); the next
+    // stand-in allows it. Whatever happens, nothing is left that is not listed.
+    let p = start(&standin, &pki, &id, &[]);
+    let listed = reply_data(&p.control(json!({"operation": "list"})));
+    assert_eq!(listed["workers"].as_array().unwrap().len(), 1, "{listed}");
+    let wid = listed["workers"][0]["worker_id"].clone();
+    let e = p.expect_failure(json!({"operation": "stop", "worker_id": wid}), "internal");
+    let message = e["message"].as_str().unwrap();
+    assert!(
+        message.contains("RBAC") && message.contains("cannot delete resource \"pods\""),
+        "{message}"
+    );
+    assert_eq!(pods(&api).len(), 1);
+    drop(p);
+    drop(standin);
+
+    let standin = Standin::start(&pki, &["--ready-after", "0.2"]);
+    let api = crate::k8s_e2e::api(&standin, &pki);
+    let p = start(
+        &standin,
+        &pki,
+        &id,
+        &["-worker-image=registry.example/crashes:1"],
+    );
+    let e = p.expect_failure(json!({"operation": "create", "task": "crash"}), "not_ready");
+    let message = e["message"].as_str().unwrap();
+    assert!(
+        message.contains("CrashLoopBackOff") && message.contains("exited with code 3"),
+        "{message}"
+    );
+    assert!(pods(&api).is_empty(), "the failed pod was removed");
+    let p = start(
+        &standin,
+        &pki,
+        &id,
+        &["-worker-image=registry.example/pull-fails:1"],
+    );
+    p.expect_failure(
+        json!({"operation": "create", "task": "pull"}),
+        "image_not_found",
+    );
+    assert!(pods(&api).is_empty(), "the failed pod was removed");
+
+    // The API goes away: readiness says so, operations fail backend_unavailable.
+    assert_eq!(p.get("/readiness").status, 200);
+    drop(standin);
+    let r = p.get("/readiness");
+    assert_eq!(r.status, 503);
+    assert!(
+        r.text().contains("Kubernetes API unreachable"),
+        "{}",
+        r.text()
+    );
+    p.expect_failure(json!({"operation": "list"}), "backend_unavailable");
+}
+
+#[test]
+fn worker_url_template_and_startup_refusals() {
+    if !configured() {
+        return;
+    }
+    let pki = Pki::new("e2e-url");
+    let standin = Standin::start(&pki, &["--ready-after", "0"]);
+    let id = controller_id("k8s-url");
+    let p = start(
+        &standin,
+        &pki,
+        &id,
+        &[
+            "-k8s-worker-url=https://{pod}.agents.example.com:{port}/",
+            "-worker-ready-timeout=0",
+        ],
+    );
+    let w =
+        reply_data(&p.control(json!({"operation": "create", "task": "outside"})))["worker"].clone();
+    assert_eq!(
+        w["a2a_url"],
+        format!(
+            "https://{}.agents.example.com:9090",
+            pod_name(&id, "outside")
+        )
+    );
+    assert_eq!(
+        w["state"], "starting",
+        "WORKER_READY_TIMEOUT=0 does not wait"
+    );
+    // A key that does not belong to the certificate stops startup with one line naming it.
+    let mut args = flags(&standin, &pki);
+    args[4] = format!("-k8s-client-key-file={}", pki.path("stray.key").display());
+    let out = Command::new(env!("CARGO_BIN_EXE_a2a-worker-controller"))
+        .args(&args)
+        .args([
+            "-listen=127.0.0.1:0",
+            "-a2a-public-url=http://x",
+            "-worker-image=a2a-echo-worker:dev",
+        ])
+        .env_clear()
+        .env("A2A_AUTH_TOKEN", TOKEN)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err.lines().filter(|l| l.contains("ERROR")).collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(lines[0].contains("K8S_CLIENT_KEY_FILE"), "{err}");
+}
