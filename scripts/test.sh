@@ -35,6 +35,19 @@ export A2A_REQUIRE_PYTHON=1
 export A2A_TEST_K8S_PYTHON="$PWD/$venv/bin/python"
 export A2A_REQUIRE_K8S_VALIDATE=1
 
+step "kubectl (proves the Kubernetes stand-in's wire format)"
+if [ -z "${A2A_TEST_KUBECTL:-}" ] && command -v kubectl >/dev/null; then
+  export A2A_TEST_KUBECTL=$(command -v kubectl)
+fi
+if [ -n "${A2A_TEST_KUBECTL:-}" ]; then
+  "$A2A_TEST_KUBECTL" version --client 2>/dev/null | head -1 || true
+elif [ "${A2A_REQUIRE_KUBECTL:-}" = 1 ]; then
+  echo "A2A_REQUIRE_KUBECTL=1 but there is no kubectl" >&2
+  exit 1
+else
+  echo "SKIPPED: the kubectl wire-format test (needs kubectl: apt-get install kubernetes-client)" >&2
+fi
+
 step "JavaScript A2A SDK (@a2a-js/sdk 1.3.0) in target/js-interop"
 if command -v node >/dev/null && command -v npm >/dev/null; then
   js=target/js-interop

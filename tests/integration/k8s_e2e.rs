@@ -385,3 +385,93 @@ fn worker_url_template_and_startup_refusals() {
     assert_eq!(lines.len(), 1, "{err}");
     assert!(lines[0].contains("K8S_CLIENT_KEY_FILE"), "{err}");
 }
+
+/// kubectl, a real client nobody here wrote, proves the stand-in speaks the API's wire format:
+/// discovery, `get pods -l`, `create -f`, `delete pod`, interleaved with the controller's own
+/// calls. (`--validate=false`: client-side validation downloads the OpenAPI document, which
+/// the stand-in does not serve; the pod bodies are validated against the official schemas by
+/// `kubernetes-validate` above instead.)
+#[test]
+fn kubectl_reads_and_writes_what_the_controller_does() {
+    if !configured() {
+        return;
+    }
+    let Some(kubectl) = crate::support::env_or_skip("A2A_TEST_KUBECTL", "A2A_REQUIRE_KUBECTL")
+    else {
+        return;
+    };
+    let pki = Pki::new("e2e-kubectl");
+    let standin = Standin::start(&pki, &["--ready-after", "0.1"]);
+    let kubeconfig = pki.path("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: standin\n  cluster:\n    server: {}\n    certificate-authority: {}\nusers:\n- name: admin\n  user:\n    client-certificate: {}\n    client-key: {}\ncontexts:\n- name: standin\n  context: {{cluster: standin, user: admin, namespace: {NS}}}\ncurrent-context: standin\n",
+            standin.url,
+            pki.path("ca.crt").display(),
+            pki.path("client.crt").display(),
+            pki.path("client.key").display()
+        ),
+    )
+    .unwrap();
+    let run = |args: &[&str]| -> String {
+        let out = Command::new(&kubectl)
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .args(args)
+            .env("HOME", &pki.dir)
+            .output()
+            .expect("kubectl runs");
+        assert!(
+            out.status.success(),
+            "kubectl {args:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let id = controller_id("k8s-kubectl");
+    let p = start(&standin, &pki, &id, &[]);
+    let created = reply_data(&p.control(json!({"operation": "create", "task": "seen by kubectl"})));
+    crate::secrets::remember(created["token"].as_str().unwrap());
+    let owner = format!("a2a-worker-controller/owner={id}");
+    let listed: Value =
+        serde_json::from_str(&run(&["get", "pods", "-l", &owner, "-o", "json"])).unwrap();
+    let items = listed["items"].as_array().unwrap();
+    assert_eq!(items.len(), 1, "{listed}");
+    assert_eq!(
+        items[0]["metadata"]["name"],
+        pod_name(&id, "seen by kubectl")
+    );
+    assert_eq!(
+        items[0]["metadata"]["labels"]["a2a-worker-controller/worker-id"],
+        created["worker"]["worker_id"]
+    );
+    // A pod kubectl creates with this controller's labels is one of its workers.
+    let manifest = pki.path("pod.json");
+    std::fs::write(
+        &manifest,
+        json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "made-by-kubectl", "labels": {
+                "a2a-worker-controller/owner": id, "a2a-worker-controller/worker-id": "c0ffee000001",
+                "a2a-worker-controller/task": "by-hand"}},
+            "spec": {"containers": [{"name": "worker", "image": "a2a-echo-worker:dev"}]}})
+        .to_string(),
+    )
+    .unwrap();
+    assert!(run(&[
+        "create",
+        "--validate=false",
+        "-f",
+        manifest.to_str().unwrap()
+    ])
+    .contains("created"));
+    assert_eq!(worker_ids(&p).len(), 2);
+    // kubectl deletes the controller's pod; the controller's list follows.
+    let name = pod_name(&id, "seen by kubectl");
+    assert!(run(&["delete", "pod", &name]).contains("deleted"));
+    assert_eq!(worker_ids(&p), ["c0ffee000001"]);
+    let stopped = reply_data(&p.control(json!({"operation": "stop", "worker_id": "c0ffee000001"})));
+    assert_eq!(stopped["worker"]["task"], "by-hand");
+    assert!(!run(&["get", "pods", "-o", "name"]).contains("made-by-kubectl"));
+}

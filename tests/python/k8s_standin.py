@@ -8,8 +8,8 @@ and only those:
   Otherwise 401 with a `Status` whose reason is `Unauthorized`.
 - Core v1 pods, namespaced: `POST /api/v1/namespaces/{ns}/pods` → 201 with the stored pod;
   409 `AlreadyExists` on a name collision; 422 `Invalid` when the name is not a DNS-1123
-  label. `GET .../pods?labelSelector=` → `PodList` (selectors `k=v`, `k!=v`, `k`, `!k`, comma
-  = and). `GET .../pods/{name}` → 200 or 404 `NotFound`. `DELETE .../pods/{name}` → 200 with
+  label. `GET .../pods?labelSelector=&fieldSelector=` → `PodList` (label selectors `k=v`, `k!=v`,
+  `k`, `!k`, comma = and; field selectors `metadata.name=` and `metadata.namespace=`). `GET .../pods/{name}` → 200 or 404 `NotFound`. `DELETE .../pods/{name}` → 200 with
   the pod, or 404 `NotFound`.
 - "RBAC": verbs given with --deny are answered 403 `Forbidden`, with the API server's message
   ('pods "x" is forbidden: User "u" cannot delete resource "pods" in API group "" in the
@@ -19,6 +19,9 @@ and only those:
   `ImagePullBackOff`; one containing `crashes` runs, then shows `CrashLoopBackOff` with the
   last termination's exit code.
 - --throttle-once answers the first pod request 429 `TooManyRequests` with `Retry-After: 1`.
+- Discovery, as kubectl reads it before any call (the legacy, non-aggregated form): `/api`
+  (APIVersions), `/api/v1` (APIResourceList with pods), `/apis` (an empty APIGroupList), and
+  `/version`.
 - --record DIR appends the verb of every authorized pod request to DIR/verbs and writes every
   pod body sent to create as DIR/pod-N.json, so the tests can check the RBAC Role against the
   calls really made and validate every body against the official schemas.
@@ -55,6 +58,19 @@ def status(code, reason, message, details=None):
     if details:
         body["details"] = details
     return code, body
+
+
+def fields_match(pod, selector):
+    for term in filter(None, (t.strip() for t in selector.split(","))):
+        k, _, v = term.partition("=")
+        v = v.lstrip("=")
+        negate = k.endswith("!")
+        k = k.rstrip("!")
+        actual = {"metadata.name": pod["metadata"].get("name"),
+                  "metadata.namespace": pod["metadata"].get("namespace")}.get(k)
+        if (actual == v) == negate:
+            return False
+    return True
 
 
 def matches(labels, selector):
@@ -155,6 +171,8 @@ class Handler(BaseHTTPRequestHandler):
         user = self.user()
         if user is None:
             return self.send_json(*status(401, "Unauthorized", "Unauthorized"))
+        if method == "GET" and url.path in ("/api", "/api/", "/apis", "/apis/", "/api/v1", "/api/v1/", "/version"):
+            return self.send_json(200, self.discovery(url.path.rstrip("/")))
         m = PODS.match(url.path)
         if not m:
             return self.send_json(*status(404, "NotFound", "the server could not find the requested resource"))
@@ -200,8 +218,9 @@ class Handler(BaseHTTPRequestHandler):
                 return self.send_json(201, store.view(pod, time.monotonic()))
             if method == "GET" and not name:
                 selector = query.get("labelSelector", "")
+                fields = query.get("fieldSelector", "")
                 items = [store.view(p, c) for (pns, _), (p, c) in sorted(store.pods.items()) if pns == ns
-                         and matches(p["metadata"].get("labels", {}), selector)]
+                         and matches(p["metadata"].get("labels", {}), selector) and fields_match(p, fields)]
                 return self.send_json(200, {"kind": "PodList", "apiVersion": "v1",
                                             "metadata": {"resourceVersion": str(store.version)}, "items": items})
             found = store.pods.get((ns, name))
@@ -214,6 +233,19 @@ class Handler(BaseHTTPRequestHandler):
                 store.version += 1
                 return self.send_json(200, store.view(*found))
         return self.send_json(*status(405, "MethodNotAllowed", "the server does not allow this method"))
+
+    def discovery(self, path):
+        port = self.server.server_address[1]
+        if path == "/api":
+            return {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [
+                {"clientCIDR": "0.0.0.0/0", "serverAddress": f"127.0.0.1:{port}"}]}
+        if path == "/apis":
+            return {"kind": "APIGroupList", "apiVersion": "v1", "groups": []}
+        if path == "/version":
+            return {"major": "1", "minor": "31", "gitVersion": "v1.31.0+standin", "platform": "linux/amd64"}
+        return {"kind": "APIResourceList", "groupVersion": "v1", "resources": [
+            {"name": "pods", "singularName": "pod", "namespaced": True, "kind": "Pod",
+             "verbs": ["create", "delete", "get", "list"], "shortNames": ["po"], "categories": ["all"]}]}
 
     def do_GET(self):
         self.handle_any("GET")
