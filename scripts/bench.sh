@@ -3,6 +3,9 @@
 #   load: 64 clients doing `list` for LOAD_SECONDS (default 60) while creates and stops run,
 #   against a real engine; list latency under load vs one client alone, resident memory at the
 #   end vs after warm-up, threads. Release build.
+#   k8s: create+stop and list through the controller against the same calls made directly to
+#   the stand-in Kubernetes API server (TLS, client certificate), as ratios. Needs python3 and
+#   openssl; K8S_BENCH_ROUNDS (default 200).
 # The engine: A2A_TEST_DOCKER_HOST, else the system engine, else (root + dockerd) a private one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,3 +20,6 @@ DOCKER_HOST=$A2A_TEST_DOCKER_HOST scripts/build-worker-image.sh a2a-echo-worker:
 export A2A_REQUIRE_DOCKER=1 LOAD_SECONDS=${LOAD_SECONDS:-60} LOAD_CLIENTS=${LOAD_CLIENTS:-64}
 cargo test --release --locked --quiet --test integration load -- --ignored --nocapture 2>&1 \
   | grep -E '^(LOAD|test result)'
+A2A_TEST_K8S_PYTHON=${A2A_TEST_K8S_PYTHON:-$(command -v python3)} \
+  cargo test --release --locked --quiet --test integration k8s_bench -- --ignored --nocapture 2>&1 \
+  | grep -E '^(K8S|test result)'

@@ -475,3 +475,77 @@ fn kubectl_reads_and_writes_what_the_controller_does() {
     assert_eq!(stopped["worker"]["task"], "by-hand");
     assert!(!run(&["get", "pods", "-o", "name"]).contains("made-by-kubectl"));
 }
+
+fn p50(mut samples: Vec<std::time::Duration>) -> std::time::Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+/// Benchmark, not a timed test (scripts/bench.sh runs it in release): create+stop and list
+/// through the controller against the same calls made directly to the stand-in by the same
+/// client code, reported as ratios measured in one run.
+#[test]
+#[ignore = "a benchmark; scripts/bench.sh runs it"]
+fn k8s_bench_controller_against_direct_calls() {
+    use std::time::Instant;
+    if !configured() {
+        return;
+    }
+    let rounds: usize = std::env::var("K8S_BENCH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200);
+    let pki = Pki::new("bench");
+    let standin = Standin::start(&pki, &["--ready-after", "0"]);
+    let id = controller_id("k8s-bench");
+    let p = start(&standin, &pki, &id, &[]);
+    let api = api(&standin, &pki);
+    let path = format!("/api/v1/namespaces/{NS}/pods");
+    for i in 0..5 {
+        reply_data(&p.control(json!({"operation": "create", "task": format!("standing {i}")})));
+    }
+    let selector = format!("{path}?labelSelector=a2a-worker-controller%2Fowner%3D{id}");
+
+    let (mut direct_churn, mut direct_list) = (Vec::new(), Vec::new());
+    let (mut via_churn, mut via_list) = (Vec::new(), Vec::new());
+    for i in 0..rounds {
+        // Direct: POST, GET (the readiness look), DELETE; and one list.
+        let name = format!("direct-{i}");
+        let started = Instant::now();
+        let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"containers": [{"name": "worker", "image": "a2a-echo-worker:dev"}]}});
+        api.call(K8sMethod::Post, &path, Some(&pod)).unwrap();
+        api.call(K8sMethod::Get, &format!("{path}/{name}"), None)
+            .unwrap();
+        api.call(K8sMethod::Delete, &format!("{path}/{name}"), None)
+            .unwrap();
+        direct_churn.push(started.elapsed());
+        let started = Instant::now();
+        api.call(K8sMethod::Get, &selector, None).unwrap();
+        direct_list.push(started.elapsed());
+
+        // Through the controller: create (waits for Ready), stop; and one list.
+        let started = Instant::now();
+        let w =
+            reply_data(&p.control(json!({"operation": "create", "task": format!("bench {i}")})));
+        reply_data(&p.control(json!({"operation": "stop", "worker_id": w["worker"]["worker_id"]})));
+        via_churn.push(started.elapsed());
+        let started = Instant::now();
+        reply_data(&p.control(json!({"operation": "list"})));
+        via_list.push(started.elapsed());
+    }
+    let (dc, dl, vc, vl) = (
+        p50(direct_churn),
+        p50(direct_list),
+        p50(via_churn),
+        p50(via_list),
+    );
+    println!(
+        "K8S {rounds} rounds: create+stop p50 direct {dc:?}, through the controller {vc:?} ({:.1}x)",
+        vc.as_secs_f64() / dc.as_secs_f64()
+    );
+    println!(
+        "K8S list of 5 workers p50 direct {dl:?}, through the controller {vl:?} ({:.1}x)",
+        vl.as_secs_f64() / dl.as_secs_f64()
+    );
+}
