@@ -118,6 +118,12 @@ fn create_list_stop_and_tokens_stay_in_the_pod_environment() {
     assert!(env.to_string().contains(&token));
     assert!(!pod["metadata"].to_string().contains(&token));
 
+    // A second create for the task: the API server's 409, answered with the existing worker.
+    let e = p.expect_failure(
+        json!({"operation": "create", "task": task}),
+        "worker_exists",
+    );
+    assert_eq!(e["worker_id"], worker["worker_id"]);
     let listed = reply_data(&p.control(json!({"operation": "list"})));
     assert_eq!(listed["workers"][0]["task"], task);
     assert_eq!(listed["workers"][0]["state"], "running");
@@ -148,7 +154,7 @@ fn create_list_stop_and_tokens_stay_in_the_pod_environment() {
         .map(str::to_string)
         .collect();
     let verbs: Vec<String> = verbs.into_iter().collect();
-    assert_eq!(verbs, ["create", "delete", "get", "list"]);
+    assert_eq!(verbs, ["create", "delete", "get", "list", "watch"]);
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let out = Command::new(std::env::var_os("A2A_TEST_K8S_PYTHON").unwrap())
         .arg(root.join("tests/python/k8s_manifests.py"))
@@ -547,5 +553,33 @@ fn k8s_bench_controller_against_direct_calls() {
     println!(
         "K8S list of 5 workers p50 direct {dl:?}, through the controller {vl:?} ({:.1}x)",
         vl.as_secs_f64() / dl.as_secs_f64()
+    );
+}
+
+#[test]
+fn without_watch_permission_create_polls_for_readiness() {
+    if !configured() {
+        return;
+    }
+    let pki = Pki::new("e2e-nowatch");
+    let standin = Standin::start(&pki, &["--ready-after", "0.4", "--deny", "watch"]);
+    let id = controller_id("k8s-nowatch");
+    let p = start(&standin, &pki, &id, &[]);
+    let w =
+        reply_data(&p.control(json!({"operation": "create", "task": "polled"})))["worker"].clone();
+    assert_eq!(w["state"], "running", "{w}");
+    let p2 = start(
+        &standin,
+        &pki,
+        &id,
+        &["-worker-image=registry.example/crashes:1"],
+    );
+    let e = p2.expect_failure(
+        json!({"operation": "create", "task": "polled crash"}),
+        "not_ready",
+    );
+    assert!(
+        e["message"].as_str().unwrap().contains("CrashLoopBackOff"),
+        "{e}"
     );
 }

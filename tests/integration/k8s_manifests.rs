@@ -17,8 +17,8 @@ use serde_json::{json, Value};
 
 use crate::support::env_or_skip;
 
-/// The pod verbs the backend uses: create, get (readiness, name collisions), list, delete.
-const VERBS: &str = "create,get,list,delete";
+/// The pod verbs the backend uses: create, get (name collisions), list, watch (readiness), delete.
+const VERBS: &str = "create,get,list,watch,delete";
 
 /// Pod bodies for a few settings and templates, as the backend would send them.
 fn pods() -> Vec<(String, Value)> {

@@ -11,6 +11,10 @@ and only those:
   label. `GET .../pods?labelSelector=&fieldSelector=` → `PodList` (label selectors `k=v`, `k!=v`,
   `k`, `!k`, comma = and; field selectors `metadata.name=` and `metadata.namespace=`). `GET .../pods/{name}` → 200 or 404 `NotFound`. `DELETE .../pods/{name}` → 200 with
   the pod, or 404 `NotFound`.
+- Watch: `GET .../pods?watch=1&fieldSelector=...&labelSelector=...&timeoutSeconds=N` streams
+  one JSON event per line, chunked: `ADDED` for each matching pod at the start (a watch without
+  a resourceVersion starts from the current state), then `MODIFIED` whenever a pod's status
+  changes and `DELETED` when it goes; the stream ends after timeoutSeconds (default 30).
 - "RBAC": verbs given with --deny are answered 403 `Forbidden`, with the API server's message
   ('pods "x" is forbidden: User "u" cannot delete resource "pods" in API group "" in the
   namespace "ns"').
@@ -177,7 +181,8 @@ class Handler(BaseHTTPRequestHandler):
         if not m:
             return self.send_json(*status(404, "NotFound", "the server could not find the requested resource"))
         ns, name = unquote(m.group(1)), m.group(2) and unquote(m.group(2))
-        verb = {"GET": "get" if name else "list", "POST": "create", "DELETE": "delete"}[method]
+        watching = method == "GET" and not name and query.get("watch") in ("1", "true")
+        verb = "watch" if watching else {"GET": "get" if name else "list", "POST": "create", "DELETE": "delete"}[method]
         if opts.record:
             with self.server.record_lock:
                 with open(os.path.join(opts.record, "verbs"), "a") as f:
@@ -196,6 +201,8 @@ class Handler(BaseHTTPRequestHandler):
                 self.server.throttled = True
                 code, body = status(429, "TooManyRequests", "Too many requests, please try again later.")
                 return self.send_json(code, body, {"Retry-After": "1"})
+        if watching:
+            return self.watch(ns, query)
         with store.lock:
             if method == "POST" and not name:
                 try:
@@ -234,6 +241,42 @@ class Handler(BaseHTTPRequestHandler):
                 return self.send_json(200, store.view(*found))
         return self.send_json(*status(405, "MethodNotAllowed", "the server does not allow this method"))
 
+    def watch(self, ns, query):
+        store = self.server.store
+        selector, fields = query.get("labelSelector", ""), query.get("fieldSelector", "")
+        timeout = min(float(query.get("timeoutSeconds") or 30), 300)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        sent = {}
+        deadline = time.monotonic() + timeout
+        try:
+            while time.monotonic() < deadline:
+                with store.lock:
+                    now = {n: store.view(p, c) for (pns, n), (p, c) in store.pods.items() if pns == ns
+                           and matches(p["metadata"].get("labels", {}), selector) and fields_match(p, fields)}
+                events = []
+                for n, pod in sorted(now.items()):
+                    text = json.dumps(pod, sort_keys=True)
+                    if n not in sent:
+                        events.append(("ADDED", pod))
+                    elif sent[n] != text:
+                        events.append(("MODIFIED", pod))
+                    sent[n] = text
+                for n in [n for n in sent if n not in now]:
+                    events.append(("DELETED", json.loads(sent.pop(n))))
+                for kind, pod in events:
+                    line = json.dumps({"type": kind, "object": pod}).encode() + b"\n"
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
+                    self.wfile.flush()
+                time.sleep(0.05)
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
+            pass
+        self.close_connection = True
+
     def discovery(self, path):
         port = self.server.server_address[1]
         if path == "/api":
@@ -245,7 +288,7 @@ class Handler(BaseHTTPRequestHandler):
             return {"major": "1", "minor": "31", "gitVersion": "v1.31.0+standin", "platform": "linux/amd64"}
         return {"kind": "APIResourceList", "groupVersion": "v1", "resources": [
             {"name": "pods", "singularName": "pod", "namespaced": True, "kind": "Pod",
-             "verbs": ["create", "delete", "get", "list"], "shortNames": ["po"], "categories": ["all"]}]}
+             "verbs": ["create", "delete", "get", "list", "watch"], "shortNames": ["po"], "categories": ["all"]}]}
 
     def do_GET(self):
         self.handle_any("GET")

@@ -9,10 +9,11 @@
 
 use std::fmt;
 use std::fs;
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::Value;
 use ureq::tls::{Certificate, ClientCert, PemItem, PrivateKey, RootCerts, TlsConfig};
@@ -24,6 +25,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const MAX_RESPONSE: u64 = 32 << 20;
 /// The longest `Retry-After` honoured (once) before giving up with `TooManyRequests`.
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(10);
+/// The longest watch event line read (a pod is a few KiB).
+const MAX_EVENT: u64 = 4 << 20;
 /// Where a pod finds its service account's credentials.
 pub const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 
@@ -399,6 +402,79 @@ impl Api {
                 }
             }
             return Err(status_error(status, &bytes));
+        }
+    }
+
+    /// One watch (`path` carries `watch=1`): `on_event(type, object)` sees each event until it
+    /// returns `Some`, the server ends the stream (`Ok(None)`), or `until` passes (`Ok(None)`).
+    /// An `ERROR` event is returned as its `Status`. A 401 re-reads the token once.
+    pub fn watch<T>(
+        &self,
+        path: &str,
+        until: Instant,
+        mut on_event: impl FnMut(&str, &Value) -> Option<T>,
+    ) -> Result<Option<T>, ApiError> {
+        let url = format!("{}{path}", self.base);
+        let unreachable = |e: ureq::Error| ApiError::Unreachable(format!("{} ({e})", self.base));
+        let mut reread_token = false;
+        let mut response = loop {
+            let left = until.saturating_duration_since(Instant::now());
+            let mut request = self
+                .agent
+                .get(&url)
+                .config()
+                .timeout_global(Some(left + CONNECT_TIMEOUT))
+                .build()
+                .header("Accept", "application/json");
+            if let Some(t) = &self.token {
+                request = request.header(
+                    "Authorization",
+                    format!("Bearer {}", t.current(reread_token)?),
+                );
+            }
+            let mut response = request.call().map_err(unreachable)?;
+            let status = response.status().as_u16();
+            if (200..300).contains(&status) {
+                break response;
+            }
+            let body = response
+                .body_mut()
+                .with_config()
+                .limit(MAX_RESPONSE)
+                .read_to_vec()
+                .map_err(unreachable)?;
+            if status == 401 && self.token.is_some() && !reread_token {
+                reread_token = true;
+                continue;
+            }
+            return Err(status_error(status, &body));
+        };
+        let mut reader = BufReader::new(response.body_mut().as_reader());
+        loop {
+            if Instant::now() >= until {
+                return Ok(None);
+            }
+            let mut line = Vec::new();
+            let n = (&mut reader)
+                .take(MAX_EVENT)
+                .read_until(b'\n', &mut line)
+                .map_err(|e| ApiError::Unreachable(format!("{} (watch: {e})", self.base)))?;
+            if n == 0 {
+                return Ok(None);
+            }
+            if line.trim_ascii().is_empty() {
+                continue;
+            }
+            let event: Value = serde_json::from_slice(&line)
+                .map_err(|e| ApiError::Protocol(format!("watch event: {e}")))?;
+            let kind = event["type"].as_str().unwrap_or("");
+            if kind == "ERROR" {
+                let code = event["object"]["code"].as_u64().unwrap_or(500) as u16;
+                return Err(status_error(code, event["object"].to_string().as_bytes()));
+            }
+            if let Some(done) = on_event(kind, &event["object"]) {
+                return Ok(Some(done));
+            }
         }
     }
 

@@ -203,40 +203,105 @@ impl K8sBackend {
         }
     }
 
-    /// Waits for the pod's `Ready` condition; a pod that fails (image pull, crash, cannot be
-    /// scheduled or configured) or does not get ready in time is deleted, with the reason.
+    /// Waits for the pod's `Ready` condition, with a watch on the pod (polling if the API will
+    /// not watch); a pod that fails (image pull, crash, cannot be scheduled or configured) or
+    /// does not get ready in time is deleted, with the reason.
     fn wait_ready(&self, name: &str) -> Result<(), BackendError> {
         let deadline = Instant::now() + self.ready_timeout;
+        let mut last = String::from("it was not scheduled yet");
+        let mut watching = true;
         loop {
-            let Some(pod) = self.get(name)? else {
-                return Err(BackendError::NotReady(
-                    "the pod disappeared while starting".into(),
-                ));
-            };
-            let last = match pod.progress() {
-                Progress::Ready => return Ok(()),
-                Progress::Waiting(why) => why,
-                Progress::ImageFailed(why) => {
-                    self.delete_quietly(name);
-                    return Err(BackendError::ImageNotFound(format!(
-                        "{} ({why})",
-                        self.container.image
-                    )));
-                }
-                Progress::Failed(why) => {
-                    self.delete_quietly(name);
-                    return Err(BackendError::NotReady(why));
-                }
-            };
-            if Instant::now() >= deadline {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
                 self.delete_quietly(name);
                 return Err(BackendError::NotReady(format!(
                     "the pod did not become Ready within {}s: {last}",
                     self.ready_timeout.as_secs_f32()
                 )));
             }
+            let verdict = if watching {
+                let path = format!(
+                    "{}?watch=1&fieldSelector={}&timeoutSeconds={}",
+                    self.pods_path(),
+                    percent_encode(&format!("metadata.name={name}")),
+                    left.as_secs().max(1)
+                );
+                let started = Instant::now();
+                let watched = self.api.watch(&path, deadline, |kind, object| {
+                    if kind == "DELETED" {
+                        return Some(Verdict::Gone);
+                    }
+                    let pod = serde_json::from_value::<Pod>(object.clone()).ok()?;
+                    match judge(&pod) {
+                        Verdict::Waiting(why) => {
+                            last = why;
+                            None
+                        }
+                        decided => Some(decided),
+                    }
+                });
+                match watched {
+                    Ok(Some(decided)) => decided,
+                    Ok(None) => {
+                        // The stream ended (its timeout, or the server): watch again.
+                        if started.elapsed() < POLL {
+                            thread::sleep(POLL);
+                        }
+                        continue;
+                    }
+                    Err(ApiError::Unreachable(why)) => return Err(BackendError::Unavailable(why)),
+                    Err(e) => {
+                        log::debug!("watching pod {name} failed ({e}); polling it instead");
+                        watching = false;
+                        continue;
+                    }
+                }
+            } else {
+                match self.get(name)? {
+                    None => Verdict::Gone,
+                    Some(pod) => judge(&pod),
+                }
+            };
+            match verdict {
+                Verdict::Ready => return Ok(()),
+                Verdict::Waiting(why) => last = why,
+                Verdict::Gone => {
+                    return Err(BackendError::NotReady(
+                        "the pod disappeared while starting".into(),
+                    ))
+                }
+                Verdict::ImageFailed(why) => {
+                    self.delete_quietly(name);
+                    return Err(BackendError::ImageNotFound(format!(
+                        "{} ({why})",
+                        self.container.image
+                    )));
+                }
+                Verdict::Failed(why) => {
+                    self.delete_quietly(name);
+                    return Err(BackendError::NotReady(why));
+                }
+            }
             thread::sleep(POLL);
         }
+    }
+}
+
+/// What one look at a starting pod decides.
+enum Verdict {
+    Ready,
+    Waiting(String),
+    Gone,
+    ImageFailed(String),
+    Failed(String),
+}
+
+fn judge(pod: &Pod) -> Verdict {
+    match pod.progress() {
+        Progress::Ready => Verdict::Ready,
+        Progress::Waiting(why) => Verdict::Waiting(why),
+        Progress::ImageFailed(why) => Verdict::ImageFailed(why),
+        Progress::Failed(why) => Verdict::Failed(why),
     }
 }
 
