@@ -583,3 +583,57 @@ fn without_watch_permission_create_polls_for_readiness() {
         "{e}"
     );
 }
+
+#[test]
+fn a_rotated_token_file_keeps_the_controller_working() {
+    if !configured() {
+        return;
+    }
+    let pki = Pki::new("e2e-rotate");
+    // What the stand-in accepts, and what the controller's token file says.
+    let accepted = pki.path("accepted");
+    let token = pki.path("token");
+    let set = |path: &Path, value: &str| {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::fs::write(path, value).unwrap();
+    };
+    set(&accepted, "token-one");
+    set(&token, "token-one");
+    let standin = Standin::start(
+        &pki,
+        &[
+            "--ready-after",
+            "0.1",
+            "--token-file",
+            accepted.to_str().unwrap(),
+        ],
+    );
+    let id = controller_id("k8s-rotate");
+    let args = [
+        "-backend=k8s".to_string(),
+        format!("-k8s-api-url={}", standin.url),
+        format!("-k8s-ca-file={}", pki.path("ca.crt").display()),
+        format!("-k8s-token-file={}", token.display()),
+        format!("-k8s-namespace={NS}"),
+    ];
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let p = Proc::start(Path::new("/nonexistent/docker.sock"), &id, &refs);
+    reply_data(&p.control(json!({"operation": "create", "task": "before rotation"})));
+    // The token rotates (the kubelet rewrites the file; the API accepts only the new one).
+    set(&accepted, "token-two");
+    set(&token, "token-two");
+    reply_data(&p.control(json!({"operation": "create", "task": "after rotation"})));
+    assert_eq!(worker_ids(&p).len(), 2);
+    assert_eq!(p.get("/readiness").status, 200);
+    // The API stops accepting the controller's token: readiness says why, operations fail
+    // backend_unavailable naming the refusal.
+    set(&accepted, "token-three");
+    let r = p.get("/readiness");
+    assert_eq!(r.status, 503);
+    assert!(r.text().contains("401"), "{}", r.text());
+    let e = p.expect_failure(json!({"operation": "list"}), "backend_unavailable");
+    assert!(
+        e["message"].as_str().unwrap().contains("credentials"),
+        "{e}"
+    );
+}
