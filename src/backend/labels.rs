@@ -106,6 +106,22 @@ pub fn task_label_value(task: &str) -> String {
     }
 }
 
+/// Whether `value` can be a Kubernetes label value (a worker id given to stop may not be).
+pub fn is_label_value(value: &str) -> bool {
+    value.len() <= 63
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+        && value
+            .bytes()
+            .next()
+            .is_none_or(|b| b.is_ascii_alphanumeric())
+        && value
+            .bytes()
+            .last()
+            .is_none_or(|b| b.is_ascii_alphanumeric())
+}
+
 /// 128 bits of FNV-1a over (controller id, task), hex: two independent 64-bit lanes.
 fn task_hash(controller_id: &str, task: &str) -> String {
     let bytes = || controller_id.bytes().chain([0u8]).chain(task.bytes());
@@ -164,22 +180,6 @@ mod tests {
         assert!(container_name("c", &"x".repeat(256)).len() < 100);
     }
 
-    /// Kubernetes label value syntax.
-    fn is_label_value(value: &str) -> bool {
-        value.len() <= 63
-            && value
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
-            && value
-                .bytes()
-                .next()
-                .is_none_or(|b| b.is_ascii_alphanumeric())
-            && value
-                .bytes()
-                .last()
-                .is_none_or(|b| b.is_ascii_alphanumeric())
-    }
-
     fn dns_label(s: &str) -> bool {
         !s.is_empty()
             && s.len() <= 63
@@ -224,6 +224,7 @@ mod tests {
         assert!(task_label_value("Fix the login bug!").starts_with("Fix-the-login-bug-"));
         assert!(!is_label_value("-x") && !is_label_value(&"a".repeat(64)));
         assert!(is_label_value("") && is_label_value("3f9c2a1b7d4e"));
+        assert!(!is_label_value("a=b"));
     }
 
     #[test]

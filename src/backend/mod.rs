@@ -5,8 +5,9 @@
 //!
 //! - `docker/`: containers on a Docker (or Podman) engine.
 //! - `k8s/`: pods on Kubernetes (in progress: the worker pod so far).
-//! - `probe`, `labels`, `worker_env`: what every container or pod backend shares (readiness,
-//!   ownership labels and deterministic names, the worker's environment).
+//! - `probe`, `labels`, `worker_env`, `query`: what every container or pod backend shares
+//!   (readiness, ownership labels and deterministic names, the worker's environment, query
+//!   encoding).
 //!
 //! Which layer owns which guarantee:
 //! - **One worker per task** is owned by the backend: [`Backend::create`] must refuse a second
@@ -25,6 +26,7 @@ pub(crate) mod docker;
 pub(crate) mod k8s;
 pub(crate) mod labels;
 pub(crate) mod probe;
+pub(crate) mod query;
 pub(crate) mod worker_env;
 
 use std::fmt;

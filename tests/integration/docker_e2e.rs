@@ -140,20 +140,7 @@ fn concurrent_creates() {
             .collect();
         hs.into_iter().map(|h| h.join().unwrap()).collect()
     });
-    let winners: Vec<&Value> = same
-        .iter()
-        .filter(|t| t["status"]["state"] == "TASK_STATE_COMPLETED")
-        .collect();
-    assert_eq!(winners.len(), 1, "{same:?}");
-    let winner_id = reply_data(winners[0])["worker"]["worker_id"].clone();
-    for t in same
-        .iter()
-        .filter(|t| t["status"]["state"] != "TASK_STATE_COMPLETED")
-    {
-        let e = control_error(t, "TASK_STATE_FAILED");
-        assert_eq!(e["code"], "worker_exists", "{t}");
-        assert_eq!(e["worker_id"], winner_id);
-    }
+    crate::support::one_winner(&same);
     assert_eq!(cleanup.owned().len(), 1, "exactly one container");
 
     let different: Vec<Value> = std::thread::scope(|s| {

@@ -190,20 +190,7 @@ fn one_worker_per_task_across_two_controller_processes_and_restarts() {
             .collect();
         hs.into_iter().map(|h| h.join().unwrap()).collect()
     });
-    let winners: Vec<&Value> = results
-        .iter()
-        .filter(|t| t["status"]["state"] == "TASK_STATE_COMPLETED")
-        .collect();
-    assert_eq!(winners.len(), 1, "{results:?}");
-    let winner = reply_data(winners[0])["worker"]["worker_id"].clone();
-    for t in results
-        .iter()
-        .filter(|t| t["status"]["state"] != "TASK_STATE_COMPLETED")
-    {
-        let e = crate::support::control_error(t, "TASK_STATE_FAILED");
-        assert_eq!(e["code"], "worker_exists", "{t}");
-        assert_eq!(e["worker_id"], winner);
-    }
+    crate::support::one_winner(&results);
     assert_eq!(pods(&api(&standin, &pki)).len(), 1);
     reply_data(&b.control(json!({"operation": "create", "task": "second"})));
     let before = worker_ids(&a);

@@ -97,6 +97,20 @@ fn pods() -> Vec<(String, Value)> {
         .collect()
 }
 
+/// Runs the checker over the deploy files and the pod bodies in `dir` (then removes `dir`).
+fn check(python: &std::ffi::OsStr, dir: &Path) -> std::process::Output {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new(python)
+        .arg(root.join("tests/python/k8s_manifests.py"))
+        .arg(root.join("scripts/k8s"))
+        .arg(dir)
+        .arg(VERBS)
+        .output()
+        .expect("python runs");
+    let _ = std::fs::remove_dir_all(dir);
+    out
+}
+
 #[test]
 fn deploy_files_and_worker_pods_validate_against_the_official_schemas() {
     let Some(python) = env_or_skip("A2A_TEST_K8S_PYTHON", "A2A_REQUIRE_K8S_VALIDATE") else {
@@ -107,15 +121,7 @@ fn deploy_files_and_worker_pods_validate_against_the_official_schemas() {
     for (name, pod) in pods() {
         std::fs::write(dir.join(format!("{name}.json")), pod.to_string()).unwrap();
     }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let out = Command::new(python)
-        .arg(root.join("tests/python/k8s_manifests.py"))
-        .arg(root.join("scripts/k8s"))
-        .arg(&dir)
-        .arg(VERBS)
-        .output()
-        .expect("python runs");
-    let _ = std::fs::remove_dir_all(&dir);
+    let out = check(&python, &dir);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success() && stdout.contains("k8s manifests: ok"),
@@ -135,15 +141,7 @@ fn a_pod_that_breaks_the_schema_is_caught() {
     let (_, mut pod) = pods().remove(0);
     pod["spec"]["containers"][0]["bogusField"] = json!(1);
     std::fs::write(dir.join("bad.json"), pod.to_string()).unwrap();
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let out = Command::new(python)
-        .arg(root.join("tests/python/k8s_manifests.py"))
-        .arg(root.join("scripts/k8s"))
-        .arg(&dir)
-        .arg(VERBS)
-        .output()
-        .expect("python runs");
-    let _ = std::fs::remove_dir_all(&dir);
+    let out = check(&python, &dir);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(!out.status.success(), "{stdout}");
     assert!(stdout.contains("bogusField"), "{stdout}");

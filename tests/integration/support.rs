@@ -304,6 +304,26 @@ pub fn control_error(task: &Value, state: &str) -> Value {
     parts[1]["data"]["error"].clone()
 }
 
+/// Racing creates for one task: exactly one completed, every other one failed
+/// `worker_exists` naming the winner. Returns the winner's worker id.
+pub fn one_winner(results: &[Value]) -> Value {
+    let winners: Vec<&Value> = results
+        .iter()
+        .filter(|t| t["status"]["state"] == "TASK_STATE_COMPLETED")
+        .collect();
+    assert_eq!(winners.len(), 1, "{results:?}");
+    let winner = reply_data(winners[0])["worker"]["worker_id"].clone();
+    for t in results
+        .iter()
+        .filter(|t| t["status"]["state"] != "TASK_STATE_COMPLETED")
+    {
+        let e = control_error(t, "TASK_STATE_FAILED");
+        assert_eq!(e["code"], "worker_exists", "{t}");
+        assert_eq!(e["worker_id"], winner);
+    }
+    winner
+}
+
 pub fn error_reason(error: &Value) -> &str {
     error["data"][0]["reason"].as_str().unwrap_or("")
 }

@@ -12,6 +12,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::unix_socket;
+use crate::backend::query::percent_encode;
 
 /// The newest API version this client knows; all calls used are unchanged from 1.41 on.
 pub const NEWEST_API: (u32, u32) = (1, 47);
@@ -497,18 +498,6 @@ fn status_error(status: u16, body: &[u8]) -> EngineError {
         status,
         message: error_message(body),
     }
-}
-
-fn percent_encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() * 3);
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 #[cfg(test)]

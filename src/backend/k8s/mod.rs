@@ -20,6 +20,7 @@ use serde_json::Value;
 
 use self::api::{Api, ApiConfig, ApiError, ConfigError, Method, Reason};
 use self::status::{Pod, Progress};
+use super::query::percent_encode;
 use super::{labels, worker_env};
 use super::{Backend, BackendError, BackendKind, CreateSpec, Worker, WorkerState};
 use crate::settings::{ContainerSettings, K8sSettings};
@@ -365,7 +366,7 @@ impl Backend for K8sBackend {
     }
 
     fn stop(&self, worker_id: &str) -> Result<Worker, BackendError> {
-        if !status::is_label_value(worker_id) {
+        if !labels::is_label_value(worker_id) {
             // No pod can carry it as a label: it is not one of ours.
             return Err(BackendError::NotFound);
         }
@@ -422,16 +423,4 @@ fn api_error(e: ApiError) -> BackendError {
             BackendError::Internal(other.to_string())
         }
     }
-}
-
-fn percent_encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() * 3);
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }

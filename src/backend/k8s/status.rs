@@ -228,22 +228,6 @@ impl Pod {
     }
 }
 
-/// Whether `value` can be a Kubernetes label value (a worker id given to stop may not be).
-pub fn is_label_value(value: &str) -> bool {
-    value.len() <= 63
-        && value
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
-        && value
-            .bytes()
-            .next()
-            .is_none_or(|b| b.is_ascii_alphanumeric())
-        && value
-            .bytes()
-            .last()
-            .is_none_or(|b| b.is_ascii_alphanumeric())
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -310,14 +294,6 @@ mod tests {
         assert_eq!(
             pod(json!({"phase": "Unknown"})).state().0,
             WorkerState::Unknown
-        );
-    }
-
-    #[test]
-    fn label_values() {
-        assert!(is_label_value("3f9c2a1b7d4e") && is_label_value(""));
-        assert!(
-            !is_label_value("-x") && !is_label_value(&"a".repeat(64)) && !is_label_value("a=b")
         );
     }
 }
