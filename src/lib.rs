@@ -57,6 +57,8 @@ pub mod testing {
     pub use crate::backend::k8s::pod::{check_template, manifest as k8s_pod, PodInputs};
     pub use crate::backend::k8s::K8sBackend;
     pub use crate::backend::labels::{container_name, owner_selector, pod_name};
+    pub use crate::backend::local::store::{Record as LocalRecord, Store as LocalStore};
+    pub use crate::backend::local::task::{session_id, task_file};
     pub use crate::backend::worker_env::environment as worker_environment;
     pub use crate::metrics::Metrics;
 }

@@ -4,7 +4,8 @@
 //! `lib.rs` is the one place that builds one.
 //!
 //! - `docker/`: containers on a Docker (or Podman) engine.
-//! - `k8s/`: pods on Kubernetes (in progress: the worker pod so far).
+//! - `k8s/`: pods on Kubernetes.
+//! - `local/`: WezTerm tabs (in progress: the state file and task files so far).
 //! - `probe`, `labels`, `worker_env`, `query`: what every container or pod backend shares
 //!   (readiness, ownership labels and deterministic names, the worker's environment, query
 //!   encoding).
@@ -25,6 +26,7 @@
 pub(crate) mod docker;
 pub(crate) mod k8s;
 pub(crate) mod labels;
+pub(crate) mod local;
 pub(crate) mod probe;
 pub(crate) mod query;
 pub(crate) mod worker_env;

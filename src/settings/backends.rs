@@ -162,11 +162,12 @@ impl Raw {
             "LOCAL_TASK_DIR",
             &self.required("LOCAL_TASK_DIR", " for the local backend")?,
         )?;
+        let command = local_command(&self.required("LOCAL_COMMAND", " for the local backend")?)?;
         Ok(LocalSettings {
             wezterm,
             state_file,
             task_dir,
-            command: self.required("LOCAL_COMMAND", " for the local backend")?,
+            command,
         })
     }
 }
@@ -192,4 +193,34 @@ fn worker_url(template: &str) -> Result<String, Error> {
         ));
     }
     Ok(template.trim_end_matches('/').to_string())
+}
+
+/// `LOCAL_COMMAND`: a JSON array of strings (the program and its arguments, each argument
+/// whole, with `{task}`, `{task_file}`, `{worker_id}` substituted per argument and never through
+/// a shell), or a value not starting with `[`, which is one program path without arguments.
+fn local_command(value: &str) -> Result<Vec<String>, Error> {
+    let argv: Vec<String> = if value.starts_with('[') {
+        serde_json::from_str(value).map_err(|e| {
+            invalid(
+                "LOCAL_COMMAND",
+                format!("not a JSON array of strings ({e}); e.g. [\"/usr/local/bin/claude\", \"--task\", \"{{task_file}}\"]"),
+            )
+        })?
+    } else {
+        vec![value.to_string()]
+    };
+    match argv.first() {
+        None => Err(invalid(
+            "LOCAL_COMMAND",
+            "the array is empty: name a program".into(),
+        )),
+        Some(program) if program.trim().is_empty() => {
+            Err(invalid("LOCAL_COMMAND", "the program is empty".into()))
+        }
+        Some(_) if argv.iter().any(|a| a.contains('\0')) => Err(invalid(
+            "LOCAL_COMMAND",
+            "an argument contains a NUL byte".into(),
+        )),
+        Some(_) => Ok(argv),
+    }
 }

@@ -126,7 +126,9 @@ pub struct LocalSettings {
     pub wezterm: PathBuf,
     pub state_file: PathBuf,
     pub task_dir: PathBuf,
-    pub command: String,
+    /// The program a worker's tab runs and its arguments, with `{task}`, `{task_file}`,
+    /// `{worker_id}` placeholders.
+    pub command: Vec<String>,
 }
 
 pub const MIN_AUTH_TOKEN_LEN: usize = 16;
@@ -532,6 +534,41 @@ mod tests {
             assert!(msg.contains("K8S_WORKER_URL"), "{bad}: {msg}");
         }
         assert_eq!(s.backend.container().map(|c| c.port), Some(9090));
+    }
+
+    #[test]
+    fn local_command_is_an_argument_list() {
+        let local = |cmd: &str| {
+            run(
+                &[
+                    "-backend=local",
+                    "-local-task-dir=/tmp",
+                    &format!("-local-command={cmd}"),
+                ],
+                base(),
+            )
+            .map(|s| match s.backend {
+                BackendSettings::Local(l) => l.command,
+                other => panic!("{other:?}"),
+            })
+        };
+        assert_eq!(
+            local(r#"["/usr/local/bin/claude", "--task", "{task_file}", "two words"]"#).unwrap(),
+            [
+                "/usr/local/bin/claude",
+                "--task",
+                "{task_file}",
+                "two words"
+            ]
+        );
+        assert_eq!(
+            local("/usr/local/bin/claude code").unwrap(),
+            ["/usr/local/bin/claude code"]
+        );
+        for bad in ["[]", "[1]", "[\"a\"", r#"["  "]"#] {
+            let msg = local(bad).unwrap_err().to_string();
+            assert!(msg.contains("LOCAL_COMMAND"), "{bad}: {msg}");
+        }
     }
 
     #[test]

@@ -285,7 +285,7 @@ pub(super) const SPECS: &[Spec] = &[
         Local,
         "LOCAL_COMMAND",
         "",
-        "command a local worker's tab runs (required for local)",
+        "program and arguments a local worker's tab runs, as a JSON array with {task}, {task_file}, {worker_id} placeholders, e.g. [\"/usr/local/bin/claude\",\"--task\",\"{task_file}\"] (required for local)",
     ),
 ];
 
