@@ -624,3 +624,98 @@ fn a_rotated_token_file_keeps_the_controller_working() {
         "{e}"
     );
 }
+
+#[test]
+fn pod_templates_and_pods_that_cannot_start() {
+    if !configured() {
+        return;
+    }
+    let pki = Pki::new("e2e-template");
+    let record = pki.dir.join("record");
+    std::fs::create_dir_all(&record).unwrap();
+    let standin = Standin::start(
+        &pki,
+        &["--ready-after", "0.1", "--record", record.to_str().unwrap()],
+    );
+    let api = api(&standin, &pki);
+    let id = controller_id("k8s-template");
+    let template = pki.path("template.json");
+    std::fs::write(
+        &template,
+        json!({"metadata": {"labels": {"team": "agents"}},
+               "spec": {"nodeSelector": {"pool": "agents"},
+                        "imagePullSecrets": [{"name": "registry"}],
+                        "containers": [{"name": "worker", "env": [{"name": "EXTRA", "value": "1"}]}]}})
+        .to_string(),
+    )
+    .unwrap();
+    let flag = format!("-k8s-pod-template={}", template.display());
+    let p = start(&standin, &pki, &id, &[&flag]);
+    reply_data(&p.control(json!({"operation": "create", "task": "templated"})));
+    let pod = pods(&api).remove(0);
+    assert_eq!(pod["spec"]["nodeSelector"]["pool"], "agents");
+    assert_eq!(pod["metadata"]["labels"]["team"], "agents");
+    assert_eq!(pod["metadata"]["labels"]["a2a-worker-controller/owner"], id);
+    assert!(pod["spec"]["containers"][0]["env"]
+        .to_string()
+        .contains("EXTRA"));
+    assert_eq!(pod["spec"]["automountServiceAccountToken"], false);
+    for (image, code, reason) in [
+        (
+            "registry.example/unschedulable:1",
+            "not_ready",
+            "Insufficient memory",
+        ),
+        (
+            "registry.example/config-error:1",
+            "not_ready",
+            "CreateContainerConfigError",
+        ),
+    ] {
+        let p = start(
+            &standin,
+            &pki,
+            &id,
+            &[&flag, &format!("-worker-image={image}")],
+        );
+        let e = p.expect_failure(json!({"operation": "create", "task": image}), code);
+        assert!(e["message"].as_str().unwrap().contains(reason), "{e}");
+    }
+    assert_eq!(pods(&api).len(), 1, "the failed pods were removed");
+    // The templated bodies the controller sent validate against the official schemas.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new(std::env::var_os("A2A_TEST_K8S_PYTHON").unwrap())
+        .arg(root.join("tests/python/k8s_manifests.py"))
+        .arg(root.join("scripts/k8s"))
+        .arg(&record)
+        .arg("create,get,list,watch,delete")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+
+    // A template that would escape the rules stops startup with one line naming it.
+    std::fs::write(&template, r#"{"spec": {"hostNetwork": true}}"#).unwrap();
+    let mut args = flags(&standin, &pki);
+    args.push(flag.clone());
+    let out = Command::new(env!("CARGO_BIN_EXE_a2a-worker-controller"))
+        .args(&args)
+        .args([
+            "-listen=127.0.0.1:0",
+            "-a2a-public-url=http://x",
+            "-worker-image=a2a-echo-worker:dev",
+        ])
+        .env_clear()
+        .env("A2A_AUTH_TOKEN", TOKEN)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("K8S_POD_TEMPLATE") && err.contains("hostNetwork"),
+        "{err}"
+    );
+}

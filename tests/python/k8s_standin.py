@@ -21,7 +21,8 @@ and only those:
 - Pods move Pending → Running with the `Ready` condition True after --ready-after seconds; an
   image whose name contains `pull-fails` stays Pending with the container waiting in
   `ImagePullBackOff`; one containing `crashes` runs, then shows `CrashLoopBackOff` with the
-  last termination's exit code.
+  last termination's exit code; `unschedulable` stays Pending with `PodScheduled` False,
+  reason `Unschedulable`; `config-error` stays Pending waiting in `CreateContainerConfigError`.
 - --throttle-once answers the first pod request 429 `TooManyRequests` with `Retry-After: 1`.
 - Discovery, as kubectl reads it before any call (the legacy, non-aggregated form): `/api`
   (APIVersions), `/api/v1` (APIResourceList with pods), `/apis` (an empty APIGroupList), and
@@ -115,6 +116,14 @@ class Store:
                                         "imageID": "", "state": {"waiting": {
                                             "reason": "ImagePullBackOff",
                                             "message": f'Back-off pulling image "{image}"'}}}]
+        elif "unschedulable" in image:
+            st["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                 "message": "0/1 nodes are available: 1 Insufficient memory."}]
+        elif "config-error" in image:
+            st["containerStatuses"] = [{"name": name, "ready": False, "restartCount": 0, "image": image,
+                                        "imageID": "", "state": {"waiting": {
+                                            "reason": "CreateContainerConfigError",
+                                            "message": 'secret "missing" not found'}}}]
         elif "crashes" in image and age >= self.ready_after:
             st["phase"] = "Running"
             st["podIP"] = "10.42.0.9"
