@@ -6,9 +6,9 @@
 //! - `docker/`: containers on a Docker (or Podman) engine.
 //! - `k8s/`: pods on Kubernetes.
 //! - `local/`: WezTerm tabs (in progress: the state file and task files so far).
-//! - `probe`, `labels`, `worker_env`, `query`: what every container or pod backend shares
+//! - `probe`, `labels`, `worker_env`, `api_call`: what every container or pod backend shares
 //!   (readiness, ownership labels and deterministic names, the worker's environment, query
-//!   encoding).
+//!   encoding, one way to make an engine call).
 //!
 //! Which layer owns which guarantee:
 //! - **One worker per task** is owned by the backend: [`Backend::create`] must refuse a second
@@ -23,12 +23,12 @@
 //! - **Ownership** (what is listed and stopped) is owned by the backend: it reads its engine's
 //!   labels or its state file on every call, never memory.
 
+pub(crate) mod api_call;
 pub(crate) mod docker;
 pub(crate) mod k8s;
 pub(crate) mod labels;
 pub(crate) mod local;
 pub(crate) mod probe;
-pub(crate) mod query;
 pub(crate) mod worker_env;
 
 use std::fmt;

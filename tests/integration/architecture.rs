@@ -38,7 +38,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "backend::probe",
             "backend::labels",
             "backend::worker_env",
-            "backend::query",
+            "backend::api_call",
             "backend::docker",
             "backend::docker::engine",
             "backend::docker::unix_socket",

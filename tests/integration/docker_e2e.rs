@@ -238,10 +238,10 @@ fn foreign_containers_are_never_listed_or_stopped() {
         p.expect_failure(json!({"operation": "stop", "worker_id": wid}), "not_found");
     }
     // The look-alike blocks the name but is not adopted, and survives.
-    let e = p.expect_failure(json!({"operation": "create", "task": "taken"}), "internal");
-    assert!(
-        e["message"].as_str().unwrap().contains("does not own"),
-        "{e}"
+    p.expect_failure_saying(
+        json!({"operation": "create", "task": "taken"}),
+        "internal",
+        &["does not own"],
     );
     for f in &foreign {
         assert!(
@@ -280,10 +280,10 @@ fn workers_that_exit_or_never_answer() {
             "-worker-ready-timeout=2s",
         ],
     );
-    let e = p.expect_failure(json!({"operation": "create", "task": "mute"}), "not_ready");
-    assert!(
-        e["message"].as_str().unwrap().contains("did not answer"),
-        "{e}"
+    p.expect_failure_saying(
+        json!({"operation": "create", "task": "mute"}),
+        "not_ready",
+        &["did not answer"],
     );
     assert!(cleanup.owned().is_empty(), "nothing left behind");
     drop(p);

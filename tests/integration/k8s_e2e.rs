@@ -12,7 +12,7 @@ use a2a_worker_controller::testing::{pod_name, K8sApi, K8sApiConfig, K8sMethod};
 use serde_json::{json, Value};
 
 use crate::docker_support::{controller_id, Proc};
-use crate::k8s_support::{configured, Pki, Standin};
+use crate::k8s_support::{assert_manifests_ok, check_manifests, configured, Pki, Standin};
 use crate::support::{reply_data, Controls, TOKEN};
 
 const NS: &str = "a2a";
@@ -64,6 +64,23 @@ fn pods(api: &K8sApi) -> Vec<Value> {
         .as_array()
         .unwrap()
         .clone()
+}
+
+/// Runs the binary with `args`, which must stop it at startup; returns what it printed.
+fn refused_at_startup(args: &[String]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_a2a-worker-controller"))
+        .args(args)
+        .args([
+            "-listen=127.0.0.1:0",
+            "-a2a-public-url=http://x",
+            "-worker-image=a2a-echo-worker:dev",
+        ])
+        .env_clear()
+        .env("A2A_AUTH_TOKEN", TOKEN)
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "started with {args:?}");
+    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 fn worker_ids(p: &Proc) -> Vec<String> {
@@ -155,20 +172,7 @@ fn create_list_stop_and_tokens_stay_in_the_pod_environment() {
         .collect();
     let verbs: Vec<String> = verbs.into_iter().collect();
     assert_eq!(verbs, ["create", "delete", "get", "list", "watch"]);
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let out = Command::new(std::env::var_os("A2A_TEST_K8S_PYTHON").unwrap())
-        .arg(root.join("tests/python/k8s_manifests.py"))
-        .arg(root.join("scripts/k8s"))
-        .arg(&record)
-        .arg(verbs.join(","))
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.contains("k8s manifests: ok"),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_manifests_ok(&check_manifests(&record, &verbs.join(",")));
 }
 
 #[test]
@@ -239,10 +243,10 @@ fn foreign_pods_are_never_listed_or_stopped() {
     for wid in ["feedfacecafe", "deadbeef0001"] {
         p.expect_failure(json!({"operation": "stop", "worker_id": wid}), "not_found");
     }
-    let e = p.expect_failure(json!({"operation": "create", "task": "taken"}), "internal");
-    assert!(
-        e["message"].as_str().unwrap().contains("does not own"),
-        "{e}"
+    p.expect_failure_saying(
+        json!({"operation": "create", "task": "taken"}),
+        "internal",
+        &["does not own"],
     );
     assert_eq!(pods(&api).len(), 3, "foreign pods untouched");
 }
@@ -263,13 +267,10 @@ fn failing_pods_are_reported_and_removed_and_refusals_are_clear() {
         &id,
         &["-worker-image=registry.example/pull-fails:1"],
     );
-    let e = p.expect_failure(
+    p.expect_failure_saying(
         json!({"operation": "create", "task": "pull"}),
         "image_not_found",
-    );
-    assert!(
-        e["message"].as_str().unwrap().contains("ImagePullBackOff"),
-        "{e}"
+        &["ImagePullBackOff"],
     );
     drop(p);
     // RBAC denies delete here, so the failed pod stays (and the log says why); the next
@@ -278,11 +279,10 @@ fn failing_pods_are_reported_and_removed_and_refusals_are_clear() {
     let listed = reply_data(&p.control(json!({"operation": "list"})));
     assert_eq!(listed["workers"].as_array().unwrap().len(), 1, "{listed}");
     let wid = listed["workers"][0]["worker_id"].clone();
-    let e = p.expect_failure(json!({"operation": "stop", "worker_id": wid}), "internal");
-    let message = e["message"].as_str().unwrap();
-    assert!(
-        message.contains("RBAC") && message.contains("cannot delete resource \"pods\""),
-        "{message}"
+    p.expect_failure_saying(
+        json!({"operation": "stop", "worker_id": wid}),
+        "internal",
+        &["RBAC", "cannot delete resource \"pods\""],
     );
     assert_eq!(pods(&api).len(), 1);
     drop(p);
@@ -296,11 +296,10 @@ fn failing_pods_are_reported_and_removed_and_refusals_are_clear() {
         &id,
         &["-worker-image=registry.example/crashes:1"],
     );
-    let e = p.expect_failure(json!({"operation": "create", "task": "crash"}), "not_ready");
-    let message = e["message"].as_str().unwrap();
-    assert!(
-        message.contains("CrashLoopBackOff") && message.contains("exited with code 3"),
-        "{message}"
+    p.expect_failure_saying(
+        json!({"operation": "create", "task": "crash"}),
+        "not_ready",
+        &["CrashLoopBackOff", "exited with code 3"],
     );
     assert!(pods(&api).is_empty(), "the failed pod was removed");
     let p = start(
@@ -361,19 +360,7 @@ fn worker_url_template_and_startup_refusals() {
     // A key that does not belong to the certificate stops startup with one line naming it.
     let mut args = flags(&standin, &pki);
     args[4] = format!("-k8s-client-key-file={}", pki.path("stray.key").display());
-    let out = Command::new(env!("CARGO_BIN_EXE_a2a-worker-controller"))
-        .args(&args)
-        .args([
-            "-listen=127.0.0.1:0",
-            "-a2a-public-url=http://x",
-            "-worker-image=a2a-echo-worker:dev",
-        ])
-        .env_clear()
-        .env("A2A_AUTH_TOKEN", TOKEN)
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = refused_at_startup(&args);
     let lines: Vec<&str> = err.lines().filter(|l| l.contains("ERROR")).collect();
     assert_eq!(lines.len(), 1, "{err}");
     assert!(lines[0].contains("K8S_CLIENT_KEY_FILE"), "{err}");
@@ -561,13 +548,10 @@ fn without_watch_permission_create_polls_for_readiness() {
         &id,
         &["-worker-image=registry.example/crashes:1"],
     );
-    let e = p2.expect_failure(
+    p2.expect_failure_saying(
         json!({"operation": "create", "task": "polled crash"}),
         "not_ready",
-    );
-    assert!(
-        e["message"].as_str().unwrap().contains("CrashLoopBackOff"),
-        "{e}"
+        &["CrashLoopBackOff"],
     );
 }
 
@@ -618,10 +602,10 @@ fn a_rotated_token_file_keeps_the_controller_working() {
     let r = p.get("/readiness");
     assert_eq!(r.status, 503);
     assert!(r.text().contains("401"), "{}", r.text());
-    let e = p.expect_failure(json!({"operation": "list"}), "backend_unavailable");
-    assert!(
-        e["message"].as_str().unwrap().contains("credentials"),
-        "{e}"
+    p.expect_failure_saying(
+        json!({"operation": "list"}),
+        "backend_unavailable",
+        &["credentials"],
     );
 }
 
@@ -683,14 +667,7 @@ fn pod_templates_and_pods_that_cannot_start() {
     }
     assert_eq!(pods(&api).len(), 1, "the failed pods were removed");
     // The templated bodies the controller sent validate against the official schemas.
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let out = Command::new(std::env::var_os("A2A_TEST_K8S_PYTHON").unwrap())
-        .arg(root.join("tests/python/k8s_manifests.py"))
-        .arg(root.join("scripts/k8s"))
-        .arg(&record)
-        .arg("create,get,list,watch,delete")
-        .output()
-        .unwrap();
+    let out = check_manifests(&record, "create,get,list,watch,delete");
     assert!(
         out.status.success(),
         "{}",
@@ -701,19 +678,7 @@ fn pod_templates_and_pods_that_cannot_start() {
     std::fs::write(&template, r#"{"spec": {"hostNetwork": true}}"#).unwrap();
     let mut args = flags(&standin, &pki);
     args.push(flag.clone());
-    let out = Command::new(env!("CARGO_BIN_EXE_a2a-worker-controller"))
-        .args(&args)
-        .args([
-            "-listen=127.0.0.1:0",
-            "-a2a-public-url=http://x",
-            "-worker-image=a2a-echo-worker:dev",
-        ])
-        .env_clear()
-        .env("A2A_AUTH_TOKEN", TOKEN)
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = refused_at_startup(&args);
     assert!(
         err.contains("K8S_POD_TEMPLATE") && err.contains("hostNetwork"),
         "{err}"

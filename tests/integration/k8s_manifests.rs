@@ -4,9 +4,6 @@
 //! fit together (RBAC verbs, selectors, the Deployment's settings) by
 //! `tests/python/k8s_manifests.py`.
 
-use std::path::Path;
-use std::process::Command;
-
 use a2a_worker_controller::backend::CreateSpec;
 use a2a_worker_controller::settings::{self, BackendSettings, Command as Cli};
 use a2a_worker_controller::testing::{
@@ -15,7 +12,7 @@ use a2a_worker_controller::testing::{
 use a2a_worker_controller::token::Token;
 use serde_json::{json, Value};
 
-use crate::support::env_or_skip;
+use crate::k8s_support::{check_manifests, configured};
 
 /// The pod verbs the backend uses: create, get (name collisions), list, watch (readiness), delete.
 const VERBS: &str = "create,get,list,watch,delete";
@@ -97,31 +94,18 @@ fn pods() -> Vec<(String, Value)> {
         .collect()
 }
 
-/// Runs the checker over the deploy files and the pod bodies in `dir` (then removes `dir`).
-fn check(python: &std::ffi::OsStr, dir: &Path) -> std::process::Output {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let out = Command::new(python)
-        .arg(root.join("tests/python/k8s_manifests.py"))
-        .arg(root.join("scripts/k8s"))
-        .arg(dir)
-        .arg(VERBS)
-        .output()
-        .expect("python runs");
-    let _ = std::fs::remove_dir_all(dir);
-    out
-}
-
 #[test]
 fn deploy_files_and_worker_pods_validate_against_the_official_schemas() {
-    let Some(python) = env_or_skip("A2A_TEST_K8S_PYTHON", "A2A_REQUIRE_K8S_VALIDATE") else {
+    if !configured() {
         return;
-    };
+    }
     let dir = std::env::temp_dir().join(format!("a2a-k8s-pods-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     for (name, pod) in pods() {
         std::fs::write(dir.join(format!("{name}.json")), pod.to_string()).unwrap();
     }
-    let out = check(&python, &dir);
+    let out = check_manifests(&dir, VERBS);
+    let _ = std::fs::remove_dir_all(&dir);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success() && stdout.contains("k8s manifests: ok"),
@@ -133,15 +117,16 @@ fn deploy_files_and_worker_pods_validate_against_the_official_schemas() {
 #[test]
 fn a_pod_that_breaks_the_schema_is_caught() {
     // The check above can fail: a pod with a field the schema does not know is refused.
-    let Some(python) = env_or_skip("A2A_TEST_K8S_PYTHON", "A2A_REQUIRE_K8S_VALIDATE") else {
+    if !configured() {
         return;
-    };
+    }
     let dir = std::env::temp_dir().join(format!("a2a-k8s-bad-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let (_, mut pod) = pods().remove(0);
     pod["spec"]["containers"][0]["bogusField"] = json!(1);
     std::fs::write(dir.join("bad.json"), pod.to_string()).unwrap();
-    let out = check(&python, &dir);
+    let out = check_manifests(&dir, VERBS);
+    let _ = std::fs::remove_dir_all(&dir);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(!out.status.success(), "{stdout}");
     assert!(stdout.contains("bogusField"), "{stdout}");

@@ -160,3 +160,27 @@ impl Drop for Standin {
 pub fn configured() -> bool {
     env_or_skip("A2A_TEST_K8S_PYTHON", "A2A_REQUIRE_K8S_VALIDATE").is_some()
 }
+
+/// Runs `tests/python/k8s_manifests.py` over the deploy files and the pod bodies in `pods`,
+/// with the pod verbs the Role must grant: the schema and consistency checks.
+pub fn check_manifests(pods: &Path, verbs: &str) -> std::process::Output {
+    let python = std::env::var_os("A2A_TEST_K8S_PYTHON").expect("checked by configured()");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    Command::new(python)
+        .arg(root.join("tests/python/k8s_manifests.py"))
+        .arg(root.join("scripts/k8s"))
+        .arg(pods)
+        .arg(verbs)
+        .output()
+        .expect("python runs")
+}
+
+/// Asserts the checker passed.
+pub fn assert_manifests_ok(out: &std::process::Output) {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("k8s manifests: ok"),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

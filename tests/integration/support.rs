@@ -277,6 +277,16 @@ pub trait Controls {
         assert_eq!(e["code"], code, "{task}");
         e
     }
+
+    /// As [`Controls::expect_failure`], and the error's message says each of `says`.
+    fn expect_failure_saying(&self, data: Value, code: &str, says: &[&str]) -> Value {
+        let e = self.expect_failure(data, code);
+        let message = e["message"].as_str().unwrap_or("");
+        for s in says {
+            assert!(message.contains(s), "{s:?} not in {e}");
+        }
+        e
+    }
 }
 
 impl Controls for Controller {

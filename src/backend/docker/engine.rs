@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::unix_socket;
-use crate::backend::query::percent_encode;
+use crate::backend::api_call::{self, one_line, percent_encode, Method};
 
 /// The newest API version this client knows; all calls used are unchanged from 1.41 on.
 pub const NEWEST_API: (u32, u32) = (1, 47);
@@ -181,14 +181,6 @@ pub struct Binding {
     pub host_port: String,
 }
 
-/// The HTTP methods the engine client uses. A typed method cannot silently become another.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Method {
-    Get,
-    Post,
-    Delete,
-}
-
 #[derive(Deserialize)]
 struct VersionInfo {
     #[serde(rename = "ApiVersion")]
@@ -232,44 +224,10 @@ impl Engine {
         let url = format!("http://docker{path}");
         let unreachable =
             |e: ureq::Error| EngineError::Unreachable(format!("{} ({e})", self.socket.display()));
-        let response = match method {
-            Method::Get => self
-                .agent
-                .get(&url)
-                .config()
-                .timeout_global(Some(timeout))
-                .build()
-                .call(),
-            Method::Delete => self
-                .agent
-                .delete(&url)
-                .config()
-                .timeout_global(Some(timeout))
-                .build()
-                .call(),
-            Method::Post => {
-                let post = self
-                    .agent
-                    .post(&url)
-                    .config()
-                    .timeout_global(Some(timeout))
-                    .build();
-                match body {
-                    Some(json) => post
-                        .header("Content-Type", "application/json")
-                        .send(json.to_string()),
-                    None => post.send_empty(),
-                }
-            }
-        };
-        let mut response = response.map_err(unreachable)?;
+        let mut response =
+            api_call::send(&self.agent, method, &url, &[], body, timeout).map_err(unreachable)?;
         let status = response.status().as_u16();
-        let bytes = response
-            .body_mut()
-            .with_config()
-            .limit(MAX_RESPONSE)
-            .read_to_vec()
-            .map_err(unreachable)?;
+        let bytes = api_call::read_body(&mut response, MAX_RESPONSE).map_err(unreachable)?;
         Ok((status, bytes))
     }
 
@@ -485,12 +443,7 @@ pub fn error_message(body: &[u8]) -> String {
         Ok(Msg { cause: Some(c), .. }) if !c.is_empty() => c,
         _ => String::from_utf8_lossy(body).into_owned(),
     };
-    let one_line: String = text
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .take(300)
-        .collect();
-    one_line.trim().to_string()
+    one_line(&text)
 }
 
 fn status_error(status: u16, body: &[u8]) -> EngineError {

@@ -144,19 +144,20 @@ impl DockerBackend {
                     "the container disappeared while starting".into(),
                 ));
             };
-            let state = inspect.state.clone().unwrap_or_default();
+            let base = match &self.docker.network {
+                Some(network) => inspect
+                    .ip_on(network)
+                    .map(|ip| format!("http://{}", SocketAddr::new(ip, self.container.port))),
+                None => Some(url.to_string()),
+            };
+            let state = inspect.state.unwrap_or_default();
             if !state.running {
                 return Err(BackendError::NotReady(format!(
                     "the worker {} before it answered",
                     exit_reason(&state).unwrap_or_else(|| format!("is {}", state.status))
                 )));
             }
-            Ok(match &self.docker.network {
-                Some(network) => inspect
-                    .ip_on(network)
-                    .map(|ip| format!("http://{}", SocketAddr::new(ip, self.container.port))),
-                None => Some(url.to_string()),
-            })
+            Ok(base)
         })
     }
 

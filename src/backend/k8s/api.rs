@@ -18,6 +18,8 @@ use std::time::{Duration, Instant, SystemTime};
 use serde_json::Value;
 use ureq::tls::{Certificate, ClientCert, PemItem, PrivateKey, RootCerts, TlsConfig};
 
+pub use crate::backend::api_call::Method;
+use crate::backend::api_call::{self, one_line};
 use crate::settings::K8sSettings;
 
 const CALL_TIMEOUT: Duration = Duration::from_secs(15);
@@ -300,14 +302,6 @@ impl fmt::Display for ApiError {
 
 impl std::error::Error for ApiError {}
 
-/// The HTTP methods the client uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Method {
-    Get,
-    Post,
-    Delete,
-}
-
 /// The token, re-read when its file's modification time changes, or when forced (after a 401).
 struct TokenFile {
     path: PathBuf,
@@ -370,6 +364,40 @@ impl Api {
         }
     }
 
+    /// One request with the current token; a 401 re-reads the token file once and tries
+    /// again. The response comes back whatever its status.
+    fn respond(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+        timeout: Duration,
+    ) -> Result<ureq::http::Response<ureq::Body>, ApiError> {
+        let url = format!("{}{path}", self.base);
+        let mut reread_token = false;
+        loop {
+            let bearer = match &self.token {
+                Some(t) => Some(format!("Bearer {}", t.current(reread_token)?)),
+                None => None,
+            };
+            let mut headers = vec![("Accept", "application/json")];
+            if let Some(b) = &bearer {
+                headers.push(("Authorization", b));
+            }
+            let response = api_call::send(&self.agent, method, &url, &headers, body, timeout)
+                .map_err(|e| self.unreachable(e))?;
+            if response.status().as_u16() == 401 && self.token.is_some() && !reread_token {
+                reread_token = true;
+                continue;
+            }
+            return Ok(response);
+        }
+    }
+
+    fn unreachable(&self, e: impl fmt::Display) -> ApiError {
+        ApiError::Unreachable(format!("{} ({e})", self.base))
+    }
+
     /// One call: the status and body of a success (2xx), or the mapped failure. A 401 re-reads
     /// the token and tries once more; a 429 waits its `Retry-After` (at most
     /// [`MAX_RETRY_AFTER`]) and tries once more.
@@ -379,20 +407,20 @@ impl Api {
         path: &str,
         body: Option<&Value>,
     ) -> Result<(u16, Vec<u8>), ApiError> {
-        let mut reread_token = false;
         let mut waited = false;
         loop {
-            let token = match &self.token {
-                Some(t) => Some(t.current(reread_token)?),
-                None => None,
-            };
-            let (status, bytes, retry_after) = self.once(method, path, body, token.as_deref())?;
+            let mut response = self.respond(method, path, body, CALL_TIMEOUT)?;
+            let status = response.status().as_u16();
+            let retry_after = response
+                .headers()
+                .get("Retry-After")
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .map(Duration::from_secs);
+            let bytes = api_call::read_body(&mut response, MAX_RESPONSE)
+                .map_err(|e| self.unreachable(e))?;
             if (200..300).contains(&status) {
                 return Ok((status, bytes));
-            }
-            if status == 401 && self.token.is_some() && !reread_token {
-                reread_token = true;
-                continue;
             }
             if status == 429 && !waited {
                 if let Some(wait) = retry_after.filter(|w| *w <= MAX_RETRY_AFTER) {
@@ -407,48 +435,21 @@ impl Api {
 
     /// One watch (`path` carries `watch=1`): `on_event(type, object)` sees each event until it
     /// returns `Some`, the server ends the stream (`Ok(None)`), or `until` passes (`Ok(None)`).
-    /// An `ERROR` event is returned as its `Status`. A 401 re-reads the token once.
+    /// An `ERROR` event is returned as its `Status`.
     pub fn watch<T>(
         &self,
         path: &str,
         until: Instant,
         mut on_event: impl FnMut(&str, &Value) -> Option<T>,
     ) -> Result<Option<T>, ApiError> {
-        let url = format!("{}{path}", self.base);
-        let unreachable = |e: ureq::Error| ApiError::Unreachable(format!("{} ({e})", self.base));
-        let mut reread_token = false;
-        let mut response = loop {
-            let left = until.saturating_duration_since(Instant::now());
-            let mut request = self
-                .agent
-                .get(&url)
-                .config()
-                .timeout_global(Some(left + CONNECT_TIMEOUT))
-                .build()
-                .header("Accept", "application/json");
-            if let Some(t) = &self.token {
-                request = request.header(
-                    "Authorization",
-                    format!("Bearer {}", t.current(reread_token)?),
-                );
-            }
-            let mut response = request.call().map_err(unreachable)?;
-            let status = response.status().as_u16();
-            if (200..300).contains(&status) {
-                break response;
-            }
-            let body = response
-                .body_mut()
-                .with_config()
-                .limit(MAX_RESPONSE)
-                .read_to_vec()
-                .map_err(unreachable)?;
-            if status == 401 && self.token.is_some() && !reread_token {
-                reread_token = true;
-                continue;
-            }
+        let left = until.saturating_duration_since(Instant::now());
+        let mut response = self.respond(Method::Get, path, None, left + CONNECT_TIMEOUT)?;
+        let status = response.status().as_u16();
+        if !(200..300).contains(&status) {
+            let body = api_call::read_body(&mut response, MAX_RESPONSE)
+                .map_err(|e| self.unreachable(e))?;
             return Err(status_error(status, &body));
-        };
+        }
         let mut reader = BufReader::new(response.body_mut().as_reader());
         loop {
             if Instant::now() >= until {
@@ -458,7 +459,7 @@ impl Api {
             let n = (&mut reader)
                 .take(MAX_EVENT)
                 .read_until(b'\n', &mut line)
-                .map_err(|e| ApiError::Unreachable(format!("{} (watch: {e})", self.base)))?;
+                .map_err(|e| self.unreachable(format!("watch: {e}")))?;
             if n == 0 {
                 return Ok(None);
             }
@@ -477,60 +478,6 @@ impl Api {
             }
         }
     }
-
-    fn once(
-        &self,
-        method: Method,
-        path: &str,
-        body: Option<&Value>,
-        token: Option<&str>,
-    ) -> Result<(u16, Vec<u8>, Option<Duration>), ApiError> {
-        let url = format!("{}{path}", self.base);
-        let bearer = token.map(|t| format!("Bearer {t}"));
-        let unreachable = |e: ureq::Error| ApiError::Unreachable(format!("{} ({e})", self.base));
-        let response = match method {
-            Method::Get => {
-                let mut r = self.agent.get(&url).header("Accept", "application/json");
-                if let Some(b) = &bearer {
-                    r = r.header("Authorization", b);
-                }
-                r.call()
-            }
-            Method::Delete => {
-                let mut r = self.agent.delete(&url).header("Accept", "application/json");
-                if let Some(b) = &bearer {
-                    r = r.header("Authorization", b);
-                }
-                r.call()
-            }
-            Method::Post => {
-                let mut r = self
-                    .agent
-                    .post(&url)
-                    .header("Accept", "application/json")
-                    .header("Content-Type", "application/json");
-                if let Some(b) = &bearer {
-                    r = r.header("Authorization", b);
-                }
-                r.send(body.map(Value::to_string).unwrap_or_default())
-            }
-        };
-        let mut response = response.map_err(unreachable)?;
-        let status = response.status().as_u16();
-        let retry_after = response
-            .headers()
-            .get("Retry-After")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .map(Duration::from_secs);
-        let bytes = response
-            .body_mut()
-            .with_config()
-            .limit(MAX_RESPONSE)
-            .read_to_vec()
-            .map_err(unreachable)?;
-        Ok((status, bytes, retry_after))
-    }
 }
 
 /// A failure answer as an [`ApiError`]: its `Status` reason and message, else the code.
@@ -547,17 +494,12 @@ pub fn status_error(code: u16, body: &[u8]) -> ApiError {
     let reason = text("reason");
     let mut message = text("message");
     if message.is_empty() {
-        message = String::from_utf8_lossy(body).chars().take(300).collect();
+        message = String::from_utf8_lossy(body).into_owned();
     }
-    let message: String = message
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .take(300)
-        .collect();
     ApiError::Status {
         code,
         reason: Reason::of(&reason, code),
-        message: message.trim().to_string(),
+        message: one_line(&message),
     }
 }
 

@@ -20,7 +20,7 @@ use serde_json::Value;
 
 use self::api::{Api, ApiConfig, ApiError, ConfigError, Method, Reason};
 use self::status::{Pod, Progress};
-use super::query::percent_encode;
+use super::api_call::percent_encode;
 use super::{labels, worker_env};
 use super::{Backend, BackendError, BackendKind, CreateSpec, Worker, WorkerState};
 use crate::settings::{ContainerSettings, K8sSettings};
@@ -220,7 +220,7 @@ impl K8sBackend {
                     self.ready_timeout.as_secs_f32()
                 )));
             }
-            let verdict = if watching {
+            let progress = if watching {
                 let path = format!(
                     "{}?watch=1&fieldSelector={}&timeoutSeconds={}",
                     self.pods_path(),
@@ -230,11 +230,11 @@ impl K8sBackend {
                 let started = Instant::now();
                 let watched = self.api.watch(&path, deadline, |kind, object| {
                     if kind == "DELETED" {
-                        return Some(Verdict::Gone);
+                        return Some(gone());
                     }
                     let pod = serde_json::from_value::<Pod>(object.clone()).ok()?;
-                    match judge(&pod) {
-                        Verdict::Waiting(why) => {
+                    match pod.progress() {
+                        Progress::Waiting(why) => {
                             last = why;
                             None
                         }
@@ -259,26 +259,22 @@ impl K8sBackend {
                 }
             } else {
                 match self.get(name)? {
-                    None => Verdict::Gone,
-                    Some(pod) => judge(&pod),
+                    None => gone(),
+                    Some(pod) => pod.progress(),
                 }
             };
-            match verdict {
-                Verdict::Ready => return Ok(()),
-                Verdict::Waiting(why) => last = why,
-                Verdict::Gone => {
-                    return Err(BackendError::NotReady(
-                        "the pod disappeared while starting".into(),
-                    ))
-                }
-                Verdict::ImageFailed(why) => {
+            // A failed pod is deleted (a pod already gone is deleted without complaint).
+            match progress {
+                Progress::Ready => return Ok(()),
+                Progress::Waiting(why) => last = why,
+                Progress::ImageFailed(why) => {
                     self.delete_quietly(name);
                     return Err(BackendError::ImageNotFound(format!(
                         "{} ({why})",
                         self.container.image
                     )));
                 }
-                Verdict::Failed(why) => {
+                Progress::Failed(why) => {
                     self.delete_quietly(name);
                     return Err(BackendError::NotReady(why));
                 }
@@ -288,22 +284,9 @@ impl K8sBackend {
     }
 }
 
-/// What one look at a starting pod decides.
-enum Verdict {
-    Ready,
-    Waiting(String),
-    Gone,
-    ImageFailed(String),
-    Failed(String),
-}
-
-fn judge(pod: &Pod) -> Verdict {
-    match pod.progress() {
-        Progress::Ready => Verdict::Ready,
-        Progress::Waiting(why) => Verdict::Waiting(why),
-        Progress::ImageFailed(why) => Verdict::ImageFailed(why),
-        Progress::Failed(why) => Verdict::Failed(why),
-    }
+/// A starting pod that vanished.
+fn gone() -> Progress {
+    Progress::Failed("the pod disappeared while starting".into())
 }
 
 impl Backend for K8sBackend {

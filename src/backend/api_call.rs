@@ -1,0 +1,106 @@
+//! What both engine clients (Docker's over a Unix socket, Kubernetes' over TLS) need to make a
+//! call: the method, one way to send a request with a per-call timeout, a capped body read,
+//! query-value encoding, and one-line error texts.
+
+use std::time::Duration;
+
+use ureq::http;
+
+/// The HTTP methods the engine clients use. A typed method cannot silently become another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    Get,
+    Post,
+    Delete,
+}
+
+impl Method {
+    fn as_http(self) -> http::Method {
+        match self {
+            Method::Get => http::Method::GET,
+            Method::Post => http::Method::POST,
+            Method::Delete => http::Method::DELETE,
+        }
+    }
+}
+
+/// Sends one request through `agent` within `timeout` (the whole call): `headers`, and a JSON
+/// `body` when given. The response comes back whatever its status.
+pub fn send(
+    agent: &ureq::Agent,
+    method: Method,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: Option<&serde_json::Value>,
+    timeout: Duration,
+) -> Result<http::Response<ureq::Body>, ureq::Error> {
+    let mut builder = http::Request::builder().method(method.as_http()).uri(url);
+    for (name, value) in headers {
+        builder = builder.header(*name, *value);
+    }
+    match body {
+        Some(json) => {
+            let request = builder
+                .header("Content-Type", "application/json")
+                .body(json.to_string())?;
+            let request = agent
+                .configure_request(request)
+                .timeout_global(Some(timeout))
+                .build();
+            agent.run(request)
+        }
+        None => {
+            let request = builder.body(())?;
+            let request = agent
+                .configure_request(request)
+                .timeout_global(Some(timeout))
+                .build();
+            agent.run(request)
+        }
+    }
+}
+
+/// The whole body, refusing more than `limit` bytes.
+pub fn read_body(
+    response: &mut http::Response<ureq::Body>,
+    limit: u64,
+) -> Result<Vec<u8>, ureq::Error> {
+    response.body_mut().with_config().limit(limit).read_to_vec()
+}
+
+/// Percent-encodes everything but RFC 3986's unreserved characters (label selectors, filters,
+/// names in query strings).
+pub fn percent_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() * 3);
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// An engine's error text as one line of at most 300 characters (control characters become
+/// spaces), for messages people read.
+pub fn one_line(text: &str) -> String {
+    let line: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .take(300)
+        .collect();
+    line.trim().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encodes_and_clips() {
+        assert_eq!(percent_encode("a=b,c/d"), "a%3Db%2Cc%2Fd");
+        assert_eq!(one_line(" etcd\nlost "), "etcd lost");
+        assert_eq!(one_line(&"x".repeat(400)).len(), 300);
+    }
+}
