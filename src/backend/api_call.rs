@@ -49,6 +49,16 @@ pub fn send(
                 .build();
             agent.run(request)
         }
+        // A POST without a body still says `Content-Length: 0` (dockerd refuses a start whose
+        // body length is unknown); GET and DELETE send no body at all.
+        None if method == Method::Post => {
+            let request = builder.body(Vec::<u8>::new())?;
+            let request = agent
+                .configure_request(request)
+                .timeout_global(Some(timeout))
+                .build();
+            agent.run(request)
+        }
         None => {
             let request = builder.body(())?;
             let request = agent
