@@ -298,7 +298,18 @@ impl Control {
 
     fn create(&self, task: String) -> (Outcome, String) {
         let failed = |e: ControlError| (Outcome::Failed(e), String::new());
-        let ids = token::random_hex(6).and_then(|id| Ok((id, Token::generate()?)));
+        if let Err(why) = self.backend.check_task(&task) {
+            return (Outcome::Rejected(ControlError::invalid(why)), String::new());
+        }
+        let endpoints = self.backend.workers_have_endpoints();
+        let ids = token::random_hex(6).and_then(|id| {
+            let token = if endpoints {
+                Token::generate()?
+            } else {
+                Token::from_secret(String::new())
+            };
+            Ok((id, token))
+        });
         let (worker_id, token) = match ids {
             Ok(v) => v,
             Err(e) => {

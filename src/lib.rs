@@ -9,7 +9,8 @@
 //! a2a/                 A2A v1.0 JSON-RPC: types, decode, jsonrpc, tasks, card
 //! control              create / list / stop over the seam: validation, MAX_WORKERS, logs
 //! backend/             the seam (trait, Worker, BackendError, BackendKind), shared container
-//!                      pieces (probe, labels, worker_env), one folder per backend: docker/
+//!                      pieces (probe, labels, worker_env), one folder per backend: docker/,
+//!                      k8s/, local/
 //! http/                HTTP/1.1 server (wire format, connections); knows no route
 //! metrics, sentry, hash, time, token    leaf utilities
 //! ```
@@ -39,7 +40,8 @@ use std::time::Duration;
 
 use crate::backend::docker::DockerBackend;
 use crate::backend::k8s::K8sBackend;
-use crate::backend::{Backend, BackendKind};
+use crate::backend::local::LocalBackend;
+use crate::backend::Backend;
 use crate::settings::{BackendSettings, Settings};
 
 /// Internals that integration tests and fuzz targets reach into. Not an API: it changes
@@ -59,6 +61,7 @@ pub mod testing {
     pub use crate::backend::labels::{container_name, owner_selector, pod_name};
     pub use crate::backend::local::store::{Record as LocalRecord, Store as LocalStore};
     pub use crate::backend::local::task::{session_id, task_file};
+    pub use crate::backend::local::LocalBackend;
     pub use crate::backend::worker_env::environment as worker_environment;
     pub use crate::metrics::Metrics;
 }
@@ -70,10 +73,10 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 #[derive(Debug)]
 pub enum Error {
     Http(http::Error),
-    /// The selected backend is not in this build yet.
-    NotBuilt(BackendKind),
     /// The Kubernetes backend's credentials or pod template are unusable.
     K8s(backend::k8s::api::ConfigError),
+    /// The local backend's program, task directory or state file is unusable.
+    Local(backend::local::ConfigError),
     Sentry(sentry::Error),
     Signals(std::io::Error),
 }
@@ -82,12 +85,8 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::Http(e) => e.fmt(f),
-            Error::NotBuilt(kind) => write!(
-                f,
-                "backend {:?} is not built into this version yet; no worker can be started (use -backend=docker or -backend=k8s)",
-                kind.as_str()
-            ),
             Error::K8s(e) => e.fmt(f),
+            Error::Local(e) => e.fmt(f),
             Error::Sentry(e) => write!(f, "sentry: {e}"),
             Error::Signals(e) => write!(f, "cannot install signal handlers: {e}"),
         }
@@ -119,7 +118,12 @@ pub fn build_backend(settings: &Settings) -> Result<Arc<dyn Backend>, Error> {
             )
             .map_err(Error::K8s)?,
         )),
-        BackendSettings::Local(_) => Err(Error::NotBuilt(BackendKind::Local)),
+        BackendSettings::Local(local) => Ok(Arc::new(
+            LocalBackend::new(local, &|name| {
+                std::env::var(name).ok().filter(|v| !v.is_empty())
+            })
+            .map_err(Error::Local)?,
+        )),
     }
 }
 

@@ -5,7 +5,7 @@
 //!
 //! - `docker/`: containers on a Docker (or Podman) engine.
 //! - `k8s/`: pods on Kubernetes.
-//! - `local/`: WezTerm tabs (in progress: the state file and task files so far).
+//! - `local/`: WezTerm tabs, recorded in a state file.
 //! - `probe`, `labels`, `worker_env`, `api_call`: what every container or pod backend shares
 //!   (readiness, ownership labels and deterministic names, the worker's environment, query
 //!   encoding, one way to make an engine call).
@@ -210,6 +210,18 @@ pub trait Backend: Send + Sync {
 
     /// Whether [`Backend::create`] refuses a second worker per task atomically in the engine.
     fn atomic_task_uniqueness(&self) -> bool {
+        true
+    }
+
+    /// Refuses a task name this backend cannot take (one line why), before anything runs.
+    /// The operation layer has already checked what every backend requires.
+    fn check_task(&self, _task: &str) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// Whether workers have an endpoint of their own, and so a token. Without one, `create`
+    /// hands out an empty token and none is generated.
+    fn workers_have_endpoints(&self) -> bool {
         true
     }
 }

@@ -168,6 +168,7 @@ impl Raw {
             state_file,
             task_dir,
             command,
+            cli_timeout: self.duration("LOCAL_CLI_TIMEOUT")?,
         })
     }
 }

@@ -129,6 +129,8 @@ pub struct LocalSettings {
     /// The program a worker's tab runs and its arguments, with `{task}`, `{task_file}`,
     /// `{worker_id}` placeholders.
     pub command: Vec<String>,
+    /// How long one wezterm CLI call may take before it is killed.
+    pub cli_timeout: Duration,
 }
 
 pub const MIN_AUTH_TOKEN_LEN: usize = 16;

@@ -287,6 +287,12 @@ pub(super) const SPECS: &[Spec] = &[
         "",
         "program and arguments a local worker's tab runs, as a JSON array with {task}, {task_file}, {worker_id} placeholders, e.g. [\"/usr/local/bin/claude\",\"--task\",\"{task_file}\"] (required for local)",
     ),
+    s(
+        Local,
+        "LOCAL_CLI_TIMEOUT",
+        "10s",
+        "how long one wezterm CLI call may take before it is stopped",
+    ),
 ];
 
 /// `WORKER_READY_TIMEOUT` → `worker-ready-timeout`.

@@ -49,6 +49,8 @@ const LAYERS: &[(&str, &[&str])] = &[
             "backend::local",
             "backend::local::store",
             "backend::local::task",
+            "backend::local::gui",
+            "backend::local::wezterm",
         ],
     ),
     ("control operations", &["control"]),

@@ -124,11 +124,13 @@ impl Drop for Cleanup {
 }
 
 /// The controller binary running as its own process.
+/// The controller binary as its own process, on a free port, logging to a file.
 pub struct Proc {
     child: Option<Child>,
     pub addr: SocketAddr,
     pub log: PathBuf,
     args: Vec<String>,
+    env: Vec<(String, String)>,
 }
 
 /// One `GET /healthz` on one connection; false on any failure (not up yet).
@@ -155,32 +157,70 @@ pub fn free_port() -> u16 {
 impl Proc {
     /// Starts the controller with the docker backend on `socket`, plus `extra` flags.
     pub fn start(socket: &Path, controller_id: &str, extra: &[&str]) -> Proc {
-        let port = free_port();
         let mut args = vec![
-            format!("-listen=127.0.0.1:{port}"),
-            format!("-a2a-public-url=http://127.0.0.1:{port}"),
             format!("-docker-host=unix://{}", socket.display()),
-            format!("-controller-id={controller_id}"),
             format!("-worker-image={}", worker_image()),
             "-worker-ready-timeout=20s".to_string(),
         ];
         args.extend(extra.iter().map(|s| s.to_string()));
-        // A later -listen wins; reach it on loopback.
+        Proc::launch(controller_id, args, Vec::new())
+    }
+
+    /// Starts the controller with `args` (after the listen address, public URL and controller
+    /// id, so they may override them) and `env` on top of a cleared environment; waits for
+    /// `/healthz`.
+    pub fn launch(controller_id: &str, extra: Vec<String>, env: Vec<(String, String)>) -> Proc {
+        let mut p = Proc::prepare(controller_id, extra, env);
+        p.spawn();
+        p
+    }
+
+    /// The same, not started yet (for runs that are expected to refuse).
+    pub fn prepare(controller_id: &str, extra: Vec<String>, env: Vec<(String, String)>) -> Proc {
+        let port = free_port();
+        let mut args = vec![
+            format!("-listen=127.0.0.1:{port}"),
+            format!("-a2a-public-url=http://127.0.0.1:{port}"),
+            format!("-controller-id={controller_id}"),
+        ];
         let port = extra
             .iter()
             .rev()
             .filter_map(|a| a.strip_prefix("-listen="))
             .find_map(|l| l.rsplit(':').next()?.parse().ok())
             .unwrap_or(port);
+        args.extend(extra);
         let log = std::env::temp_dir().join(format!("{controller_id}-{port}.log"));
-        let mut p = Proc {
+        Proc {
             child: None,
             addr: SocketAddr::from(([127, 0, 0, 1], port)),
             log,
             args,
-        };
-        p.spawn();
-        p
+            env,
+        }
+    }
+
+    /// Runs the controller to its exit (for settings it must refuse); exit code and log.
+    pub fn run_to_exit(&self) -> (Option<i32>, String) {
+        let out = self
+            .command()
+            .stdin(Stdio::null())
+            .output()
+            .expect("controller runs");
+        let mut text = String::from_utf8_lossy(&out.stderr).into_owned();
+        text.push_str(&String::from_utf8_lossy(&out.stdout));
+        (out.status.code(), text)
+    }
+
+    fn command(&self) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_a2a-worker-controller"));
+        c.args(&self.args)
+            .env_clear()
+            .env("HOME", std::env::temp_dir())
+            .env("A2A_AUTH_TOKEN", TOKEN)
+            .env("RUST_LOG", "debug")
+            .envs(self.env.iter().map(|(k, v)| (k, v)));
+        c
     }
 
     fn spawn(&mut self) {
@@ -189,12 +229,8 @@ impl Proc {
             .append(true)
             .open(&self.log)
             .unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_a2a-worker-controller"))
-            .args(&self.args)
-            .env_clear()
-            .env("HOME", std::env::temp_dir())
-            .env("A2A_AUTH_TOKEN", TOKEN)
-            .env("RUST_LOG", "debug")
+        let child = self
+            .command()
             .stdout(log.try_clone().unwrap())
             .stderr(log)
             .spawn()

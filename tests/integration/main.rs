@@ -16,6 +16,8 @@ mod k8s_e2e;
 mod k8s_manifests;
 mod k8s_support;
 mod load;
+mod local_e2e;
+mod local_support;
 mod observability;
 mod panic_policy;
 mod sdk_interop;

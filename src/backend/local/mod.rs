@@ -1,8 +1,442 @@
-//! The local backend: a worker is a WezTerm tab, with no endpoint, recorded in a JSON state
-//! file reconciled against the live panes. Being built in steps (issue 9): so far the state
-//! file (`store`) and task files (`task`); the WezTerm CLI client, GUI discovery,
-//! reconciliation and the `Backend` implementation come next, and until they do
-//! `build_backend` refuses `BACKEND=local` with one clear line.
+//! The local backend: a worker is a WezTerm tab (a new window running `LOCAL_COMMAND` in
+//! `LOCAL_TASK_DIR`), with no endpoint and no token. A pane carries no label, so the state
+//! file is the record of which panes are ours; the live panes are the truth. Every create,
+//! list and stop first reconciles the two:
+//! - a record whose pane is gone from a GUI that answers is dropped;
+//! - a record of a GUI that is provably gone (socket missing, process ended) is dropped;
+//! - a record of a GUI that does not answer right now is kept and reported `unknown`.
+//!
+//! Pieces: `wezterm` (the CLI, with deadlines), `gui` (which GUI, and whether one is gone),
+//! `store` (the state file), `task` (task files and their session id).
+//!
+//! Creates are check-then-act, so [`Backend::atomic_task_uniqueness`] is `false`: the
+//! operation layer serialises them, and one mutex here orders every read-modify-write of
+//! the state file; the file's lock keeps a second controller off it.
 
+pub(crate) mod gui;
 pub(crate) mod store;
 pub(crate) mod task;
+pub(crate) mod wezterm;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+
+use self::gui::{Discovery, Liveness};
+use self::store::{Record, Store, StoreError};
+use self::wezterm::{Cli, CliError, Killed};
+use super::{Backend, BackendError, BackendKind, CreateSpec, Worker, WorkerState};
+use crate::settings::LocalSettings;
+use crate::time::{now_millis, rfc3339_secs};
+
+/// Why the local backend cannot start. `Display` is one line naming the setting.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigError {
+    Wezterm(String),
+    TaskDir(String),
+    Store(StoreError),
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::Wezterm(why) => write!(f, "setting LOCAL_WEZTERM: {why}"),
+            ConfigError::TaskDir(why) => write!(f, "setting LOCAL_TASK_DIR: {why}"),
+            ConfigError::Store(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+pub struct LocalBackend {
+    cli: Cli,
+    discovery: Discovery,
+    task_dir: PathBuf,
+    command: Vec<String>,
+    store: Mutex<Store>,
+}
+
+/// What reconciliation found out about a kept record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Seen {
+    /// Its GUI listed the pane.
+    Live,
+    /// Its GUI did not answer; why.
+    Unanswered(String),
+}
+
+impl LocalBackend {
+    /// Checks the program and the task directory and takes the state file: whatever is wrong
+    /// stops startup with one line. No GUI needs to be running. `env` is the controller's
+    /// environment (for `WEZTERM_UNIX_SOCKET`, `XDG_RUNTIME_DIR`, `HOME`).
+    pub fn new(
+        local: &LocalSettings,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<LocalBackend, ConfigError> {
+        check_program(&local.wezterm)?;
+        match std::fs::metadata(&local.task_dir) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => {
+                return Err(ConfigError::TaskDir(format!(
+                    "{} is not a directory",
+                    local.task_dir.display()
+                )))
+            }
+            Err(e) => {
+                return Err(ConfigError::TaskDir(format!(
+                    "{} cannot be read: {e}",
+                    local.task_dir.display()
+                )))
+            }
+        }
+        let (store, mut records) = Store::open(&local.state_file).map_err(ConfigError::Store)?;
+        // A record without a pane is a create the previous controller did not finish.
+        let before = records.len();
+        records.retain(|r| {
+            if r.pane_id.is_none() {
+                warn_interrupted(r);
+            }
+            r.pane_id.is_some()
+        });
+        if records.len() != before {
+            store.save(&records).map_err(ConfigError::Store)?;
+        }
+        let discovery = Discovery::from_env(env);
+        let gui = match discovery.current() {
+            Ok(socket) => format!("current WezTerm GUI {}", socket.display()),
+            Err(why) => why,
+        };
+        log::info!(
+            "local backend: state file {} with {} record(s); {gui}",
+            local.state_file.display(),
+            records.len()
+        );
+        Ok(LocalBackend {
+            cli: Cli::new(local.wezterm.clone(), local.cli_timeout),
+            discovery,
+            task_dir: local.task_dir.clone(),
+            command: local.command.clone(),
+            store: Mutex::new(store),
+        })
+    }
+
+    fn store(&self) -> MutexGuard<'_, Store> {
+        self.store.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The records on disk, reconciled with the live panes; saved when anything was dropped.
+    fn reconciled(&self, store: &Store) -> Result<Vec<(Record, Seen)>, BackendError> {
+        let records = store.load().map_err(state_error)?;
+        let before = records.len();
+        let kept = self.reconcile(records);
+        if kept.len() != before {
+            let records: Vec<Record> = kept.iter().map(|(r, _)| r.clone()).collect();
+            store.save(&records).map_err(state_error)?;
+        }
+        Ok(kept)
+    }
+
+    fn reconcile(&self, records: Vec<Record>) -> Vec<(Record, Seen)> {
+        let mut by_gui: BTreeMap<PathBuf, Vec<Record>> = BTreeMap::new();
+        for r in records {
+            if r.pane_id.is_none() {
+                warn_interrupted(&r);
+                continue;
+            }
+            by_gui.entry(r.gui_socket.clone()).or_default().push(r);
+        }
+        let mut kept = Vec::new();
+        for (socket, records) in by_gui {
+            if let Liveness::Gone(why) = gui::liveness(&socket) {
+                for r in &records {
+                    log::info!(
+                        "local worker {} (task {:?}) dropped: its WezTerm GUI is gone: {why}",
+                        r.worker_id,
+                        r.task
+                    );
+                }
+                continue;
+            }
+            match self.cli.list(&socket) {
+                Ok(panes) => {
+                    for r in records {
+                        if r.pane_id.is_some_and(|p| panes.contains(&p)) {
+                            kept.push((r, Seen::Live));
+                        } else {
+                            log::info!(
+                                "local worker {} (task {:?}) dropped: pane {} is gone from WezTerm GUI {}",
+                                r.worker_id,
+                                r.task,
+                                pane_text(&r),
+                                socket.display()
+                            );
+                        }
+                    }
+                }
+                Err(e) => {
+                    let why = format!("WezTerm GUI {} does not answer: {e}", socket.display());
+                    log::warn!("{why}; its {} record(s) are kept", records.len());
+                    kept.extend(
+                        records
+                            .into_iter()
+                            .map(|r| (r, Seen::Unanswered(why.clone()))),
+                    );
+                }
+            }
+        }
+        kept.sort_by(|a, b| {
+            (&a.0.created_at, &a.0.worker_id).cmp(&(&b.0.created_at, &b.0.worker_id))
+        });
+        kept
+    }
+
+    /// A record as callers see it: the session id only once it differs from the baseline.
+    fn worker(&self, record: &Record, seen: &Seen) -> Worker {
+        let (state, reason) = match seen {
+            Seen::Live => (WorkerState::Running, String::new()),
+            Seen::Unanswered(why) => (WorkerState::Unknown, why.clone()),
+        };
+        let mut w = Worker::new(
+            BackendKind::Local,
+            &record.worker_id,
+            &record.task,
+            state,
+            &record.created_at,
+        );
+        w.pane_id = pane_text(record);
+        w.reason = reason;
+        w.session_id = task::task_file(&self.task_dir, &record.task)
+            .ok()
+            .and_then(|file| task::session_id(&file))
+            .filter(|id| *id != record.baseline_session_id)
+            .unwrap_or_default();
+        w
+    }
+
+    /// The tab's program and arguments with the placeholders filled in, each argument whole.
+    fn argv(&self, task: &str, task_file: &Path, worker_id: &str) -> Vec<String> {
+        let task_file = task_file.to_string_lossy();
+        self.command
+            .iter()
+            .map(|arg| {
+                substitute(
+                    arg,
+                    &[
+                        ("{task}", task),
+                        ("{task_file}", &task_file),
+                        ("{worker_id}", worker_id),
+                    ],
+                )
+            })
+            .collect()
+    }
+}
+
+fn warn_interrupted(r: &Record) {
+    log::warn!(
+        "local worker {} (task {:?}) was being created when the controller stopped; if WezTerm GUI {} opened a tab for it, close that tab by hand (record dropped)",
+        r.worker_id,
+        r.task,
+        r.gui_socket.display()
+    );
+}
+
+fn pane_text(record: &Record) -> String {
+    record.pane_id.map(|p| p.to_string()).unwrap_or_default()
+}
+
+fn state_error(e: StoreError) -> BackendError {
+    BackendError::Internal(e.to_string())
+}
+
+/// `LOCAL_WEZTERM` must name an executable file: launchd gives no PATH to find one by.
+fn check_program(path: &Path) -> Result<(), ConfigError> {
+    let fail = |why: String| Err(ConfigError::Wezterm(format!("{} {why}", path.display())));
+    match std::fs::metadata(path) {
+        Err(e) => fail(format!(
+            "cannot be used ({e}): install WezTerm or set LOCAL_WEZTERM to the absolute path of its wezterm program"
+        )),
+        Ok(m) if !m.is_file() => fail("is not a file: name the wezterm program itself".into()),
+        Ok(m) if m.permissions().mode() & 0o111 == 0 => fail("is not executable".into()),
+        Ok(_) => Ok(()),
+    }
+}
+
+/// Replaces each placeholder in one pass, so a value that looks like a placeholder is kept
+/// as it is.
+fn substitute(arg: &str, values: &[(&str, &str)]) -> String {
+    let mut out = String::with_capacity(arg.len());
+    let mut rest = arg;
+    'scan: while let Some(at) = rest.find('{') {
+        out.push_str(&rest[..at]);
+        rest = &rest[at..];
+        for (name, value) in values {
+            if let Some(after) = rest.strip_prefix(name) {
+                out.push_str(value);
+                rest = after;
+                continue 'scan;
+            }
+        }
+        out.push('{');
+        rest = &rest[1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+impl Backend for LocalBackend {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Local
+    }
+
+    fn check_task(&self, task: &str) -> Result<(), String> {
+        task::task_file(&self.task_dir, task).map(|_| ())
+    }
+
+    fn create(&self, spec: &CreateSpec) -> Result<Worker, BackendError> {
+        let file = task::task_file(&self.task_dir, &spec.task).map_err(BackendError::Internal)?;
+        let store = self.store();
+        let kept = self.reconciled(&store)?;
+        if let Some((r, seen)) = kept.iter().find(|(r, _)| r.task == spec.task) {
+            return Err(BackendError::WorkerExists {
+                worker_id: r.worker_id.clone(),
+                state: self.worker(r, seen).state,
+            });
+        }
+        let gui = self
+            .discovery
+            .current()
+            .map_err(BackendError::Unavailable)?;
+        let mut record = Record {
+            worker_id: spec.worker_id.clone(),
+            task: spec.task.clone(),
+            pane_id: None,
+            gui_socket: gui.clone(),
+            baseline_session_id: task::session_id(&file).unwrap_or_default(),
+            created_at: rfc3339_secs(now_millis() / 1000),
+        };
+        let mut records: Vec<Record> = kept.into_iter().map(|(r, _)| r).collect();
+        // Written before the tab opens: a crash while it opens leaves a trace to warn about.
+        records.push(record.clone());
+        store.save(&records).map_err(state_error)?;
+        let argv = self.argv(&spec.task, &file, &spec.worker_id);
+        let pane = match self.cli.spawn(&gui, &self.task_dir, &argv) {
+            Ok(pane) => pane,
+            Err(e) => {
+                records.pop();
+                if let Err(save) = store.save(&records) {
+                    log::warn!("{save}");
+                }
+                let hint = match e {
+                    CliError::TimedOut(_) => "; if a tab opened for it anyway, close it by hand",
+                    _ => "",
+                };
+                return Err(BackendError::Unavailable(format!(
+                    "WezTerm GUI {}: {e}{hint}",
+                    gui.display()
+                )));
+            }
+        };
+        record.pane_id = Some(pane);
+        if let Some(last) = records.last_mut() {
+            *last = record.clone();
+        }
+        if let Err(e) = store.save(&records) {
+            // Unrecorded, the tab could never be listed or stopped: close it again.
+            let closed = match self.cli.kill_pane(&gui, pane) {
+                Ok(_) => "it was closed again".to_string(),
+                Err(kill) => format!("closing it failed too ({kill}): close pane {pane} by hand"),
+            };
+            return Err(BackendError::Internal(format!(
+                "the tab opened but could not be recorded ({e}); {closed}"
+            )));
+        }
+        Ok(self.worker(&record, &Seen::Live))
+    }
+
+    fn list(&self) -> Result<Vec<Worker>, BackendError> {
+        let store = self.store();
+        let kept = self.reconciled(&store)?;
+        Ok(kept.iter().map(|(r, seen)| self.worker(r, seen)).collect())
+    }
+
+    fn stop(&self, worker_id: &str) -> Result<Worker, BackendError> {
+        let store = self.store();
+        let mut records = store.load().map_err(state_error)?;
+        let Some(at) = records
+            .iter()
+            .position(|r| r.worker_id == worker_id && r.pane_id.is_some())
+        else {
+            return Err(BackendError::NotFound);
+        };
+        let target = records.remove(at);
+        let mut kept: Vec<Record> = self
+            .reconcile(records)
+            .into_iter()
+            .map(|(r, _)| r)
+            .collect();
+        let mut worker = self.worker(&target, &Seen::Live);
+        let pane = target.pane_id.unwrap_or_default();
+        let closed = match gui::liveness(&target.gui_socket) {
+            Liveness::Gone(why) => Err(format!("its WezTerm GUI is gone: {why}")),
+            Liveness::Alive => match self.cli.kill_pane(&target.gui_socket, pane) {
+                Ok(Killed::Closed) => Ok(()),
+                Ok(Killed::AlreadyGone) => Err("its pane was already gone".to_string()),
+                Err(e) => {
+                    // Stopping failed: the record stays, the worker is still ours.
+                    kept.push(target.clone());
+                    kept.sort_by(|a, b| {
+                        (&a.created_at, &a.worker_id).cmp(&(&b.created_at, &b.worker_id))
+                    });
+                    store.save(&kept).map_err(state_error)?;
+                    return Err(BackendError::Unavailable(format!(
+                        "WezTerm GUI {}: {e}",
+                        target.gui_socket.display()
+                    )));
+                }
+            },
+        };
+        if let Err(why) = closed {
+            worker.state = WorkerState::Exited;
+            worker.reason = why;
+        }
+        store.save(&kept).map_err(state_error)?;
+        Ok(worker)
+    }
+
+    fn health(&self) -> Result<(), BackendError> {
+        self.discovery
+            .current()
+            .map(|_| ())
+            .map_err(BackendError::Unavailable)
+    }
+
+    fn atomic_task_uniqueness(&self) -> bool {
+        false
+    }
+
+    fn workers_have_endpoints(&self) -> bool {
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placeholders_are_filled_once_per_argument() {
+        let v = [
+            ("{task}", "{worker_id}"),
+            ("{task_file}", "/t/x.md"),
+            ("{worker_id}", "w1"),
+        ];
+        assert_eq!(substitute("--task={task}", &v), "--task={worker_id}");
+        assert_eq!(substitute("{task_file}:{worker_id}", &v), "/t/x.md:w1");
+        assert_eq!(substitute("{other} {", &v), "{other} {");
+        assert_eq!(substitute("{{task}}", &v), "{{worker_id}}");
+    }
+}

@@ -18,7 +18,9 @@ use serde::{Deserialize, Serialize};
 pub struct Record {
     pub worker_id: String,
     pub task: String,
-    pub pane_id: u64,
+    /// `None` only while the tab is being opened: found in a file at startup, it marks a
+    /// create that a crash interrupted.
+    pub pane_id: Option<u64>,
     /// The socket of the WezTerm GUI the pane belongs to (pane ids mean something only there).
     pub gui_socket: PathBuf,
     /// The task file's `claude_session_id` when the worker was created: never reported as its.
@@ -215,7 +217,7 @@ mod tests {
         Record {
             worker_id: id.into(),
             task: "a task".into(),
-            pane_id: 7,
+            pane_id: Some(7),
             gui_socket: "/run/user/1/wezterm/gui-sock-123".into(),
             baseline_session_id: String::new(),
             created_at: "2026-11-30T00:00:00Z".into(),

@@ -1,0 +1,207 @@
+//! Which WezTerm GUI a call is for. Each running GUI listens on its own socket,
+//! `<runtime dir>/gui-sock-<pid>`, and pane ids mean something only within one GUI. New
+//! workers go to the current GUI: the one `WEZTERM_UNIX_SOCKET` names, else the newest live
+//! `gui-sock-<pid>`. A GUI that exits leaves its socket file behind, so "gone" is judged by
+//! the file and by the pid in its name — never by a GUI merely not answering.
+
+use std::fs;
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+const SOCKET_PREFIX: &str = "gui-sock-";
+
+/// Whether a GUI can still be there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Liveness {
+    /// Not proven gone (it may still not answer).
+    Alive,
+    /// Provably gone, and why.
+    Gone(String),
+}
+
+/// The GUI's process id, from a socket named `gui-sock-<pid>`.
+pub fn pid_of(socket: &Path) -> Option<u32> {
+    socket
+        .file_name()?
+        .to_str()?
+        .strip_prefix(SOCKET_PREFIX)?
+        .parse()
+        .ok()
+}
+
+/// Gone when its socket file is missing or the process its name carries has ended.
+pub fn liveness(socket: &Path) -> Liveness {
+    match fs::symlink_metadata(socket) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Liveness::Gone(format!("its socket {} no longer exists", socket.display()))
+        }
+        _ => {}
+    }
+    match pid_of(socket) {
+        Some(pid) if !process_alive(pid) => Liveness::Gone(format!(
+            "its process {pid} has ended (socket {} left behind)",
+            socket.display()
+        )),
+        _ => Liveness::Alive,
+    }
+}
+
+/// Whether process `pid` exists and has not ended. Linux reads `/proc` (a zombie has ended);
+/// elsewhere `kill -0` asks the kernel (the GUI belongs to the same user as the controller).
+fn process_alive(pid: u32) -> bool {
+    if pid == 0 {
+        return false;
+    }
+    if cfg!(target_os = "linux") {
+        match fs::read_to_string(format!("/proc/{pid}/stat")) {
+            // "pid (comm) S ...": the state follows the last ')'.
+            Ok(stat) => stat
+                .rsplit_once(')')
+                .map(|(_, rest)| !rest.trim_start().starts_with(['Z', 'X']))
+                .unwrap_or(true),
+            Err(_) => false,
+        }
+    } else {
+        std::process::Command::new("/bin/kill")
+            .args(["-0", &pid.to_string()])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(true)
+    }
+}
+
+/// Finds the current GUI.
+#[derive(Debug, Clone)]
+pub struct Discovery {
+    /// `WEZTERM_UNIX_SOCKET` from the controller's environment, when set.
+    explicit: Option<PathBuf>,
+    /// Where GUIs put their sockets.
+    runtime_dir: Option<PathBuf>,
+}
+
+impl Discovery {
+    /// From the environment the way the WezTerm CLI reads it: `WEZTERM_UNIX_SOCKET`, else the
+    /// runtime directory (macOS `~/.local/share/wezterm`; elsewhere
+    /// `$XDG_RUNTIME_DIR/wezterm`, else `~/.local/share/wezterm`).
+    pub fn from_env(env: &dyn Fn(&str) -> Option<String>) -> Discovery {
+        let home_dir = || env("HOME").map(|h| PathBuf::from(h).join(".local/share/wezterm"));
+        let runtime_dir = if cfg!(target_os = "macos") {
+            home_dir()
+        } else {
+            env("XDG_RUNTIME_DIR")
+                .map(|d| PathBuf::from(d).join("wezterm"))
+                .or_else(home_dir)
+        };
+        Discovery {
+            explicit: env("WEZTERM_UNIX_SOCKET").map(PathBuf::from),
+            runtime_dir,
+        }
+    }
+
+    /// The socket of the GUI new workers go to, or one line saying why there is none.
+    pub fn current(&self) -> Result<PathBuf, String> {
+        if let Some(socket) = &self.explicit {
+            return match liveness(socket) {
+                Liveness::Alive => Ok(socket.clone()),
+                Liveness::Gone(why) => Err(format!(
+                    "no WezTerm GUI at WEZTERM_UNIX_SOCKET: {why}; start WezTerm or unset WEZTERM_UNIX_SOCKET"
+                )),
+            };
+        }
+        let Some(dir) = &self.runtime_dir else {
+            return Err(
+                "no WezTerm GUI can be found: neither XDG_RUNTIME_DIR nor HOME is set".into(),
+            );
+        };
+        let none = || {
+            format!(
+                "no WezTerm GUI is running (no live {SOCKET_PREFIX}<pid> in {}); start WezTerm",
+                dir.display()
+            )
+        };
+        let entries = fs::read_dir(dir).map_err(|_| none())?;
+        let mut newest: Option<(SystemTime, u32, PathBuf)> = None;
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let Some(pid) = pid_of(&path) else { continue };
+            let Ok(meta) = entry.metadata() else { continue };
+            if !meta.file_type().is_socket() || liveness(&path) != Liveness::Alive {
+                continue;
+            }
+            let when = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+            if newest
+                .as_ref()
+                .is_none_or(|(t, p, _)| (when, pid) > (*t, *p))
+            {
+                newest = Some((when, pid, path));
+            }
+        }
+        newest.map(|(_, _, path)| path).ok_or_else(none)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::net::UnixListener;
+
+    use super::*;
+
+    fn dir(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("a2a-gui-{tag}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&d);
+        fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    fn socket(path: &Path) {
+        drop(UnixListener::bind(path).unwrap());
+    }
+
+    #[test]
+    fn the_newest_live_gui_is_current() {
+        let d = dir("current");
+        let me = std::process::id();
+        let env = |name: &str| match name {
+            "XDG_RUNTIME_DIR" | "HOME" => Some(d.to_string_lossy().into_owned()),
+            _ => None,
+        };
+        let found = Discovery::from_env(&env);
+        let runtime = found.runtime_dir.clone().unwrap();
+        fs::create_dir_all(&runtime).unwrap();
+        assert!(found.current().unwrap_err().contains("start WezTerm"));
+        // A dead GUI's socket (pid 0 never names a live GUI) and files that are not sockets.
+        socket(&runtime.join("gui-sock-0"));
+        fs::write(runtime.join(format!("gui-sock-{me}x")), "").unwrap();
+        socket(&runtime.join("sock"));
+        assert!(found.current().is_err());
+        socket(&runtime.join(format!("gui-sock-{me}")));
+        assert_eq!(
+            found.current().unwrap(),
+            runtime.join(format!("gui-sock-{me}"))
+        );
+        let _ = fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn an_explicit_socket_wins_and_gone_means_missing_or_dead() {
+        let d = dir("explicit");
+        let live = d.join(format!("gui-sock-{}", std::process::id()));
+        socket(&live);
+        let env = |name: &str| {
+            (name == "WEZTERM_UNIX_SOCKET").then(|| live.to_string_lossy().into_owned())
+        };
+        assert_eq!(Discovery::from_env(&env).current().unwrap(), live);
+        assert_eq!(liveness(&live), Liveness::Alive);
+        assert!(
+            matches!(liveness(&d.join("gui-sock-1234567")), Liveness::Gone(w) if w.contains("no longer exists"))
+        );
+        let dead = d.join("gui-sock-0");
+        socket(&dead);
+        assert!(matches!(liveness(&dead), Liveness::Gone(w) if w.contains("has ended")));
+        let _ = fs::remove_dir_all(&d);
+    }
+}

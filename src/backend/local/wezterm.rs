@@ -1,0 +1,198 @@
+//! The WezTerm CLI, run as a program: `<LOCAL_WEZTERM> cli --no-auto-start <subcommand>` with
+//! `WEZTERM_UNIX_SOCKET` naming the GUI the call is for. `--no-auto-start` is never left out:
+//! without it a CLI that finds no GUI silently starts a headless mux server, behind the
+//! operator's back. Every call has a deadline; a CLI that does not finish by then is killed
+//! (and reaped), so a hung GUI costs one timeout, never a hung request.
+
+use std::fmt;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+
+use crate::backend::api_call::one_line;
+
+/// The most of one stream a call keeps (a `list` of a few hundred panes is well below).
+const OUTPUT_CAP: u64 = 4 << 20;
+
+/// Why a CLI call did not do what was asked. `Display` is one line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CliError {
+    /// The program could not be started at all.
+    Launch(String),
+    /// It did not finish in time and was killed.
+    TimedOut(Duration),
+    /// It exited unsuccessfully; the last line it wrote to stderr.
+    Failed(String),
+    /// It succeeded but printed something the CLI does not print.
+    Output(String),
+}
+
+impl fmt::Display for CliError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CliError::Launch(why) => write!(f, "wezterm cannot be run: {why}"),
+            CliError::TimedOut(after) => write!(
+                f,
+                "wezterm did not answer within {} ms and was stopped (LOCAL_CLI_TIMEOUT)",
+                after.as_millis()
+            ),
+            CliError::Failed(why) => write!(f, "wezterm failed: {why}"),
+            CliError::Output(why) => write!(f, "wezterm printed something unexpected: {why}"),
+        }
+    }
+}
+
+/// What `kill-pane` found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Killed {
+    Closed,
+    /// The GUI has no such pane (closed by hand, or its program ended).
+    AlreadyGone,
+}
+
+pub struct Cli {
+    program: PathBuf,
+    timeout: Duration,
+}
+
+#[derive(Deserialize)]
+struct ListedPane {
+    pane_id: u64,
+}
+
+impl Cli {
+    pub fn new(program: PathBuf, timeout: Duration) -> Cli {
+        Cli { program, timeout }
+    }
+
+    /// `spawn --new-window --cwd <cwd> -- <argv>`: a new window running `argv`; its pane id.
+    pub fn spawn(&self, gui: &Path, cwd: &Path, argv: &[String]) -> Result<u64, CliError> {
+        let mut args: Vec<&std::ffi::OsStr> =
+            vec!["spawn".as_ref(), "--new-window".as_ref(), "--cwd".as_ref()];
+        args.push(cwd.as_os_str());
+        args.push("--".as_ref());
+        args.extend(argv.iter().map(|a| std::ffi::OsStr::new(a.as_str())));
+        let out = self.run(gui, &args)?;
+        out.trim()
+            .parse()
+            .map_err(|_| CliError::Output(format!("{:?} is not a pane id", one_line(out.trim()))))
+    }
+
+    /// `list --format json`: the ids of every pane the GUI has.
+    pub fn list(&self, gui: &Path) -> Result<Vec<u64>, CliError> {
+        let out = self.run(
+            gui,
+            &["list".as_ref(), "--format".as_ref(), "json".as_ref()],
+        )?;
+        let panes: Vec<ListedPane> = serde_json::from_str(&out)
+            .map_err(|e| CliError::Output(format!("pane list is not JSON ({e})")))?;
+        Ok(panes.into_iter().map(|p| p.pane_id).collect())
+    }
+
+    /// `kill-pane --pane-id N`.
+    pub fn kill_pane(&self, gui: &Path, pane_id: u64) -> Result<Killed, CliError> {
+        let id = pane_id.to_string();
+        match self.run(
+            gui,
+            &["kill-pane".as_ref(), "--pane-id".as_ref(), id.as_ref()],
+        ) {
+            Ok(_) => Ok(Killed::Closed),
+            Err(CliError::Failed(why)) if why.contains("no such pane") => Ok(Killed::AlreadyGone),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Runs `<program> cli --no-auto-start <args>` for the GUI at `gui`; its stdout.
+    fn run(&self, gui: &Path, args: &[&std::ffi::OsStr]) -> Result<String, CliError> {
+        let deadline = Instant::now() + self.timeout;
+        let mut child = Command::new(&self.program)
+            .arg("cli")
+            .arg("--no-auto-start")
+            .args(args)
+            .env("WEZTERM_UNIX_SOCKET", gui)
+            // Spawned from a WezTerm pane, the CLI would otherwise take that pane as "current".
+            .env_remove("WEZTERM_PANE")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| CliError::Launch(format!("{}: {e}", self.program.display())))?;
+        // Both pipes are drained by threads so a chatty child never blocks on a full pipe.
+        let (tx, rx) = mpsc::channel();
+        for (which, stream) in [
+            (
+                0,
+                child
+                    .stdout
+                    .take()
+                    .map(|s| Box::new(s) as Box<dyn Read + Send>),
+            ),
+            (
+                1,
+                child
+                    .stderr
+                    .take()
+                    .map(|s| Box::new(s) as Box<dyn Read + Send>),
+            ),
+        ] {
+            let Some(mut stream) = stream else { continue };
+            let tx = tx.clone();
+            thread::spawn(move || {
+                let mut kept = Vec::new();
+                let _ = (&mut stream).take(OUTPUT_CAP).read_to_end(&mut kept);
+                let _ = std::io::copy(&mut stream, &mut std::io::sink());
+                let _ = tx.send((which, kept));
+            });
+        }
+        drop(tx);
+        let mut pause = Duration::from_millis(2);
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(status)) => break status,
+                Ok(None) if Instant::now() >= deadline => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err(CliError::TimedOut(self.timeout));
+                }
+                Ok(None) => {
+                    thread::sleep(pause.min(deadline.saturating_duration_since(Instant::now())));
+                    pause = (pause * 2).min(Duration::from_millis(25));
+                }
+                Err(e) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err(CliError::Launch(e.to_string()));
+                }
+            }
+        };
+        // A grandchild still holding a pipe must not hold the caller: the streams get what is
+        // left of the deadline (at least a moment).
+        let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+        for _ in 0..2 {
+            let wait = deadline
+                .saturating_duration_since(Instant::now())
+                .max(Duration::from_millis(100));
+            match rx.recv_timeout(wait) {
+                Ok((0, bytes)) => stdout = bytes,
+                Ok((_, bytes)) => stderr = bytes,
+                Err(_) => break,
+            }
+        }
+        if status.success() {
+            return String::from_utf8(stdout)
+                .map_err(|_| CliError::Output("output is not UTF-8".into()));
+        }
+        let stderr = String::from_utf8_lossy(&stderr);
+        let line = stderr
+            .lines()
+            .map(str::trim)
+            .rfind(|l| !l.is_empty())
+            .unwrap_or("no message");
+        Err(CliError::Failed(format!("{status}: {}", one_line(line))))
+    }
+}

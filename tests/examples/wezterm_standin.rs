@@ -1,0 +1,262 @@
+//! A stand-in for the `wezterm` program, for the local backend's tests: WezTerm cannot be
+//! installed on the machines these tests run on. It answers the CLI calls the controller
+//! makes the way WezTerm's own CLI does (checked against its sources, `wezterm/src/cli/`):
+//!
+//! - `wezterm cli [--no-auto-start] [--prefer-mux] [--class C] <subcommand>`; the GUI is the
+//!   one whose socket `WEZTERM_UNIX_SOCKET` names. Each GUI has its own windows, tabs and pane
+//!   ids (ids start at 0 and only grow, per GUI, as in WezTerm's mux).
+//! - `spawn [--new-window | --window-id N] [--cwd DIR] [--workspace W] -- PROG ARGS...` prints
+//!   the new pane id and a newline; without `--new-window` or `--window-id` (and no
+//!   `WEZTERM_PANE`) it fails, as the real CLI does outside a WezTerm pane.
+//! - `list [--format json|table]`: the real JSON shape (an array, one object per pane).
+//! - `kill-pane --pane-id N`: prints nothing; an unknown id fails with "no such pane N".
+//! - A socket whose file is missing fails to connect; so does one named `gui-sock-<pid>`
+//!   whose pid has ended (the real socket is left behind and refuses connections).
+//! - Errors go to stderr as `ERROR  wezterm > <message>; terminating` with exit status 1.
+//!
+//! What the tests control, in `<socket>.standin.json` beside each GUI socket: `hung` (the
+//! GUI accepts the call and never answers) and `spawn_delay_ms`. Every call is appended to
+//! `standin-calls.log` in the socket's directory (argv and socket), so tests can see what
+//! ran — and whether anything broke the rules a daemon must keep: the program called by a
+//! relative path, or without `--no-auto-start` (which would start a headless mux server
+//! behind the operator's back). Such a call is logged as a violation and fails.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+#[derive(Default, Serialize, Deserialize)]
+struct Gui {
+    #[serde(default)]
+    hung: bool,
+    #[serde(default)]
+    spawn_delay_ms: u64,
+    #[serde(default)]
+    next_id: u64,
+    #[serde(default)]
+    panes: Vec<Pane>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Pane {
+    window_id: u64,
+    tab_id: u64,
+    pane_id: u64,
+    workspace: String,
+    cwd: String,
+    argv: Vec<String>,
+}
+
+fn fail(message: &str) -> ExitCode {
+    eprintln!("ERROR  wezterm > {message}; terminating");
+    ExitCode::from(1)
+}
+
+fn log_call(socket: Option<&Path>, argv: &[String], violation: Option<&str>) {
+    let Some(dir) = socket.and_then(Path::parent) else {
+        return;
+    };
+    let line = json!({"argv": argv, "socket": socket, "violation": violation});
+    if let Ok(mut f) = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("standin-calls.log"))
+    {
+        let _ = writeln!(f, "{line}");
+    }
+}
+
+fn pid_alive(pid: u32) -> bool {
+    if !Path::new("/proc/self").exists() {
+        // macOS: ask the kernel.
+        return std::process::Command::new("/bin/kill")
+            .args(["-0", &pid.to_string()])
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+    }
+    fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().to_string())
+        })
+        .is_some_and(|rest| !rest.starts_with(['Z', 'X']))
+}
+
+fn main() -> ExitCode {
+    let argv: Vec<String> = std::env::args().collect();
+    let socket = std::env::var_os("WEZTERM_UNIX_SOCKET").map(PathBuf::from);
+    if !argv.first().is_some_and(|p| Path::new(p).is_absolute()) {
+        log_call(socket.as_deref(), &argv, Some("relative program path"));
+        return fail("stand-in: called by a relative program path; a daemon has no PATH to trust");
+    }
+    let mut rest = argv.iter().skip(1).map(String::as_str).peekable();
+    if rest.next() != Some("cli") {
+        return fail("stand-in: only `wezterm cli` is mimicked");
+    }
+    let mut no_auto_start = false;
+    while let Some(opt) = rest.peek().copied() {
+        match opt {
+            "--no-auto-start" => no_auto_start = true,
+            "--prefer-mux" => {}
+            "--class" => {
+                rest.next();
+            }
+            _ => break,
+        }
+        rest.next();
+    }
+    if !no_auto_start {
+        log_call(socket.as_deref(), &argv, Some("no --no-auto-start"));
+        return fail("stand-in: called without --no-auto-start: the real CLI would start a headless mux server");
+    }
+    let Some(socket) = socket else {
+        return fail(
+            "stand-in: WEZTERM_UNIX_SOCKET is not set (the controller always names the GUI)",
+        );
+    };
+    log_call(Some(&socket), &argv, None);
+    let name = socket.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let dead_pid = name
+        .strip_prefix("gui-sock-")
+        .and_then(|p| p.parse::<u32>().ok())
+        .is_some_and(|pid| !pid_alive(pid));
+    if !socket.exists() {
+        return fail(&format!(
+            "failed to connect to Socket({socket:?}): No such file or directory (os error 2)"
+        ));
+    }
+    if dead_pid {
+        return fail(&format!(
+            "failed to connect to Socket({socket:?}): Connection refused (os error 111)"
+        ));
+    }
+    let state_path = PathBuf::from(format!("{}.standin.json", socket.display()));
+    let read = || -> Gui {
+        fs::read(&state_path)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default()
+    };
+    if read().hung {
+        // Accepted the connection, never answers.
+        std::thread::sleep(Duration::from_secs(3600));
+        return fail("stand-in: hung GUI woke up");
+    }
+    let lock = File::create(format!("{}.standin.lock", socket.display()))
+        .and_then(|f| f.lock().map(|()| f));
+    let Ok(_lock) = lock else {
+        return fail("stand-in: cannot lock its state");
+    };
+    let mut gui = read();
+    let sub = rest.next().unwrap_or("");
+    let args: Vec<&str> = rest.collect();
+    let value_of = |flag: &str| {
+        args.iter()
+            .position(|a| *a == flag)
+            .and_then(|i| args.get(i + 1).copied())
+    };
+    match sub {
+        "spawn" => {
+            let (opts, prog) = match args.iter().position(|a| *a == "--") {
+                Some(i) => (&args[..i], args[i + 1..].to_vec()),
+                None => (&args[..], Vec::new()),
+            };
+            let new_window = opts.contains(&"--new-window");
+            let window = value_of("--window-id").and_then(|w| w.parse::<u64>().ok());
+            if !new_window && window.is_none() && std::env::var_os("WEZTERM_PANE").is_none() {
+                return fail("--pane-id was not specified and $WEZTERM_PANE is not set in the environment, and I couldn't determine which pane was currently focused");
+            }
+            std::thread::sleep(Duration::from_millis(gui.spawn_delay_ms));
+            let pane_id = gui.next_id;
+            gui.next_id += 1;
+            let window_id = window.unwrap_or(pane_id);
+            gui.panes.push(Pane {
+                window_id,
+                tab_id: pane_id,
+                pane_id,
+                workspace: value_of("--workspace").unwrap_or("default").to_string(),
+                cwd: value_of("--cwd").unwrap_or("").to_string(),
+                argv: prog.iter().map(|s| s.to_string()).collect(),
+            });
+            if save(&state_path, &gui).is_err() {
+                return fail("stand-in: cannot save its state");
+            }
+            println!("{pane_id}");
+        }
+        "list" => {
+            let items: Vec<Value> = gui
+                .panes
+                .iter()
+                .map(|p| {
+                    let title = p
+                        .argv
+                        .first()
+                        .and_then(|a| Path::new(a).file_name())
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .unwrap_or_default();
+                    json!({
+                        "window_id": p.window_id, "tab_id": p.tab_id, "pane_id": p.pane_id,
+                        "workspace": p.workspace,
+                        "size": {"rows": 24, "cols": 80, "pixel_width": 640, "pixel_height": 384, "dpi": 72},
+                        "title": title, "cwd": format!("file://localhost{}", p.cwd),
+                        "cursor_x": 0, "cursor_y": 0, "cursor_shape": "Default",
+                        "cursor_visibility": "Visible", "left_col": 0, "top_row": 0,
+                        "tab_title": "", "window_title": title, "is_active": true,
+                        "is_zoomed": false, "is_floating": false, "tty_name": "/dev/ttys001"
+                    })
+                })
+                .collect();
+            match value_of("--format").unwrap_or("table") {
+                "json" => match serde_json::to_string_pretty(&items) {
+                    Ok(text) => println!("{text}"),
+                    Err(_) => return fail("stand-in: cannot print"),
+                },
+                "table" => {
+                    println!("WINID TABID PANEID WORKSPACE SIZE  TITLE CWD");
+                    for i in &items {
+                        println!(
+                            "{} {} {} {} 80x24 {} {}",
+                            i["window_id"],
+                            i["tab_id"],
+                            i["pane_id"],
+                            i["workspace"],
+                            i["title"],
+                            i["cwd"]
+                        );
+                    }
+                }
+                _ => return fail("unknown output format"),
+            }
+        }
+        "kill-pane" => {
+            let Some(id) = value_of("--pane-id").and_then(|p| p.parse::<u64>().ok()) else {
+                return fail(
+                    "--pane-id was not specified and $WEZTERM_PANE is not set in the environment",
+                );
+            };
+            let before = gui.panes.len();
+            gui.panes.retain(|p| p.pane_id != id);
+            if gui.panes.len() == before {
+                return fail(&format!("no such pane {id}"));
+            }
+            if save(&state_path, &gui).is_err() {
+                return fail("stand-in: cannot save its state");
+            }
+        }
+        other => return fail(&format!("stand-in: subcommand {other:?} is not mimicked")),
+    }
+    ExitCode::SUCCESS
+}
+
+fn save(path: &Path, gui: &Gui) -> std::io::Result<()> {
+    let tmp = PathBuf::from(format!("{}.tmp", path.display()));
+    fs::write(&tmp, serde_json::to_vec_pretty(gui)?)?;
+    fs::rename(tmp, path)
+}

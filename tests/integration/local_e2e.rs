@@ -1,0 +1,580 @@
+//! The local backend end to end: the controller binary, `-backend=local`, the stand-in
+//! `wezterm` (see `local_support`). Every test also checks, when its harness drops, that each
+//! CLI call named the program by its absolute path and passed `--no-auto-start`, and that the
+//! state file holds no task content and no token.
+
+use std::collections::HashSet;
+use std::os::unix::fs::PermissionsExt;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::docker_support::Proc;
+use crate::local_support::*;
+use crate::support::{control_error, one_winner, reply_data, Controls};
+
+fn create(p: &Proc, task: &str) -> Value {
+    let task = p.control(json!({"operation": "create", "task": task}));
+    let data = reply_data(&task);
+    assert_eq!(
+        data["token"], "",
+        "a local worker has no endpoint and no token"
+    );
+    data["worker"].clone()
+}
+
+fn list(p: &Proc) -> Vec<Value> {
+    reply_data(&p.control(json!({"operation": "list"})))["workers"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+fn stop(p: &Proc, worker_id: &Value) -> Value {
+    reply_data(&p.control(json!({"operation": "stop", "worker_id": worker_id})))["worker"].clone()
+}
+
+fn ids(workers: &[Value]) -> HashSet<String> {
+    workers
+        .iter()
+        .map(|w| w["worker_id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn assert_log_private(p: &Proc) {
+    let log = p.log_text();
+    assert!(!log.contains(BODY_MARKER), "task file content in the log");
+}
+
+#[test]
+fn create_list_stop_one_tab_per_task() {
+    let wez = Wez::new("basic");
+    let gui = wez.gui();
+    wez.task("fix the build", Some("sess-from-before"));
+    let p = wez.controller();
+    assert_eq!(p.get("/readiness").status, 200);
+
+    let w = create(&p, "fix the build");
+    assert_eq!(w["backend"], "local");
+    assert_eq!(w["state"], "running");
+    assert_eq!(w["a2a_url"], "");
+    assert_eq!(w["reason"], "");
+    assert_eq!(
+        w["session_id"], "",
+        "the session id present at create is not the worker's"
+    );
+    let wid = w["worker_id"].as_str().unwrap().to_string();
+    let pane = pane_of(&w);
+    assert_eq!(
+        gui.panes(),
+        [0, pane],
+        "the operator's pane 0 and the new tab"
+    );
+
+    // The tab runs LOCAL_COMMAND with the placeholders filled per argument, in a new window,
+    // in the task directory — and it went to the GUI the discovery found.
+    let spawn = &wez.calls_of("spawn")[0];
+    let task_file = wez.tasks.join("fix the build.md");
+    assert_eq!(
+        spawn["argv"].as_array().unwrap()[4..].to_vec(),
+        [
+            json!("--new-window"),
+            json!("--cwd"),
+            json!(wez.tasks.display().to_string()),
+            json!("--"),
+            json!("/opt/agent/bin/claude"),
+            json!("--task-file"),
+            json!(task_file.display().to_string()),
+            json!("--name"),
+            json!(format!("worker {wid} for fix the build")),
+        ]
+    );
+    assert_eq!(socket_of(spawn), gui.socket);
+
+    let listed = list(&p);
+    assert_eq!(listed, vec![w], "list reports the worker as create did");
+    let records = wez.records();
+    assert_eq!(records.len(), 1);
+    assert_eq!(records[0]["pane_id"], pane);
+    assert_eq!(records[0]["gui_socket"], json!(gui.socket));
+    assert_eq!(records[0]["baseline_session_id"], "sess-from-before");
+    let mode = std::fs::metadata(&wez.state_file)
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o600);
+
+    let e = p.expect_failure(
+        json!({"operation": "create", "task": "fix the build"}),
+        "worker_exists",
+    );
+    assert_eq!(e["worker_id"], wid.as_str());
+    assert_eq!(e["state"], "running");
+    assert_eq!(wez.calls_of("spawn").len(), 1, "no second tab for the task");
+
+    let stopped = stop(&p, &json!(wid));
+    assert_eq!(stopped["worker_id"], wid.as_str());
+    assert_eq!(
+        gui.panes(),
+        [0],
+        "the tab is closed, the operator's pane is not"
+    );
+    let kill = &wez.calls_of("kill-pane")[0];
+    assert_eq!(kill["argv"][5], pane.to_string());
+    assert!(list(&p).is_empty());
+    assert!(wez.records().is_empty());
+    p.expect_failure(json!({"operation": "stop", "worker_id": wid}), "not_found");
+
+    // Restarted, the controller finds its workers in the state file.
+    let w2 = create(&p, "fix the build");
+    drop(p);
+    let p = wez.controller();
+    assert_eq!(ids(&list(&p)), ids(&[w2]));
+    assert_log_private(&p);
+}
+
+#[test]
+fn a_tab_closed_by_hand_drops_out_and_stopping_it_is_not_an_error() {
+    let wez = Wez::new("byhand");
+    let gui = wez.gui();
+    let p = wez.controller();
+    let a = create(&p, "a");
+    let b = create(&p, "b");
+    let c = create(&p, "c");
+    gui.close_by_hand(pane_of(&a));
+    assert_eq!(ids(&list(&p)), ids(&[b.clone(), c.clone()]));
+    assert_eq!(
+        wez.records().len(),
+        2,
+        "the dropped record is gone from the file"
+    );
+    p.expect_failure(
+        json!({"operation": "stop", "worker_id": a["worker_id"]}),
+        "not_found",
+    );
+    // A pane that vanishes between list and stop: the stop still succeeds.
+    gui.close_by_hand(pane_of(&b));
+    let stopped = stop(&p, &b["worker_id"]);
+    assert_eq!(stopped["state"], "exited");
+    assert!(
+        stopped["reason"].as_str().unwrap().contains("already gone"),
+        "{stopped}"
+    );
+    assert_eq!(ids(&list(&p)), ids(&[c]));
+    // The task of a worker whose tab was closed can have a new one.
+    create(&p, "a");
+}
+
+#[test]
+fn each_gui_keeps_its_own_panes_and_records() {
+    let wez = Wez::new("twogui");
+    let first = wez.gui();
+    let p = wez.controller();
+    let a = create(&p, "a");
+    let second = wez.gui();
+    let b = create(&p, "b");
+    // Pane ids are per GUI: both tabs may well carry the same number.
+    assert_eq!(pane_of(&a), pane_of(&b));
+    assert_eq!(first.panes(), [0, pane_of(&a)]);
+    assert_eq!(
+        second.panes(),
+        [0, pane_of(&b)],
+        "new workers go to the newest GUI"
+    );
+    assert_eq!(ids(&list(&p)), ids(&[a.clone(), b.clone()]));
+    // Stopping a worker of the older GUI goes through that GUI's socket.
+    stop(&p, &a["worker_id"]);
+    assert_eq!(first.panes(), [0]);
+    assert_eq!(
+        second.panes(),
+        [0, pane_of(&b)],
+        "the other GUI's pane of the same id is untouched"
+    );
+    let kill = wez.calls_of("kill-pane").pop().unwrap();
+    assert_eq!(socket_of(&kill), first.socket);
+    assert_eq!(ids(&list(&p)), ids(&[b]));
+}
+
+#[test]
+fn a_dead_gui_erases_its_records_a_hung_one_keeps_them() {
+    let mut wez = Wez::new("deadhung");
+    wez.cli_timeout = "1s";
+    let mut first = wez.gui();
+    let p = wez.controller();
+    let a = create(&p, "a");
+    let second = wez.gui();
+    let b = create(&p, "b");
+    let third = wez.gui();
+    let c = create(&p, "c");
+
+    // The first GUI exits (its socket stays behind); the second stops answering.
+    first.exit();
+    second.hang(true);
+    let started = Instant::now();
+    let listed = list(&p);
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(6),
+        "a hung GUI costs one timeout: {took:?}"
+    );
+    assert_eq!(
+        ids(&listed),
+        ids(&[b.clone(), c.clone()]),
+        "the dead GUI's record is erased"
+    );
+    let hung = listed
+        .iter()
+        .find(|w| w["worker_id"] == b["worker_id"])
+        .unwrap();
+    assert_eq!(hung["state"], "unknown");
+    assert!(
+        hung["reason"].as_str().unwrap().contains("does not answer"),
+        "{hung}"
+    );
+    assert_eq!(wez.records().len(), 2);
+    // A stop through a hung GUI fails, bounded, and keeps the record: the worker is still ours.
+    let started = Instant::now();
+    p.expect_failure_saying(
+        json!({"operation": "stop", "worker_id": b["worker_id"]}),
+        "backend_unavailable",
+        &["did not answer"],
+    );
+    assert!(started.elapsed() < Duration::from_secs(8));
+    assert_eq!(wez.records().len(), 2);
+
+    // Answering again, its worker is running and stoppable.
+    second.hang(false);
+    let listed = list(&p);
+    assert!(listed.iter().all(|w| w["state"] == "running"), "{listed:?}");
+    stop(&p, &b["worker_id"]);
+    // A GUI whose socket file is gone is gone too.
+    std::fs::remove_file(&third.socket).unwrap();
+    assert!(list(&p).is_empty());
+    assert!(wez.records().is_empty());
+    let _ = a;
+}
+
+#[test]
+fn the_session_id_is_reported_once_it_changes_from_the_baseline() {
+    let wez = Wez::new("session");
+    let _gui = wez.gui();
+    wez.task("with", Some("old-session"));
+    wez.task("without", None);
+    let p = wez.controller();
+    let with = create(&p, "with");
+    let without = create(&p, "without");
+    let session = |id: &Value| {
+        list(&p)
+            .into_iter()
+            .find(|w| w["worker_id"] == *id)
+            .unwrap()["session_id"]
+            .clone()
+    };
+    assert_eq!(
+        session(&with["worker_id"]),
+        "",
+        "a value there at create is never reported"
+    );
+    assert_eq!(session(&without["worker_id"]), "");
+    wez.task("with", Some("new-session-1"));
+    wez.task("without", Some("first-session"));
+    assert_eq!(session(&with["worker_id"]), "new-session-1");
+    assert_eq!(session(&without["worker_id"]), "first-session");
+    // Re-read on every list: back to the baseline, nothing new to report.
+    wez.task("with", Some("old-session"));
+    assert_eq!(session(&with["worker_id"]), "");
+    assert_log_private(&p);
+}
+
+#[test]
+fn racing_creates_for_one_task_open_one_tab() {
+    let wez = Wez::new("race");
+    let gui = wez.gui();
+    gui.spawn_delay(150);
+    let p = wez.controller();
+    let addr = p.addr;
+    let results: Vec<Value> = (0..6)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let r = crate::support::send_control(
+                    addr,
+                    json!({"operation": "create", "task": "contested"}),
+                );
+                r.json()["result"]["task"].clone()
+            })
+        })
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|h| h.join().unwrap())
+        .collect();
+    one_winner(&results);
+    assert_eq!(wez.calls_of("spawn").len(), 1);
+    assert_eq!(gui.panes().len(), 2);
+    assert_eq!(wez.records().len(), 1);
+}
+
+#[test]
+fn task_names_that_leave_the_task_directory_are_refused_before_anything_runs() {
+    let wez = Wez::new("names");
+    let _gui = wez.gui();
+    let outside = wez.root.join("outside.md");
+    std::fs::write(&outside, "---\nclaude_session_id: stolen\n---\n").unwrap();
+    std::os::unix::fs::symlink(&outside, wez.tasks.join("linked.md")).unwrap();
+    std::os::unix::fs::symlink(wez.root.join("nowhere"), wez.tasks.join("dangling.md")).unwrap();
+    let p = wez.controller();
+    for bad in [
+        "../outside",
+        "a/b",
+        "..",
+        ".hidden",
+        "x..y",
+        "tab\tname",
+        "linked",
+        "dangling",
+    ] {
+        let task = p.control(json!({"operation": "create", "task": bad}));
+        let e = control_error(&task, "TASK_STATE_REJECTED");
+        assert_eq!(e["code"], "invalid_request", "{bad}: {task}");
+    }
+    assert!(wez.calls().is_empty(), "nothing ran: {:?}", wez.calls());
+    assert!(wez.records().is_empty());
+}
+
+#[test]
+fn without_a_gui_it_starts_and_says_why_it_cannot_create() {
+    let wez = Wez::new("nogui");
+    let p = wez.controller();
+    let r = p.get("/readiness");
+    assert_eq!(r.status, 503);
+    assert!(
+        r.text().contains("no WezTerm GUI is running"),
+        "{}",
+        r.text()
+    );
+    p.expect_failure_saying(
+        json!({"operation": "create", "task": "early"}),
+        "backend_unavailable",
+        &["no WezTerm GUI is running", "start WezTerm"],
+    );
+    assert!(list(&p).is_empty());
+    assert!(wez.records().is_empty(), "a failed create leaves no record");
+    // WezTerm starts later: no restart needed.
+    let _gui = wez.gui();
+    assert_eq!(p.get("/readiness").status, 200);
+    create(&p, "early");
+}
+
+#[test]
+fn a_corrupt_state_file_stops_startup_and_is_left_untouched() {
+    let wez = Wez::new("corrupt");
+    let _gui = wez.gui();
+    std::fs::create_dir_all(wez.state_file.parent().unwrap()).unwrap();
+    let bad = b"{\"version\": 1, \"workers\": [ {\"worker_id\": \"w\"";
+    std::fs::write(&wez.state_file, bad).unwrap();
+    let (code, out) = wez.prepared(&[]).run_to_exit();
+    assert_eq!(code, Some(1), "{out}");
+    let line = out
+        .lines()
+        .find(|l| l.contains("ERROR"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        line.contains("LOCAL_STATE_FILE") && line.contains("left untouched"),
+        "{line}"
+    );
+    assert_eq!(std::fs::read(&wez.state_file).unwrap(), bad);
+    assert!(wez.calls().is_empty());
+    std::fs::remove_file(&wez.state_file).unwrap();
+}
+
+#[test]
+fn a_second_controller_on_the_same_state_file_refuses_naming_the_holder() {
+    let wez = Wez::new("second");
+    let _gui = wez.gui();
+    let first = wez.controller();
+    let (code, out) = wez.prepared(&[]).run_to_exit();
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("in use by another controller")
+            && out.contains(&format!("pid {}", first.pid())),
+        "{out}"
+    );
+    assert_eq!(first.get("/readiness").status, 200, "the holder serves on");
+}
+
+#[test]
+fn startup_refuses_a_wezterm_that_is_not_an_executable_file_and_a_missing_task_dir() {
+    let wez = Wez::new("program");
+    let not_exec = wez.root.join("wezterm");
+    std::fs::write(&not_exec, "#!/bin/sh\n").unwrap();
+    for (program, says) in [
+        (wez.root.join("absent/wezterm"), "install WezTerm"),
+        (not_exec.clone(), "not executable"),
+        (wez.root.clone(), "not a file"),
+    ] {
+        let flag = format!("-local-wezterm={}", program.display());
+        let (code, out) = wez.prepared(&[&flag]).run_to_exit();
+        assert_eq!(code, Some(1), "{out}");
+        assert!(out.contains("LOCAL_WEZTERM") && out.contains(says), "{out}");
+    }
+    let (code, out) = wez.prepared(&["-local-wezterm=wezterm"]).run_to_exit();
+    assert_eq!(code, Some(2));
+    assert!(
+        out.contains("absolute path") && out.contains("launchd"),
+        "{out}"
+    );
+    let flag = format!("-local-task-dir={}", wez.root.join("no-tasks").display());
+    let (code, out) = wez.prepared(&[&flag]).run_to_exit();
+    assert_eq!(code, Some(1));
+    assert!(out.contains("LOCAL_TASK_DIR"), "{out}");
+}
+
+#[test]
+fn a_hung_wezterm_bounds_create_list_and_stop() {
+    let mut wez = Wez::new("hung");
+    wez.cli_timeout = "1s";
+    let gui = wez.gui();
+    let p = wez.controller();
+    let w = create(&p, "before");
+    gui.hang(true);
+    let timed = |what: &str, f: &dyn Fn()| {
+        let started = Instant::now();
+        f();
+        let took = started.elapsed();
+        assert!(took < Duration::from_secs(5), "{what} took {took:?}");
+    };
+    timed("create for a task with a worker in the hung GUI", &|| {
+        let e = p.expect_failure(
+            json!({"operation": "create", "task": "before"}),
+            "worker_exists",
+        );
+        assert_eq!(e["state"], "unknown");
+    });
+    timed("create", &|| {
+        p.expect_failure_saying(
+            json!({"operation": "create", "task": "during"}),
+            "backend_unavailable",
+            &["did not answer"],
+        );
+    });
+    timed("list", &|| {
+        let listed = list(&p);
+        assert_eq!(listed[0]["state"], "unknown");
+    });
+    timed("stop", &|| {
+        p.expect_failure(
+            json!({"operation": "stop", "worker_id": w["worker_id"]}),
+            "backend_unavailable",
+        );
+    });
+    // Each CLI call that timed out was killed: no stand-in is left running.
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(
+        running_standins(&gui.socket),
+        0,
+        "a timed-out CLI was left running"
+    );
+    assert_eq!(wez.records().len(), 1, "a worker in a hung GUI is kept");
+}
+
+/// A GUI hung from the start: create itself times out.
+#[test]
+fn a_create_into_a_hung_gui_fails_bounded_and_records_nothing() {
+    let mut wez = Wez::new("hungcreate");
+    wez.cli_timeout = "1s";
+    let gui = wez.gui();
+    gui.hang(true);
+    let p = wez.controller();
+    let started = Instant::now();
+    p.expect_failure_saying(
+        json!({"operation": "create", "task": "t"}),
+        "backend_unavailable",
+        &["did not answer", "close it by hand"],
+    );
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert!(wez.records().is_empty());
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(running_standins(&gui.socket), 0);
+}
+
+/// Stand-in processes still running for `socket`, from /proc.
+fn running_standins(socket: &std::path::Path) -> usize {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    let needle = format!("WEZTERM_UNIX_SOCKET={}", socket.display());
+    entries
+        .flatten()
+        .filter(|e| {
+            std::fs::read(e.path().join("environ"))
+                .map(|env| env.split(|b| *b == 0).any(|v| v == needle.as_bytes()))
+                .unwrap_or(false)
+                && std::fs::read_to_string(e.path().join("stat"))
+                    .map(|s| !s.contains(") Z"))
+                    .unwrap_or(false)
+        })
+        .count()
+}
+
+/// SIGKILL while creates and stops are saving the state file, at many points: every restart
+/// finds a readable file, no task has two workers, everything listed stops, and a tab opened
+/// by a create the crash interrupted is never silent — the restart warns about each.
+#[test]
+fn sigkill_while_saving_leaves_a_readable_file_and_no_silent_tab() {
+    let wez = Wez::new("sigkill");
+    let gui = wez.gui();
+    gui.spawn_delay(20);
+    let mut warned = 0;
+    for (round, delay_ms) in [0u64, 10, 25, 40, 60, 90, 130, 200].into_iter().enumerate() {
+        let mut p = wez.controller();
+        warned += p
+            .log_text()
+            .matches("was being created when the controller stopped")
+            .count();
+        let addr = p.addr;
+        let tasks: Vec<String> = (0..4).map(|j| format!("round {round} task {j}")).collect();
+        let threads: Vec<_> = tasks
+            .into_iter()
+            .map(|task| {
+                std::thread::spawn(move || {
+                    let _ = std::panic::catch_unwind(|| {
+                        crate::support::send_control(
+                            addr,
+                            json!({"operation": "create", "task": task}),
+                        )
+                    });
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        p.kill();
+        for t in threads {
+            let _ = t.join();
+        }
+    }
+    let p = wez.controller();
+    warned += p
+        .log_text()
+        .matches("was being created when the controller stopped")
+        .count();
+    let workers = list(&p);
+    let mut tasks = HashSet::new();
+    for w in &workers {
+        assert!(
+            tasks.insert(w["task"].as_str().unwrap().to_string()),
+            "two workers for a task"
+        );
+    }
+    for w in &workers {
+        stop(&p, &w["worker_id"]);
+    }
+    let orphans = gui.panes().len() - 1;
+    eprintln!(
+        "after 8 SIGKILLs: {} workers listed and stopped, {orphans} unrecorded tab(s), {warned} warning(s)",
+        workers.len()
+    );
+    assert!(
+        orphans <= warned,
+        "{orphans} tabs left without a warning ({warned})"
+    );
+}
