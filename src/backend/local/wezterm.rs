@@ -196,3 +196,85 @@ impl Cli {
         Err(CliError::Failed(format!("{status}: {}", one_line(line))))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    /// A `wezterm` made of a shell script: `body` sees the CLI's arguments as `$@`.
+    fn program(tag: &str, body: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("a2a-cli-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("wezterm");
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    }
+
+    #[test]
+    fn calls_say_no_auto_start_and_name_the_gui() {
+        let p = program(
+            "args",
+            r#"echo "$1 $2 $3 $WEZTERM_UNIX_SOCKET" >&2; exit 3"#,
+        );
+        let cli = Cli::new(p, Duration::from_secs(5));
+        let e = cli.list(Path::new("/run/gui-sock-1")).unwrap_err();
+        assert_eq!(
+            e,
+            CliError::Failed("exit status: 3: cli --no-auto-start list /run/gui-sock-1".into())
+        );
+    }
+
+    #[test]
+    fn answers_are_parsed_and_a_missing_pane_is_not_an_error() {
+        let p = program(
+            "answers",
+            r#"case "$3" in
+  spawn) echo 42 ;;
+  list) echo '[{"window_id":0,"tab_id":0,"pane_id":3,"title":"x"},{"pane_id":9}]' ;;
+  kill-pane) [ "$5" = 3 ] && exit 0; echo "ERROR  wezterm > no such pane $5; terminating" >&2; exit 1 ;;
+esac"#,
+        );
+        let cli = Cli::new(p, Duration::from_secs(5));
+        let gui = Path::new("/g");
+        assert_eq!(cli.spawn(gui, Path::new("/t"), &["a".into()]), Ok(42));
+        assert_eq!(cli.list(gui), Ok(vec![3, 9]));
+        assert_eq!(cli.kill_pane(gui, 3), Ok(Killed::Closed));
+        assert_eq!(cli.kill_pane(gui, 4), Ok(Killed::AlreadyGone));
+    }
+
+    #[test]
+    fn unexpected_output_is_an_error() {
+        let p = program("garbage", "echo 'Error: something else'");
+        let cli = Cli::new(p, Duration::from_secs(5));
+        let gui = Path::new("/g");
+        assert!(matches!(
+            cli.spawn(gui, Path::new("/t"), &[]),
+            Err(CliError::Output(_))
+        ));
+        assert!(matches!(cli.list(gui), Err(CliError::Output(_))));
+    }
+
+    #[test]
+    fn a_call_that_hangs_is_killed_at_its_deadline() {
+        let p = program("hang", "exec sleep 5");
+        let cli = Cli::new(p, Duration::from_millis(300));
+        let started = Instant::now();
+        assert_eq!(
+            cli.list(Path::new("/g")),
+            Err(CliError::TimedOut(Duration::from_millis(300)))
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            started.elapsed()
+        );
+        let missing = Cli::new("/nonexistent/wezterm".into(), Duration::from_secs(1));
+        assert!(matches!(
+            missing.list(Path::new("/g")),
+            Err(CliError::Launch(_))
+        ));
+    }
+}
