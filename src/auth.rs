@@ -1,10 +1,164 @@
 //! Bearer authentication around the protocol layer: checked before any JSON-RPC parsing,
 //! compared in constant time, and credentials removed before the protocol sees the headers.
 
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::RwLock;
+use std::time::{Duration, SystemTime};
+
 use serde_json::json;
 
 use crate::http::Response;
+use crate::settings::{check_auth_token, read_secret_file};
+use crate::time::now_millis;
 use crate::token::constant_time_eq;
+
+/// How often, at most, the token file is looked at (one `stat`).
+const FILE_CHECK_INTERVAL_MS: u64 = 1000;
+
+/// The tokens callers may present: one, or — from `A2A_AUTH_TOKEN_FILE` — the file's current
+/// token plus, for a bounded overlap after the file changed, the previous one. A rotation
+/// needs no restart: the file is looked at (at most once a second, on requests) and re-read
+/// when its size, modification time or inode changed. A file that now holds no valid token
+/// (half-written, emptied) changes nothing and is said once in the log.
+pub struct Credentials {
+    file: Option<PathBuf>,
+    overlap: Duration,
+    state: RwLock<State>,
+    next_check_ms: AtomicU64,
+}
+
+struct State {
+    current: String,
+    /// The token before the last rotation, and until when (Unix ms) it is accepted.
+    previous: Option<(String, u64)>,
+    /// What the file looked like when it was last read (or found invalid).
+    stamp: Option<Stamp>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Stamp {
+    modified: Option<SystemTime>,
+    len: u64,
+    inode: u64,
+}
+
+fn stamp(path: &Path) -> Option<Stamp> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    Some(Stamp {
+        modified: m.modified().ok(),
+        len: m.len(),
+        inode: m.ino(),
+    })
+}
+
+impl Credentials {
+    /// One token, fixed for the process's lifetime.
+    pub fn fixed(token: String) -> Credentials {
+        Credentials {
+            file: None,
+            overlap: Duration::ZERO,
+            state: RwLock::new(State {
+                current: token,
+                previous: None,
+                stamp: None,
+            }),
+            next_check_ms: AtomicU64::new(u64::MAX),
+        }
+    }
+
+    /// `token` as read from `file` at startup; the file is watched from now on.
+    pub fn from_file(token: String, file: PathBuf, overlap: Duration) -> Credentials {
+        let stamp = stamp(&file);
+        Credentials {
+            file: Some(file),
+            overlap,
+            state: RwLock::new(State {
+                current: token,
+                previous: None,
+                stamp,
+            }),
+            next_check_ms: AtomicU64::new(now_millis() + FILE_CHECK_INTERVAL_MS),
+        }
+    }
+
+    /// Checks an `Authorization` header against the tokens accepted now.
+    pub fn check(&self, authorization: Option<&str>) -> Result<(), Failure> {
+        self.refresh();
+        let presented = presented(authorization)?;
+        let state = self.state.read().unwrap_or_else(|p| p.into_inner());
+        let current = constant_time_eq(presented.as_bytes(), state.current.as_bytes());
+        let previous = state.previous.as_ref().is_some_and(|(token, until)| {
+            now_millis() < *until && constant_time_eq(presented.as_bytes(), token.as_bytes())
+        });
+        if current || previous {
+            Ok(())
+        } else {
+            Err(Failure::WrongToken)
+        }
+    }
+
+    /// Re-reads the file if it changed since it was last read (at most once a second).
+    fn refresh(&self) {
+        let Some(file) = &self.file else { return };
+        let now = now_millis();
+        let due = self.next_check_ms.load(Ordering::Relaxed);
+        if now < due
+            || self
+                .next_check_ms
+                .compare_exchange(
+                    due,
+                    now + FILE_CHECK_INTERVAL_MS,
+                    Ordering::AcqRel,
+                    Ordering::Relaxed,
+                )
+                .is_err()
+        {
+            return;
+        }
+        let seen = stamp(file);
+        if seen == self.state.read().unwrap_or_else(|p| p.into_inner()).stamp {
+            return;
+        }
+        let read = read_secret_file(file).and_then(|(token, warning)| {
+            check_auth_token(&token)?;
+            Ok((token, warning))
+        });
+        let mut state = self.state.write().unwrap_or_else(|p| p.into_inner());
+        state.stamp = seen;
+        match read {
+            Ok((token, warning)) => {
+                if let Some(w) = warning {
+                    log::warn!("A2A_AUTH_TOKEN_FILE {w}");
+                }
+                if token != state.current {
+                    let old = std::mem::replace(&mut state.current, token);
+                    let until = now + self.overlap.as_millis() as u64;
+                    state.previous = (!self.overlap.is_zero()).then_some((old, until));
+                    log::info!(
+                        "A2A_AUTH_TOKEN_FILE {} changed: the new token is in use; the previous one is accepted for {} s more",
+                        file.display(),
+                        self.overlap.as_secs()
+                    );
+                }
+            }
+            Err(why) => log::warn!(
+                "A2A_AUTH_TOKEN_FILE changed but holds no usable token ({why}); the current token stays in use"
+            ),
+        }
+    }
+}
+
+/// The token in an `Authorization: Bearer <token>` header.
+fn presented(authorization: Option<&str>) -> Result<&str, Failure> {
+    let value = authorization.ok_or(Failure::Missing)?.trim();
+    let (scheme, token) = value.split_once(' ').unwrap_or((value, ""));
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return Err(Failure::WrongScheme);
+    }
+    Ok(token.trim())
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Failure {
@@ -44,14 +198,9 @@ impl Failure {
     }
 }
 
-/// Checks an `Authorization` header against the expected token.
+/// Checks an `Authorization` header against one expected token.
 pub fn check(authorization: Option<&str>, expected: &str) -> Result<(), Failure> {
-    let value = authorization.ok_or(Failure::Missing)?.trim();
-    let (scheme, token) = value.split_once(' ').unwrap_or((value, ""));
-    if !scheme.eq_ignore_ascii_case("bearer") {
-        return Err(Failure::WrongScheme);
-    }
-    if constant_time_eq(token.trim().as_bytes(), expected.as_bytes()) {
+    if constant_time_eq(presented(authorization)?.as_bytes(), expected.as_bytes()) {
         Ok(())
     } else {
         Err(Failure::WrongToken)

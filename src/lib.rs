@@ -167,7 +167,14 @@ pub fn start(settings: &Settings, backend: Arc<dyn Backend>) -> Result<Running, 
         control,
         card: a2a::card::AgentCard::new(&settings.agent_name, &settings.public_url),
         metrics,
-        auth_token: settings.auth_token.clone(),
+        credentials: match &settings.auth_token_file {
+            Some(file) => auth::Credentials::from_file(
+                settings.auth_token.clone(),
+                file.clone(),
+                settings.auth_token_overlap,
+            ),
+            None => auth::Credentials::fixed(settings.auth_token.clone()),
+        },
     };
     let server = http::Server::bind(settings.listen).map_err(Error::Http)?;
     let addr = server.local_addr().unwrap_or(settings.listen);
@@ -216,6 +223,9 @@ pub fn run(settings: &Settings) -> Result<(), Error> {
 }
 
 fn warn_about(settings: &Settings) {
+    for warning in &settings.warnings {
+        log::warn!("{warning}");
+    }
     if !settings.listen.ip().is_loopback() {
         log::warn!(
             "LISTEN {} is not loopback: the endpoint carries bearer tokens in clear text and belongs behind TLS",

@@ -21,7 +21,7 @@ pub struct Routes {
     pub control: Arc<Control>,
     pub card: AgentCard,
     pub metrics: Arc<Metrics>,
-    pub auth_token: String,
+    pub credentials: auth::Credentials,
 }
 
 impl Handler for Routes {
@@ -77,7 +77,7 @@ impl Routes {
                 .with_header("Connection", "close")
             }
         };
-        if let Err(failure) = auth::check(req.header("Authorization"), &self.auth_token) {
+        if let Err(failure) = self.credentials.check(req.header("Authorization")) {
             return failure.response();
         }
         if let Some(refusal) = content_type_refusal(req.header("Content-Type")) {

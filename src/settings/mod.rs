@@ -18,7 +18,7 @@ mod values;
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use self::specs::{spec_of_flag, spec_of_name};
@@ -40,7 +40,14 @@ pub enum Command {
 /// The controller's validated settings.
 #[derive(Debug, Clone)]
 pub struct Settings {
+    /// The bearer token callers send (from `A2A_AUTH_TOKEN`, or read from its file at startup).
     pub auth_token: String,
+    /// `A2A_AUTH_TOKEN_FILE`: where the token is re-read from when the file changes.
+    pub auth_token_file: Option<PathBuf>,
+    /// How long the previous token is accepted after the file changed.
+    pub auth_token_overlap: Duration,
+    /// What the operator should hear at startup (e.g. a secret file others can read).
+    pub warnings: Vec<String>,
     pub public_url: String,
     pub listen: SocketAddr,
     pub agent_name: String,
@@ -188,7 +195,15 @@ where
         raw.insert(spec.name, value);
     }
     let mut settings = Raw(raw).settings()?;
-    settings.anthropic_auth_token = anthropic_auth_token;
+    settings.anthropic_auth_token = match (anthropic_auth_token, settings.anthropic_auth_token) {
+        (Some(_), Some(_)) => {
+            return Err(invalid(
+                "ANTHROPIC_AUTH_TOKEN_FILE",
+                "ANTHROPIC_AUTH_TOKEN is set too: set one of them".into(),
+            ))
+        }
+        (from_env, from_file) => from_env.or(from_file),
+    };
     Ok(Command::Run(Box::new(settings)))
 }
 
@@ -241,23 +256,23 @@ impl Raw {
     }
 
     fn settings(&self) -> Result<Settings, Error> {
-        // A2A_AUTH_TOKEN is secret: its value never appears in an error.
-        let auth_token = self.required("A2A_AUTH_TOKEN", "")?;
-        if auth_token.chars().count() < MIN_AUTH_TOKEN_LEN {
-            return Err(invalid(
-                "A2A_AUTH_TOKEN",
-                format!(
-                    "it has {} characters; at least {MIN_AUTH_TOKEN_LEN} are required",
-                    auth_token.chars().count()
-                ),
-            ));
-        }
-        if auth_token.bytes().any(|b| !(0x21..=0x7e).contains(&b)) {
-            return Err(invalid(
-                "A2A_AUTH_TOKEN",
-                "it must be printable ASCII without spaces (it travels in an HTTP header)".into(),
-            ));
-        }
+        let mut warnings = Vec::new();
+        let (auth_token, auth_token_file) = self.auth_token(&mut warnings)?;
+        let anthropic_auth_token = match self.optional_path("ANTHROPIC_AUTH_TOKEN_FILE")? {
+            Some(path) => {
+                let (token, warning) = read_secret_file(&path)
+                    .map_err(|why| invalid("ANTHROPIC_AUTH_TOKEN_FILE", why))?;
+                warnings.extend(warning);
+                if token.is_empty() {
+                    return Err(invalid(
+                        "ANTHROPIC_AUTH_TOKEN_FILE",
+                        format!("{} is empty", path.display()),
+                    ));
+                }
+                Some(token)
+            }
+            None => None,
+        };
         let public_url = http_url("A2A_PUBLIC_URL", &self.required("A2A_PUBLIC_URL", "")?)?;
         let listen = parse_listen(&self.get("LISTEN"))?;
         let controller_id = self.get("CONTROLLER_ID");
@@ -314,6 +329,9 @@ impl Raw {
         };
         Ok(Settings {
             auth_token,
+            auth_token_file,
+            auth_token_overlap: self.duration("A2A_AUTH_TOKEN_OVERLAP")?,
+            warnings,
             public_url,
             listen,
             agent_name: self.get("A2A_AGENT_NAME"),
@@ -336,10 +354,98 @@ impl Raw {
             http_head_timeout: self.duration("HTTP_HEAD_TIMEOUT")?,
             http_body_timeout: self.duration("HTTP_BODY_TIMEOUT")?,
             http_idle_timeout: self.duration("HTTP_IDLE_TIMEOUT")?,
-            anthropic_auth_token: None,
+            anthropic_auth_token,
             backend,
         })
     }
+
+    /// `A2A_AUTH_TOKEN` or `A2A_AUTH_TOKEN_FILE`, exactly one; the token and the file.
+    /// The token is secret: its value never appears in an error.
+    fn auth_token(&self, warnings: &mut Vec<String>) -> Result<(String, Option<PathBuf>), Error> {
+        let file = self.optional_path("A2A_AUTH_TOKEN_FILE")?;
+        match (self.optional("A2A_AUTH_TOKEN"), file) {
+            (Some(_), Some(_)) => Err(invalid(
+                "A2A_AUTH_TOKEN_FILE",
+                "A2A_AUTH_TOKEN is set too: set one of them".into(),
+            )),
+            (Some(token), None) => {
+                check_auth_token(&token).map_err(|why| invalid("A2A_AUTH_TOKEN", why))?;
+                Ok((token, None))
+            }
+            (None, Some(path)) => {
+                let (token, warning) =
+                    read_secret_file(&path).map_err(|why| invalid("A2A_AUTH_TOKEN_FILE", why))?;
+                warnings.extend(warning);
+                check_auth_token(&token).map_err(|why| {
+                    invalid("A2A_AUTH_TOKEN_FILE", format!("{}: {why}", path.display()))
+                })?;
+                Ok((token, Some(path)))
+            }
+            (None, None) => Err(Error::Missing {
+                name: "A2A_AUTH_TOKEN",
+                why: " (or A2A_AUTH_TOKEN_FILE)",
+            }),
+        }
+    }
+}
+
+/// Whether `token` can be the controller's bearer token; why not, without quoting it.
+pub fn check_auth_token(token: &str) -> Result<(), String> {
+    let chars = token.chars().count();
+    if chars < MIN_AUTH_TOKEN_LEN {
+        return Err(format!(
+            "it has {chars} characters; at least {MIN_AUTH_TOKEN_LEN} are required"
+        ));
+    }
+    if token.bytes().any(|b| !(0x21..=0x7e).contains(&b)) {
+        return Err(
+            "it must be printable ASCII without spaces (it travels in an HTTP header)".into(),
+        );
+    }
+    Ok(())
+}
+
+/// This process's effective group on Linux (a group-readable secret of one's own group, as
+/// Kubernetes mounts one with `fsGroup`, is not "others"); `None` elsewhere.
+fn own_group() -> Option<u32> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("Gid:"))?;
+    line.split_whitespace().nth(2)?.parse().ok()
+}
+
+/// The most a secret file may hold.
+const SECRET_FILE_CAP: u64 = 64 << 10;
+
+/// A secret from a file (surrounding whitespace and the final newline removed), and a warning
+/// when others may read the file. Errors name the file, never its contents.
+pub fn read_secret_file(path: &Path) -> Result<(String, Option<String>), String> {
+    use std::io::Read;
+    use std::os::unix::fs::MetadataExt;
+
+    let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let (mode, group) = file
+        .metadata()
+        .map(|m| (m.mode(), Some(m.gid())))
+        .unwrap_or((0o600, None));
+    let mut bytes = Vec::new();
+    file.take(SECRET_FILE_CAP + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    if bytes.len() as u64 > SECRET_FILE_CAP {
+        return Err(format!("{} is larger than 64 KiB", path.display()));
+    }
+    let text =
+        String::from_utf8(bytes).map_err(|_| format!("{} is not UTF-8 text", path.display()))?;
+    let group_is_ours = own_group().is_some_and(|gid| Some(gid) == group);
+    let wide = mode & 0o007 != 0 || (mode & 0o070 != 0 && !group_is_ours);
+    let warning = wide.then(|| {
+        format!(
+            "{} holds a secret but its mode is {:04o}: others may read it; make it 0600",
+            path.display(),
+            mode & 0o7777
+        )
+    });
+    Ok((text.trim().to_string(), warning))
 }
 
 #[cfg(test)]
@@ -367,6 +473,36 @@ mod tests {
             Command::Run(s) => Ok(*s),
             other => panic!("unexpected {other:?}"),
         }
+    }
+
+    #[test]
+    fn the_anthropic_token_comes_from_the_variable_or_its_file() {
+        let dir = std::env::temp_dir().join(format!("a2a-anthropic-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("anthropic");
+        std::fs::write(&file, "router-key-1\n").unwrap();
+        let flag = format!("-anthropic-auth-token-file={}", file.display());
+        let s = run(&[&flag], base()).unwrap();
+        assert_eq!(s.anthropic_auth_token.as_deref(), Some("router-key-1"));
+        assert_eq!(s.warnings.len(), 1, "{:?}", s.warnings);
+        let mut e = base();
+        e.push(("ANTHROPIC_AUTH_TOKEN".into(), "from-env".into()));
+        assert_eq!(
+            run(&[], e.clone()).unwrap().anthropic_auth_token.as_deref(),
+            Some("from-env")
+        );
+        let msg = run(&[&flag], e).unwrap_err().to_string();
+        assert!(
+            msg.contains("set one of them") && !msg.contains("from-env"),
+            "{msg}"
+        );
+        std::fs::write(&file, "").unwrap();
+        let msg = run(&[&flag], base()).unwrap_err().to_string();
+        assert!(
+            msg.contains("ANTHROPIC_AUTH_TOKEN_FILE") && msg.contains("empty"),
+            "{msg}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
@@ -457,7 +593,7 @@ mod tests {
             run(&[], env(&[("A2A_PUBLIC_URL", "http://x")])).unwrap_err(),
             Error::Missing {
                 name: "A2A_AUTH_TOKEN",
-                why: ""
+                why: " (or A2A_AUTH_TOKEN_FILE)"
             }
         );
     }

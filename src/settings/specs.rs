@@ -78,7 +78,19 @@ pub(super) const SPECS: &[Spec] = &[
     secret(
         General,
         "A2A_AUTH_TOKEN",
-        "bearer token callers must send to /a2a (required, at least 16 characters)",
+        "bearer token callers must send to /a2a (this or A2A_AUTH_TOKEN_FILE is required; at least 16 characters)",
+    ),
+    s(
+        General,
+        "A2A_AUTH_TOKEN_FILE",
+        "",
+        "file holding the bearer token instead (mode 0600; re-read within a second when it changes)",
+    ),
+    s(
+        General,
+        "A2A_AUTH_TOKEN_OVERLAP",
+        "60s",
+        "how long the previous token from A2A_AUTH_TOKEN_FILE is still accepted after it changes",
     ),
     s(
         General,
@@ -186,6 +198,12 @@ pub(super) const SPECS: &[Spec] = &[
         "WORKER_ANTHROPIC_MODEL",
         DEFAULT_ANTHROPIC_MODEL,
         "ANTHROPIC_MODEL given to workers",
+    ),
+    s(
+        Container,
+        "ANTHROPIC_AUTH_TOKEN_FILE",
+        "",
+        "file holding ANTHROPIC_AUTH_TOKEN (forwarded to workers), instead of the variable; read at startup",
     ),
     s(
         Container,

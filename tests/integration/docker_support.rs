@@ -217,10 +217,21 @@ impl Proc {
         c.args(&self.args)
             .env_clear()
             .env("HOME", std::env::temp_dir())
-            .env("A2A_AUTH_TOKEN", TOKEN)
             .env("RUST_LOG", "debug")
             .envs(self.env.iter().map(|(k, v)| (k, v)));
+        if !self
+            .args
+            .iter()
+            .any(|a| a.starts_with("-a2a-auth-token-file="))
+        {
+            c.env("A2A_AUTH_TOKEN", TOKEN);
+        }
         c
+    }
+
+    /// Starts a prepared controller and waits for `/healthz`.
+    pub fn start_now(&mut self) {
+        self.spawn();
     }
 
     fn spawn(&mut self) {

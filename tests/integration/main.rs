@@ -24,3 +24,4 @@ mod sdk_interop;
 mod secrets;
 mod support;
 mod tasks;
+mod token_files;

@@ -67,8 +67,15 @@ def main(manifest_dir, pod_dir, verbs):
     worker_port = int(value("WORKER_PORT") or "9090")
     check(deployment["spec"]["replicas"] >= 2, "the Deployment runs fewer than 2 replicas")
     check(value("BACKEND") == "k8s", "the Deployment does not set BACKEND=k8s")
-    check("secretKeyRef" in env.get("A2A_AUTH_TOKEN", {}).get("valueFrom", {}),
-          "A2A_AUTH_TOKEN does not come from a Secret")
+    token_file = value("A2A_AUTH_TOKEN_FILE") or ""
+    mounts = {m["mountPath"]: m["name"] for m in container.get("volumeMounts", [])}
+    volumes = {v["name"]: v for v in pod_spec.get("volumes", [])}
+    mount = os.path.dirname(token_file)
+    secret = volumes.get(mounts.get(mount, ""), {}).get("secret", {})
+    check(secret.get("secretName") and "A2A_AUTH_TOKEN" not in env,
+          "the auth token does not come from a Secret mounted at A2A_AUTH_TOKEN_FILE")
+    check(any(i.get("path") == os.path.basename(token_file) for i in secret.get("items", [])),
+          "the Secret volume has no item at A2A_AUTH_TOKEN_FILE's name")
     probes = {container.get(p, {}).get("httpGet", {}).get("path")
               for p in ("readinessProbe", "livenessProbe")}
     check(probes == {"/healthz", "/readiness"}, f"probes are {probes}")
