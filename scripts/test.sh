@@ -149,6 +149,13 @@ if [ -n "${A2A_TEST_DOCKER_HOST:-}" ]; then
   echo "$result" | cut -c1-160
   [ "$(echo "$result" | grep -c '"state":"TASK_STATE_COMPLETED"')" = 4 ] || { echo "README commands did not all complete" >&2; exit 1; }
   echo "$result" | grep -q '"text":"hello worker"' || { echo "the worker did not answer" >&2; exit 1; }
+  step "README command-line examples, verbatim, against the same controller"
+  sed -n '/<!-- begin: cli examples -->/,/<!-- end: cli examples -->/p' README.md \
+    | sed '/^<!--/d;/^```/d' | sed "s|localhost:8080|127.0.0.1:$port|g" >"$out.cli.sh"
+  result=$(bash -e "$out.cli.sh")
+  echo "$result"
+  echo "$result" | grep -q '^WORKER_ID ' || { echo "create printed no table" >&2; exit 1; }
+  echo "$result" | grep -q '^stopped worker .* (task demo-cli)$' || { echo "the CLI did not stop its worker" >&2; exit 1; }
   kill "$run_pid"; wait "$run_pid" || true
   if grep -q "$(cat target/run/a2a-auth-token)" "$out" "$err"; then echo "run.sh printed its token" >&2; exit 1; fi
 fi

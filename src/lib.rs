@@ -4,6 +4,8 @@
 //!
 //! ```text
 //! lib.rs, main.rs      composition root: settings → backend → control → protocol → routes → http
+//! cli/                 the command line for people: create / list / stop against a running
+//!                      controller, and `check` (settings and backend, then exit)
 //! settings/            flags and environment, validated once (specs, values, backends)
 //! routes, auth         which path reaches what; bearer authentication, Content-Type
 //! a2a/                 A2A v1.0 JSON-RPC: types, decode, jsonrpc, tasks, card
@@ -23,6 +25,7 @@
 pub mod a2a;
 pub mod auth;
 pub mod backend;
+pub mod cli;
 pub mod control;
 mod hash;
 pub mod http;

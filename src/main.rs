@@ -1,19 +1,32 @@
 //! The binary: parse settings, run, map the outcome to an exit code (2 for a refused setting).
+//! A first argument that names a command (`create`, `list`, `stop`, `check`) makes it a client
+//! instead.
 #![forbid(unsafe_code)]
 
 use std::process::ExitCode;
 
+use a2a_worker_controller::cli;
 use a2a_worker_controller::settings::{self, Command};
 
 fn main() -> ExitCode {
-    let args = std::env::args_os()
+    let args: Vec<String> = std::env::args_os()
         .skip(1)
-        .map(|a| a.to_string_lossy().into_owned());
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
     let env = std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
+    if args.first().is_some_and(|a| cli::is_command(a)) {
+        let env = env.collect();
+        let code = cli::main(&args, &env, &mut std::io::stdout(), &mut std::io::stderr());
+        return ExitCode::from(code);
+    }
     let settings = match settings::parse(args, env) {
         Ok(Command::Run(s)) => s,
-        Ok(Command::Help(text)) | Ok(Command::Version(text)) => {
+        Ok(Command::Help(text)) => {
+            println!("{text}\n{}", cli::help_text());
+            return ExitCode::SUCCESS;
+        }
+        Ok(Command::Version(text)) => {
             println!("{text}");
             return ExitCode::SUCCESS;
         }

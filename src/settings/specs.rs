@@ -330,7 +330,8 @@ pub(super) fn spec_of_name(name: &str) -> Option<&'static Spec> {
 pub fn help_text() -> String {
     let mut out = String::from(
         "a2a-worker-controller: create, list and stop A2A workers (docker, k8s, local)\n\n\
-         Usage: a2a-worker-controller [flags]\n\n\
+         Usage: a2a-worker-controller [flags]            run the controller\n\
+         \x20      a2a-worker-controller COMMAND [flags]    a client command (see the end)\n\n\
          Every setting is an environment variable and a flag: -name=v, --name v or --name=v.\n\
          Flags win over the environment. A backend's settings are read only when it is selected.\n",
     );

@@ -66,7 +66,10 @@ const LAYERS: &[(&str, &[&str])] = &[
         ],
     ),
     ("routes", &["routes"]),
-    ("composition root", &["crate", "main"]),
+    (
+        "composition root and the command line",
+        &["crate", "main", "cli", "cli::client", "cli::output"],
+    ),
 ];
 
 /// The backend implementations: only `backend/` itself and the root may name them.

@@ -511,3 +511,17 @@ fn a_host_port_taken_before_start_is_retried_never_surfaced() {
     );
     assert!(p.log_text().contains("retrying with another"));
 }
+
+#[test]
+fn check_pings_the_engine() {
+    let Some(socket) = docker_socket() else {
+        return;
+    };
+    let args = vec![
+        format!("-docker-host=unix://{}", socket.display()),
+        format!("-worker-image={}", worker_image()),
+    ];
+    let (code, out, err) = crate::cli_client::check(&args, &crate::cli_client::CHECK_ENV);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("backend docker: answers"), "{out}");
+}

@@ -684,3 +684,28 @@ fn pod_templates_and_pods_that_cannot_start() {
         "{err}"
     );
 }
+
+#[test]
+fn check_asks_the_api_server_with_the_credentials() {
+    if !configured() {
+        return;
+    }
+    let pki = Pki::new("check");
+    let standin = Standin::start(&pki, &[]);
+    let mut args = flags(&standin, &pki);
+    args.push("-worker-image=a2a-echo-worker:dev".into());
+    let (code, out, err) = crate::cli_client::check(&args, &crate::cli_client::CHECK_ENV);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("backend k8s: answers"), "{out}");
+    // A CA that is not the cluster's: the TLS handshake fails, and check says so.
+    args.push(format!(
+        "-k8s-ca-file={}",
+        pki.path("other-ca.crt").display()
+    ));
+    let (code, _, err) = crate::cli_client::check(&args, &crate::cli_client::CHECK_ENV);
+    assert_ne!(code, Some(0));
+    assert!(
+        err.contains("K8S_CA_FILE") || err.contains("backend k8s:"),
+        "{err}"
+    );
+}

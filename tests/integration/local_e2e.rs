@@ -578,3 +578,29 @@ fn sigkill_while_saving_leaves_a_readable_file_and_no_silent_tab() {
         "{orphans} tabs left without a warning ({warned})"
     );
 }
+
+#[test]
+fn check_finds_the_program_the_state_file_and_the_gui() {
+    let wez = Wez::new("check");
+    let (code, out, err) = crate::cli_client::check(&wez.args(&[]), &with_env(&wez));
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        out.contains("backend local: configured; backend unavailable: no WezTerm GUI is running"),
+        "{out}"
+    );
+    let _gui = wez.gui();
+    let (code, out, _) = crate::cli_client::check(&wez.args(&[]), &with_env(&wez));
+    assert_eq!(code, Some(0));
+    assert!(out.contains("backend local: answers"), "{out}");
+    let flag = format!("-local-wezterm={}", wez.root.join("absent").display());
+    let (code, _, err) = crate::cli_client::check(&wez.args(&[&flag]), &with_env(&wez));
+    assert_eq!(code, Some(1));
+    assert!(err.contains("LOCAL_WEZTERM"), "{err}");
+}
+
+fn with_env(wez: &Wez) -> Vec<(&'static str, &str)> {
+    let runtime = wez.runtime.parent().unwrap().to_str().unwrap();
+    let mut env = crate::cli_client::CHECK_ENV.to_vec();
+    env.push(("XDG_RUNTIME_DIR", runtime));
+    env
+}

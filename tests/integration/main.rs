@@ -2,6 +2,7 @@
 
 mod architecture;
 mod cli;
+mod cli_client;
 mod conformance;
 mod control_ops;
 mod docker_e2e;

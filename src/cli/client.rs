@@ -1,0 +1,152 @@
+//! Talking to a running controller as a client: one `SendMessage` carrying a control request,
+//! and its reply read the way the contract defines it (a completed task's data, or a failed or
+//! rejected task's `{"error": {"code", "message"}}`).
+
+use std::fmt;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::token::uuid_v4;
+
+/// Why a control call did not complete. `Display` is the one line printed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CallError {
+    /// The controller could not be reached or answered something else than JSON-RPC.
+    Transport(String),
+    /// HTTP 401: the token was refused.
+    Unauthorized(String),
+    /// A JSON-RPC error.
+    Rpc { code: i64, message: String },
+    /// The operation was rejected or failed: the contract's error code and message.
+    Operation { code: String, message: String },
+}
+
+impl fmt::Display for CallError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CallError::Transport(why) => write!(f, "unreachable: {why}"),
+            CallError::Unauthorized(why) => write!(f, "unauthorized: {why}"),
+            CallError::Rpc { code, message } => write!(f, "json-rpc error {code}: {message}"),
+            CallError::Operation { code, message } => write!(f, "{code}: {message}"),
+        }
+    }
+}
+
+pub struct Client {
+    endpoint: String,
+    token: String,
+    agent: ureq::Agent,
+}
+
+impl Client {
+    /// A client of the controller at `base_url` (its `A2A_PUBLIC_URL`).
+    pub fn new(base_url: &str, token: String, timeout: Duration) -> Client {
+        let agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(timeout))
+            .timeout_connect(Some(Duration::from_secs(5)))
+            .max_redirects(0)
+            .user_agent(concat!(
+                "a2a-worker-controller-cli/",
+                env!("CARGO_PKG_VERSION")
+            ))
+            .build()
+            .new_agent();
+        Client {
+            endpoint: format!("{}/a2a", base_url.trim_end_matches('/')),
+            token,
+            agent,
+        }
+    }
+
+    /// Sends one control request; the completed task's reply data.
+    pub fn control(&self, request: Value) -> Result<Value, CallError> {
+        let id = uuid_v4().map_err(|e| CallError::Transport(format!("no message id: {e}")))?;
+        let body = json!({
+            "jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+            "params": {"message": {"messageId": id, "role": "ROLE_USER",
+                "parts": [{"data": request}]}}
+        });
+        let auth = format!("Bearer {}", self.token);
+        let mut response = self
+            .agent
+            .post(&self.endpoint)
+            .header("Authorization", &auth)
+            .header("Content-Type", "application/json")
+            .send(body.to_string())
+            .map_err(|e| CallError::Transport(format!("{}: {e}", self.endpoint)))?;
+        let status = response.status().as_u16();
+        let text = response
+            .body_mut()
+            .with_config()
+            .limit(64 << 20)
+            .read_to_string()
+            .map_err(|e| CallError::Transport(format!("{}: {e}", self.endpoint)))?;
+        let reply: Value = serde_json::from_str(&text).map_err(|_| {
+            CallError::Transport(format!(
+                "{} answered HTTP {status} without JSON",
+                self.endpoint
+            ))
+        })?;
+        if status == 401 {
+            let message = reply["message"].as_str().unwrap_or("the token was refused");
+            return Err(CallError::Unauthorized(message.to_string()));
+        }
+        read_reply(&reply)
+    }
+}
+
+/// The data of a completed control task, or why it is not one.
+pub fn read_reply(reply: &Value) -> Result<Value, CallError> {
+    if let Some(e) = reply.get("error") {
+        return Err(CallError::Rpc {
+            code: e["code"].as_i64().unwrap_or(0),
+            message: e["message"].as_str().unwrap_or("").to_string(),
+        });
+    }
+    let task = &reply["result"]["task"];
+    match task["status"]["state"].as_str() {
+        Some("TASK_STATE_COMPLETED") => Ok(task["artifacts"][0]["parts"][0]["data"].clone()),
+        Some(_) => {
+            let error = task["status"]["message"]["parts"]
+                .as_array()
+                .and_then(|parts| parts.iter().find_map(|p| p["data"].get("error")))
+                .cloned()
+                .unwrap_or(Value::Null);
+            Err(CallError::Operation {
+                code: error["code"].as_str().unwrap_or("unknown").to_string(),
+                message: error["message"]
+                    .as_str()
+                    .unwrap_or("the operation did not complete")
+                    .to_string(),
+            })
+        }
+        None => Err(CallError::Transport(
+            "the reply is not an A2A task".to_string(),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replies_are_read_as_the_contract_defines_them() {
+        let done = json!({"result": {"task": {"status": {"state": "TASK_STATE_COMPLETED"},
+            "artifacts": [{"parts": [{"data": {"workers": []}}]}]}}});
+        assert_eq!(read_reply(&done), Ok(json!({"workers": []})));
+        let failed = json!({"result": {"task": {"status": {"state": "TASK_STATE_FAILED",
+            "message": {"parts": [{"text": "x"}, {"data": {"error": {"code": "worker_exists", "message": "the task already has worker w1 (running)"}}}]}}}}});
+        assert_eq!(
+            read_reply(&failed).unwrap_err().to_string(),
+            "worker_exists: the task already has worker w1 (running)"
+        );
+        let rpc = json!({"error": {"code": -32602, "message": "bad params"}});
+        assert_eq!(
+            read_reply(&rpc).unwrap_err().to_string(),
+            "json-rpc error -32602: bad params"
+        );
+    }
+}

@@ -1,0 +1,392 @@
+//! The command line for people: `create TASK`, `list`, `stop WORKER_ID` against a running
+//! controller, and `check`, which validates the controller's own settings and asks the
+//! selected backend whether it answers — what an operator runs before loading the
+//! LaunchAgent or rolling out the Deployment. Flags are data (`FLAGS`), so parsing and
+//! `--help` come from one table. Exit codes: 0 done, 1 the operation failed (one line with
+//! the contract's error code and message), 2 a usage error.
+
+mod client;
+mod output;
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use self::client::Client;
+use crate::backend::{BackendError, BackendKind};
+use crate::settings::{self, read_secret_file, Command};
+use crate::time::parse_duration;
+
+/// The subcommands: name, operand, what it does.
+const COMMANDS: &[(&str, &str, &str)] = &[
+    ("create", "TASK", "start a worker for TASK on the running controller"),
+    ("list", "", "list the workers of the running controller"),
+    ("stop", "WORKER_ID", "stop a worker"),
+    (
+        "check",
+        "[SETTINGS...]",
+        "validate the controller's settings (flags and environment, as when it runs) and ask the backend whether it answers",
+    ),
+];
+
+struct Flag {
+    name: &'static str,
+    /// The value's name, for flags that take one.
+    value: Option<&'static str>,
+    help: &'static str,
+}
+
+/// The client commands' flags (`check` takes the controller's settings instead).
+const FLAGS: &[Flag] = &[
+    Flag {
+        name: "url",
+        value: Some("URL"),
+        help: "the controller's base URL (default: A2A_PUBLIC_URL)",
+    },
+    Flag {
+        name: "token-file",
+        value: Some("FILE"),
+        help: "read the bearer token from FILE (default: A2A_AUTH_TOKEN, else A2A_AUTH_TOKEN_FILE)",
+    },
+    Flag {
+        name: "timeout",
+        value: Some("DURATION"),
+        help: "how long to wait for the answer (default 180s: create waits for its worker)",
+    },
+    Flag {
+        name: "json",
+        value: None,
+        help: "print the reply data as JSON, for scripts (create's includes the token)",
+    },
+    Flag {
+        name: "show-token",
+        value: None,
+        help: "create: print the new worker's token",
+    },
+];
+
+/// Whether `arg` names a subcommand (the binary then acts as a client, not a controller).
+pub fn is_command(arg: &str) -> bool {
+    COMMANDS.iter().any(|(name, _, _)| *name == arg)
+}
+
+/// The commands and their flags, for `--help`.
+pub fn help_text() -> String {
+    let mut text = String::from("Commands (instead of running the controller):\n");
+    for (name, operand, what) in COMMANDS {
+        let usage = format!("{name} {operand}");
+        text.push_str(&format!("  {:<24} {what}\n", usage.trim_end()));
+    }
+    text.push_str("Command flags (create, list, stop):\n");
+    for flag in FLAGS {
+        let usage = match flag.value {
+            Some(v) => format!("--{} {v}", flag.name),
+            None => format!("--{}", flag.name),
+        };
+        text.push_str(&format!("  {usage:<24} {}\n", flag.help));
+    }
+    text
+}
+
+/// What the client commands were given.
+#[derive(Debug, Default)]
+struct Given {
+    operands: Vec<String>,
+    values: HashMap<&'static str, String>,
+}
+
+impl Given {
+    fn switch(&self, name: &str) -> bool {
+        self.values.contains_key(name)
+    }
+}
+
+fn parse_flags(args: &[String]) -> Result<Given, String> {
+    let mut given = Given::default();
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        let Some(body) = arg.strip_prefix("--").or_else(|| arg.strip_prefix('-')) else {
+            given.operands.push(arg.clone());
+            continue;
+        };
+        let (name, inline) = match body.split_once('=') {
+            Some((n, v)) => (n, Some(v.to_string())),
+            None => (body, None),
+        };
+        let flag = FLAGS
+            .iter()
+            .find(|f| f.name == name)
+            .ok_or_else(|| format!("unknown flag {arg:?} (see --help)"))?;
+        let value = match (flag.value, inline) {
+            (None, None) => String::new(),
+            (None, Some(_)) => return Err(format!("flag --{name} takes no value")),
+            (Some(_), Some(v)) => v,
+            (Some(_), None) => args
+                .next()
+                .cloned()
+                .ok_or_else(|| format!("flag --{name} needs a value"))?,
+        };
+        given.values.insert(flag.name, value);
+    }
+    Ok(given)
+}
+
+/// Runs a subcommand (`args[0]`); the exit code.
+pub fn main(
+    args: &[String],
+    env: &HashMap<String, String>,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> u8 {
+    let Some((command, rest)) = args.split_first() else {
+        return 2;
+    };
+    if command == "check" {
+        return check(rest, env, out, err);
+    }
+    let fail = |err: &mut dyn Write, code: u8, line: &str| {
+        let _ = writeln!(err, "a2a-worker-controller {command}: {line}");
+        code
+    };
+    let given = match parse_flags(rest) {
+        Ok(g) => g,
+        Err(why) => return fail(err, 2, &why),
+    };
+    let request = match (command.as_str(), given.operands.as_slice()) {
+        ("create", [task]) => json!({"operation": "create", "task": task}),
+        ("list", []) => json!({"operation": "list"}),
+        ("stop", [id]) => json!({"operation": "stop", "worker_id": id}),
+        _ => {
+            let operand = COMMANDS
+                .iter()
+                .find(|(name, _, _)| name == command)
+                .map(|(_, operand, _)| *operand)
+                .unwrap_or("");
+            return fail(
+                err,
+                2,
+                &format!("usage: a2a-worker-controller {command} {operand}"),
+            );
+        }
+    };
+    let client = match connect(&given, env) {
+        Ok(c) => c,
+        Err(why) => return fail(err, 2, &why),
+    };
+    let data = match client.control(request) {
+        Ok(data) => data,
+        Err(e) => return fail(err, 1, &e.to_string()),
+    };
+    let printed = if given.switch("json") {
+        writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&data).unwrap_or_default()
+        )
+    } else {
+        print_for_people(command, &data, given.switch("show-token"), out)
+    };
+    match printed {
+        Ok(()) => 0,
+        Err(e) => fail(err, 1, &format!("cannot print: {e}")),
+    }
+}
+
+fn connect(given: &Given, env: &HashMap<String, String>) -> Result<Client, String> {
+    let nonempty = |name: &str| env.get(name).filter(|v| !v.is_empty()).cloned();
+    let url = given
+        .values
+        .get("url")
+        .cloned()
+        .or_else(|| nonempty("A2A_PUBLIC_URL"))
+        .ok_or("no controller URL: pass --url or set A2A_PUBLIC_URL")?;
+    let token_file = given.values.get("token-file").cloned().or_else(|| {
+        nonempty("A2A_AUTH_TOKEN")
+            .is_none()
+            .then(|| nonempty("A2A_AUTH_TOKEN_FILE"))
+            .flatten()
+    });
+    let token = match token_file {
+        Some(file) => read_secret_file(Path::new(&file))?.0,
+        None => nonempty("A2A_AUTH_TOKEN")
+            .ok_or("no token: set A2A_AUTH_TOKEN or A2A_AUTH_TOKEN_FILE, or pass --token-file")?,
+    };
+    let timeout = match given.values.get("timeout") {
+        Some(t) => parse_duration(t)
+            .filter(|d| !d.is_zero())
+            .ok_or_else(|| format!("--timeout {t:?} is not a duration such as 60s"))?,
+        None => Duration::from_secs(180),
+    };
+    Ok(Client::new(&url, token, timeout))
+}
+
+fn print_for_people(
+    command: &str,
+    data: &Value,
+    show_token: bool,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    match command {
+        "list" => {
+            let workers = data["workers"].as_array().cloned().unwrap_or_default();
+            if workers.is_empty() {
+                return writeln!(out, "no workers");
+            }
+            out.write_all(output::worker_table(&workers).as_bytes())
+        }
+        "create" => {
+            out.write_all(output::worker_table(std::slice::from_ref(&data["worker"])).as_bytes())?;
+            match data["token"].as_str() {
+                Some("") | None => Ok(()),
+                Some(token) if show_token => writeln!(out, "token: {token}"),
+                Some(_) => writeln!(
+                    out,
+                    "token: not shown (it is handed out once: --show-token or --json prints it)"
+                ),
+            }
+        }
+        _ => {
+            let w = &data["worker"];
+            writeln!(
+                out,
+                "stopped worker {} (task {})",
+                output::cell(&w["worker_id"]),
+                output::cell(&w["task"])
+            )
+        }
+    }
+}
+
+/// `check`: the controller's settings as it would read them, then the backend it would build,
+/// asked whether it answers. Prints what it found.
+fn check(
+    args: &[String],
+    env: &HashMap<String, String>,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> u8 {
+    let settings = match settings::parse(args.iter().cloned(), env.clone()) {
+        Ok(Command::Run(s)) => s,
+        Ok(Command::Help(text) | Command::Version(text)) => {
+            let _ = writeln!(out, "{text}");
+            return 0;
+        }
+        Err(e) => {
+            let _ = writeln!(err, "settings: {e}");
+            return 2;
+        }
+    };
+    let _ = writeln!(
+        out,
+        "settings: ok (listen {}, public URL {}, controller id {:?}, token from {})",
+        settings.listen,
+        settings.public_url,
+        settings.controller_id,
+        match &settings.auth_token_file {
+            Some(f) => f.display().to_string(),
+            None => "A2A_AUTH_TOKEN".into(),
+        }
+    );
+    for w in &settings.warnings {
+        let _ = writeln!(out, "warning: {w}");
+    }
+    let backend = match crate::build_backend(&settings) {
+        Ok(b) => b,
+        Err(e) => {
+            let _ = writeln!(err, "backend: {e}");
+            return 1;
+        }
+    };
+    let kind = backend.kind();
+    match backend.health() {
+        Ok(()) => {
+            let _ = writeln!(out, "backend {kind}: answers");
+            0
+        }
+        // The local backend starts without a GUI (launchd runs it at login, often before
+        // WezTerm): not a configuration error, but worth saying.
+        Err(e @ BackendError::Unavailable(_)) if kind == BackendKind::Local => {
+            let _ = writeln!(
+                out,
+                "backend {kind}: configured; {e} (the controller starts anyway and creates once a GUI runs)"
+            );
+            0
+        }
+        Err(e) => {
+            let _ = writeln!(err, "backend {kind}: {e}");
+            1
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(args: &[&str], env: &[(&str, &str)]) -> (u8, String, String) {
+        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        let env = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let code = main(&args, &env, &mut out, &mut err);
+        (
+            code,
+            String::from_utf8(out).unwrap(),
+            String::from_utf8(err).unwrap(),
+        )
+    }
+
+    #[test]
+    fn usage_errors_exit_2_with_one_line() {
+        for (args, says) in [
+            (&["create"][..], "usage: a2a-worker-controller create TASK"),
+            (&["stop", "a", "b"][..], "usage"),
+            (&["list", "--bogus"][..], "unknown flag"),
+            (&["list", "--json=1"][..], "takes no value"),
+            (&["list", "--url"][..], "needs a value"),
+            (&["list"][..], "A2A_PUBLIC_URL"),
+        ] {
+            let (code, out, err) = run(args, &[]);
+            assert_eq!(code, 2, "{args:?}");
+            assert!(out.is_empty());
+            assert_eq!(err.lines().count(), 1, "{err}");
+            assert!(err.contains(says), "{args:?}: {err}");
+        }
+        let (code, _, err) = run(&["list", "--url=http://127.0.0.1:1"], &[]);
+        assert_eq!(code, 2);
+        assert!(err.contains("no token"), "{err}");
+    }
+
+    #[test]
+    fn an_unreachable_controller_is_one_line_and_exit_1() {
+        let (code, _, err) = run(
+            &["list", "--url", "http://127.0.0.1:1", "--timeout=2s"],
+            &[("A2A_AUTH_TOKEN", "0123456789abcdef")],
+        );
+        assert_eq!(code, 1);
+        assert!(
+            err.starts_with("a2a-worker-controller list: unreachable"),
+            "{err}"
+        );
+        assert!(!err.contains("0123456789abcdef"));
+    }
+
+    #[test]
+    fn help_lists_commands_and_flags() {
+        let text = help_text();
+        for s in [
+            "create TASK",
+            "stop WORKER_ID",
+            "check",
+            "--show-token",
+            "--json",
+        ] {
+            assert!(text.contains(s), "{s}");
+        }
+    }
+}

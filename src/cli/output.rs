@@ -1,0 +1,105 @@
+//! Tables for people: aligned columns, one worker per line, nothing that could move the
+//! terminal (control characters in a task name are shown as `?`).
+
+use serde_json::Value;
+
+const COLUMNS: &[&str] = &[
+    "WORKER_ID",
+    "TASK",
+    "BACKEND",
+    "STATE",
+    "CREATED",
+    "WHERE",
+    "REASON",
+];
+
+/// A JSON string as one safe cell (`-` when empty).
+pub fn cell(v: &Value) -> String {
+    let text = v.as_str().unwrap_or("");
+    if text.is_empty() {
+        return "-".into();
+    }
+    text.chars()
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect()
+}
+
+fn row(w: &Value) -> Vec<String> {
+    let place = match (w["a2a_url"].as_str(), w["pane_id"].as_str()) {
+        (Some(url), _) if !url.is_empty() => url.to_string(),
+        (_, Some(pane)) if !pane.is_empty() => {
+            let session = w["session_id"].as_str().unwrap_or("");
+            if session.is_empty() {
+                format!("pane {pane}")
+            } else {
+                format!("pane {pane}, session {session}")
+            }
+        }
+        _ => String::new(),
+    };
+    vec![
+        cell(&w["worker_id"]),
+        cell(&w["task"]),
+        cell(&w["backend"]),
+        cell(&w["state"]),
+        cell(&w["created_at"]),
+        cell(&Value::String(place)),
+        cell(&w["reason"]),
+    ]
+}
+
+/// The workers as an aligned table with a header line.
+pub fn worker_table(workers: &[Value]) -> String {
+    let rows: Vec<Vec<String>> = workers.iter().map(row).collect();
+    let mut widths: Vec<usize> = COLUMNS.iter().map(|c| c.len()).collect();
+    for r in &rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let line = |cells: Vec<String>| {
+        let mut text = String::new();
+        let last = cells.len() - 1;
+        for (i, (c, w)) in cells.iter().zip(&widths).enumerate() {
+            text.push_str(c);
+            if i < last {
+                text.extend(std::iter::repeat_n(' ', w - c.chars().count() + 2));
+            }
+        }
+        text.push('\n');
+        text
+    };
+    let mut out = line(COLUMNS.iter().map(|c| c.to_string()).collect());
+    for r in rows {
+        out.push_str(&line(r));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn columns_align_and_cells_are_safe() {
+        let table = worker_table(&[
+            json!({"worker_id": "a1", "task": "fix\u{1b}[2J it", "backend": "docker", "state": "running",
+                "created_at": "2026-11-30T07:00:00Z", "a2a_url": "http://127.0.0.1:49152", "pane_id": "", "reason": ""}),
+            json!({"worker_id": "b22", "task": "t", "backend": "local", "state": "unknown",
+                "created_at": "2026-11-30T07:00:01Z", "a2a_url": "", "pane_id": "7", "session_id": "s-1", "reason": "GUI does not answer"}),
+        ]);
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(lines.len(), 3);
+        let at = |l: &str| {
+            l.find("docker")
+                .or_else(|| l.find("local"))
+                .or_else(|| l.find("BACKEND"))
+        };
+        assert_eq!(at(lines[0]), at(lines[1]));
+        assert_eq!(at(lines[1]), at(lines[2]));
+        assert!(lines[1].contains("fix?[2J it") && !table.contains('\u{1b}'));
+        assert!(lines[2].contains("pane 7, session s-1"));
+        assert!(lines[1].ends_with(" -"), "{}", lines[1]);
+    }
+}

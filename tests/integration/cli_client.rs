@@ -1,0 +1,173 @@
+//! The command line for people against a running controller (in this process, with the
+//! backend test double): tables, `--json`, tokens shown only when asked, one-line failures
+//! with the contract's error code, and `check`.
+
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::support::{controller, TOKEN};
+
+fn cli(url: &str, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_a2a-worker-controller"))
+        .args(args)
+        .env_clear()
+        .env("A2A_PUBLIC_URL", url)
+        .env("A2A_AUTH_TOKEN", TOKEN)
+        .output()
+        .expect("the binary runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+#[test]
+fn create_list_stop_for_people_and_scripts() {
+    let c = controller();
+    let url = c.url();
+    let (code, out, _) = cli(&url, &["list"]);
+    assert_eq!((code, out.as_str()), (0, "no workers\n"));
+
+    let (code, out, err) = cli(&url, &["create", "fix the build"]);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(
+        lines[0].starts_with("WORKER_ID") && lines[1].contains("fix the build"),
+        "{out}"
+    );
+    assert!(out.contains("token: not shown"), "{out}");
+    let token = c.backend.tokens.lock().unwrap().last().cloned().unwrap();
+    crate::secrets::remember(&token);
+    assert!(
+        !out.contains(&token),
+        "the token is printed only when asked"
+    );
+
+    let (code, out, _) = cli(&url, &["create", "second", "--show-token"]);
+    assert_eq!(code, 0);
+    let token = c.backend.tokens.lock().unwrap().last().cloned().unwrap();
+    crate::secrets::remember(&token);
+    assert!(out.contains(&format!("token: {token}")), "{out}");
+
+    let (code, out, _) = cli(&url, &["list", "--json"]);
+    assert_eq!(code, 0);
+    let data: Value = serde_json::from_str(&out).unwrap();
+    let workers = data["workers"].as_array().unwrap();
+    assert_eq!(workers.len(), 2);
+    let (_, table, _) = cli(&url, &["list"]);
+    assert_eq!(
+        table.lines().count(),
+        3,
+        "a header and one line per worker: {table}"
+    );
+
+    let (code, out, err) = cli(&url, &["create", "fix the build"]);
+    assert_eq!(code, 1);
+    assert!(out.is_empty());
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("a2a-worker-controller create: worker_exists: "),
+        "{err}"
+    );
+
+    let id = workers[0]["worker_id"].as_str().unwrap();
+    let (code, out, _) = cli(&url, &["stop", id]);
+    assert_eq!(code, 0);
+    assert_eq!(out, format!("stopped worker {id} (task fix the build)\n"));
+    let (code, _, err) = cli(&url, &["stop", id]);
+    assert_eq!(code, 1);
+    assert!(err.contains("not_found"), "{err}");
+
+    let (code, _, err) = cli(&url, &["create", ""]);
+    assert_eq!(code, 1);
+    assert!(err.contains("invalid_request"), "{err}");
+}
+
+#[test]
+fn a_refused_token_and_a_token_file() {
+    let c = controller();
+    let url = c.url();
+    let out = Command::new(env!("CARGO_BIN_EXE_a2a-worker-controller"))
+        .args(["list", "--url", &url])
+        .env_clear()
+        .env("A2A_AUTH_TOKEN", "wrong-token-0123456789")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("unauthorized: the bearer token is not valid"),
+        "{err}"
+    );
+    assert!(!err.contains("wrong-token"));
+
+    let file = std::env::temp_dir().join(format!("a2a-cli-token-{}", std::process::id()));
+    std::fs::write(&file, format!("{TOKEN}\n")).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_a2a-worker-controller"))
+        .args(["list", "--url", &url])
+        .env_clear()
+        .env("A2A_AUTH_TOKEN_FILE", &file)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = std::fs::remove_file(&file);
+}
+
+/// `a2a-worker-controller check ARGS` over a clean environment plus `env`: exit code, stdout,
+/// stderr.
+pub fn check(args: &[String], env: &[(&str, &str)]) -> (Option<i32>, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_a2a-worker-controller"))
+        .arg("check")
+        .args(args)
+        .env_clear()
+        .env("HOME", std::env::temp_dir())
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+/// The environment `check` needs besides the backend's settings.
+pub const CHECK_ENV: [(&str, &str); 2] = [
+    ("A2A_AUTH_TOKEN", TOKEN),
+    ("A2A_PUBLIC_URL", "http://localhost:8080"),
+];
+
+#[test]
+fn check_reports_settings_and_the_backend() {
+    let run = |args: &[&str], env: &[(&str, &str)]| {
+        check(&args.iter().map(|s| s.to_string()).collect::<Vec<_>>(), env)
+    };
+    let base = CHECK_ENV;
+    let (code, _, err) = run(&[], &base[1..]);
+    assert_eq!(code, Some(2));
+    assert!(
+        err.starts_with("settings: setting A2A_AUTH_TOKEN is required"),
+        "{err}"
+    );
+    let (code, out, err) = run(
+        &[
+            "-worker-image=a2a-echo-worker:dev",
+            "-docker-host=unix:///nonexistent/docker.sock",
+        ],
+        &base,
+    );
+    assert_eq!(code, Some(1));
+    assert!(out.starts_with("settings: ok"), "{out}");
+    assert!(
+        err.starts_with("backend docker: backend unavailable"),
+        "{err}"
+    );
+    assert!(!out.contains(TOKEN) && !err.contains(TOKEN));
+}
