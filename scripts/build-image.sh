@@ -1,15 +1,30 @@
 #!/usr/bin/env bash
 # Builds one of this crate's binaries statically and packs it into a FROM scratch image, with
 # no registry involved.   scripts/build-image.sh BINARY TAG [USER]
-#   BINARY: a2a-echo-worker | a2a-worker-controller;  USER: the image's user (default: root)
+#   BINARY: a2a-echo-worker | a2a-worker-controller
+#   USER:   the image's user, uid:gid (default 65532:65532, unprivileged; the controller then
+#           needs the engine socket's group: docker run --group-add <gid of the socket>)
+# The controller image carries the OCI annotations as labels: source (SOURCE_URL, else the git
+# remote), revision (the git commit), version (Cargo.toml) and licenses. The worker image does
+# not: a container inherits its image's labels, and workers carry exactly the controller's three.
 # Talks to the engine DOCKER_HOST names (or the default socket).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${1:?binary}
 tag=${2:?tag}
-user=${3:-0:0}
+user=${3:-65532:65532}
 ctx=$(mktemp -d)
 trap 'rm -rf "$ctx"' EXIT
+version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
+revision=$(git rev-parse HEAD 2>/dev/null || echo "${A2A_WC_GIT_COMMIT:-unknown}")
+if [ -n "$(git status --porcelain 2>/dev/null)" ]; then revision="$revision-dirty"; fi
+source_url=${SOURCE_URL:-$(git remote get-url origin 2>/dev/null || echo unknown)}
+labels=""
+[ "$bin" = a2a-worker-controller ] && labels="LABEL org.opencontainers.image.title=\"$bin\" \\
+      org.opencontainers.image.source=\"$source_url\" \\
+      org.opencontainers.image.revision=\"$revision\" \\
+      org.opencontainers.image.version=\"$version\" \\
+      org.opencontainers.image.licenses=\"BSD-2-Clause\""
 
 case "$(uname -s)" in
   Linux)
@@ -22,6 +37,7 @@ case "$(uname -s)" in
 FROM scratch
 COPY app /$bin
 USER $user
+$labels
 ENTRYPOINT ["/$bin"]
 DOCKERFILE
     ;;
@@ -38,6 +54,7 @@ RUN RUSTFLAGS="-C target-feature=+crt-static" cargo build --release --locked \\
 FROM scratch
 COPY --from=build /app /$bin
 USER $user
+$labels
 ENTRYPOINT ["/$bin"]
 DOCKERFILE
     ;;

@@ -404,6 +404,8 @@ fn network_mode_from_a_controller_container() {
     let network = format!("{id}-net");
     docker_cli(&socket, &["network", "create", &network], None);
     let port = free_port();
+    // The image runs unprivileged; the engine socket's group is all it is given.
+    let socket_group = std::os::unix::fs::MetadataExt::gid(&std::fs::metadata(&socket).unwrap());
     let ctl = docker_cli(
         &socket,
         &[
@@ -411,6 +413,8 @@ fn network_mode_from_a_controller_container() {
             "-d",
             "--name",
             &format!("{id}-ctl"),
+            "--group-add",
+            &socket_group.to_string(),
             "--network",
             &network,
             "-v",
@@ -470,6 +474,29 @@ fn network_mode_from_a_controller_container() {
         .networks
         .unwrap()
         .contains_key(&network));
+    // It lists and stops what it created, as the unprivileged user.
+    let r = crate::support::send_control(addr, json!({"operation": "list"}));
+    let listed = reply_data(&r.json()["result"]["task"])["workers"].clone();
+    assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
+    let r = crate::support::send_control(
+        addr,
+        json!({"operation": "stop", "worker_id": worker["worker_id"]}),
+    );
+    reply_data(&r.json()["result"]["task"]);
+    assert!(cleanup.owned().is_empty());
+    let version = docker_cli(
+        &socket,
+        &["exec", &ctl, "/a2a-worker-controller", "--version"],
+        None,
+    );
+    assert!(version.starts_with("a2a-worker-controller "), "{version}");
+    let top = docker_cli(&socket, &["top", &ctl, "-o", "pid,uid"], None);
+    assert!(
+        top.lines()
+            .skip(1)
+            .all(|l| l.split_whitespace().nth(1) == Some("65532")),
+        "the controller runs as uid 65532: {top}"
+    );
     drop(cleanup);
     docker_cli(&socket, &["network", "rm", &network], None);
 }
@@ -524,4 +551,41 @@ fn check_pings_the_engine() {
     let (code, out, err) = crate::cli_client::check(&args, &crate::cli_client::CHECK_ENV);
     assert_eq!(code, Some(0), "{out}{err}");
     assert!(out.contains("backend docker: answers"), "{out}");
+}
+
+#[test]
+fn the_controller_image_is_small_unprivileged_and_labelled() {
+    let Some(socket) = docker_socket() else {
+        return;
+    };
+    let Some(image) = env_or_skip("A2A_TEST_CONTROLLER_IMAGE", "A2A_REQUIRE_DOCKER") else {
+        return;
+    };
+    let image = image.to_string_lossy().into_owned();
+    let inspect: Value =
+        serde_json::from_str(&docker_cli(&socket, &["image", "inspect", &image], None)).unwrap();
+    let config = &inspect[0]["Config"];
+    assert_eq!(config["User"], "65532:65532");
+    let labels = &config["Labels"];
+    for key in ["source", "revision", "version", "licenses"] {
+        let v = labels[format!("org.opencontainers.image.{key}")]
+            .as_str()
+            .unwrap_or("");
+        assert!(!v.is_empty(), "label {key}: {labels}");
+    }
+    let revision = labels["org.opencontainers.image.revision"]
+        .as_str()
+        .unwrap();
+    assert!(
+        revision.len() >= 40 && revision[..40].bytes().all(|b| b.is_ascii_hexdigit()),
+        "the revision is the git commit: {revision}"
+    );
+    assert_eq!(labels["org.opencontainers.image.licenses"], "BSD-2-Clause");
+    assert_eq!(
+        labels["org.opencontainers.image.version"],
+        env!("CARGO_PKG_VERSION")
+    );
+    let size = inspect[0]["Size"].as_u64().unwrap();
+    eprintln!("controller image: {size} bytes");
+    assert!(size <= 5_000_000, "the image is {size} bytes, over 5 MB");
 }

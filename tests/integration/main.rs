@@ -11,6 +11,7 @@ mod faults;
 mod hostile_http;
 mod hostile_input;
 mod http_surface;
+mod install;
 mod jsonrpc;
 mod k8s_client;
 mod k8s_e2e;
