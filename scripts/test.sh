@@ -23,6 +23,16 @@ cargo fmt --all -- --check
 step "cargo clippy"
 cargo clippy --all-targets --locked -- -D warnings
 
+step "dependency audit (scripts/audit.sh, cargo-deny against scripts/deny.toml)"
+if command -v cargo-deny >/dev/null; then
+  scripts/audit.sh | tail -n 3
+elif [ "${A2A_REQUIRE_AUDIT:-}" = 1 ]; then
+  echo "A2A_REQUIRE_AUDIT=1 but cargo-deny is missing (cargo install --locked cargo-deny)" >&2
+  exit 1
+else
+  echo "SKIPPED: the dependency audit (needs cargo-deny: cargo install --locked cargo-deny)" >&2
+fi
+
 step "Python A2A SDK (a2a-sdk==1.3.0) and kubernetes-validate (1.37.0) in target/py-venv"
 venv=target/py-venv
 if ! "$venv/bin/python" -c 'import a2a, httpx, kubernetes_validate' 2>/dev/null \
@@ -113,6 +123,29 @@ if [ -n "${A2A_TEST_PODMAN_HOST:-}" ] && [ -n "${A2A_TEST_DOCKER_HOST:-}" ]; the
   [ "${PIPESTATUS[0]}" = 0 ] || { echo "the Docker suite failed against Podman" >&2; exit 1; }
 elif [ -n "${A2A_TEST_DOCKER_HOST:-}" ]; then
   echo "SKIPPED: the Podman pass of the Docker suite (set A2A_TEST_PODMAN_HOST; scripts/podman.sh starts one)" >&2
+fi
+
+step "offline build from vendored sources (scripts/vendor.sh; empty CARGO_HOME, no network)"
+vendor_dir=$(mktemp -d /tmp/a2a-vendor.XXXXXX)
+cleanup_tasks+=("rm -rf $vendor_dir")
+if scripts/vendor.sh "$vendor_dir" | tail -n 1; then
+  cut_off=()
+  # As root, the build runs in a network namespace of its own, with no network at all.
+  if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null && unshare -n true 2>/dev/null; then
+    cut_off=(unshare -n)
+  fi
+  started=$(date +%s)
+  ${cut_off[@]+"${cut_off[@]}"} env CARGO_HOME="$vendor_dir/cargo-home" CARGO_NET_OFFLINE=true \
+    RUSTUP_HOME="${RUSTUP_HOME:-$HOME/.rustup}" RUSTUP_TOOLCHAIN="$(rustup show active-toolchain | cut -d' ' -f1)" \
+    "$(rustup which cargo)" build --release --offline --locked --quiet \
+    --config "$vendor_dir/cargo-config.toml" --target-dir "$vendor_dir/target" --bin a2a-worker-controller
+  "$vendor_dir/target/release/a2a-worker-controller" --version
+  echo "offline release build: $(( $(date +%s) - started )) s${cut_off[*]:+, without a network (unshare -n)}"
+elif [ "${A2A_REQUIRE_OFFLINE_BUILD:-}" = 1 ]; then
+  echo "A2A_REQUIRE_OFFLINE_BUILD=1 but vendoring failed" >&2
+  exit 1
+else
+  echo "SKIPPED: the offline build (vendoring needs the registry once)" >&2
 fi
 
 step "fuzzing, ${A2A_FUZZ_SECONDS:-10}s per target (scripts/fuzz.sh runs longer)"
