@@ -24,6 +24,9 @@ CONF
     echo $! >"$dir/podman.pid"
     for _ in $(seq 1 100); do
       if curl -sf --unix-socket "$sock" http://d/_ping >/dev/null 2>&1; then
+        # Group access, as podman.socket's SocketMode=0660 and dockerd's socket give it: an
+        # unprivileged controller container reaches the engine through the socket's group.
+        chmod 0660 "$sock"
         echo "unix://$sock"
         exit 0
       fi

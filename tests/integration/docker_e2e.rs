@@ -490,12 +490,13 @@ fn network_mode_from_a_controller_container() {
         None,
     );
     assert!(version.starts_with("a2a-worker-controller "), "{version}");
-    let top = docker_cli(&socket, &["top", &ctl, "-o", "pid,uid"], None);
+    // The process as the host sees it (engines differ in what `top` accepts).
+    let pid = docker_cli(&socket, &["inspect", "-f", "{{.State.Pid}}", &ctl], None);
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let uid = status.lines().find(|l| l.starts_with("Uid:")).unwrap();
     assert!(
-        top.lines()
-            .skip(1)
-            .all(|l| l.split_whitespace().nth(1) == Some("65532")),
-        "the controller runs as uid 65532: {top}"
+        uid.split_whitespace().skip(1).all(|id| id == "65532"),
+        "the controller runs as uid 65532: {uid}"
     );
     drop(cleanup);
     docker_cli(&socket, &["network", "rm", &network], None);
