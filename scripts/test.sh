@@ -189,6 +189,29 @@ if [ -n "${A2A_TEST_DOCKER_HOST:-}" ]; then
   echo "$result"
   echo "$result" | grep -q '^WORKER_ID ' || { echo "create printed no table" >&2; exit 1; }
   echo "$result" | grep -q '^stopped worker .* (task demo-cli)$' || { echo "the CLI did not stop its worker" >&2; exit 1; }
+  step "README container example, against the test engine"
+  cport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  name=a2a-readme-$$
+  sock=${A2A_TEST_DOCKER_HOST#unix://}
+  sed -n '/<!-- begin: container example -->/,/<!-- end: container example -->/p' README.md \
+    | sed '/^<!--/d;/^```/d' \
+    | sed -e "s|%g /var/run/docker.sock|%g $sock|; s|-v /var/run/docker.sock:|-v $sock:|" -e "s|8080:8080|$cport:8080|; s|127.0.0.1:8080|127.0.0.1:$cport|" \
+          -e "s|--name a2a-worker-controller|--name $name|" -e "s|network create a2a\$|network create $name|" \
+          -e "s|--network a2a |--network $name |" -e "s|-docker-network=a2a |-docker-network=$name |" >"$out.container.sh"
+  cleanup_tasks+=("DOCKER_HOST=$A2A_TEST_DOCKER_HOST docker rm -f $name >/dev/null 2>&1; DOCKER_HOST=$A2A_TEST_DOCKER_HOST docker network rm $name >/dev/null 2>&1")
+  A2A_AUTH_TOKEN=$(cat target/run/a2a-auth-token) DOCKER_HOST=$A2A_TEST_DOCKER_HOST bash -e "$out.container.sh" >/dev/null
+  for _ in $(seq 1 100); do
+    curl -sf "http://127.0.0.1:$cport/readiness" >/dev/null 2>&1 && break
+    sleep 0.2
+  done
+  export A2A_AUTH_TOKEN=$(cat target/run/a2a-auth-token)
+  cli=target/release/a2a-worker-controller
+  url=http://127.0.0.1:$cport
+  $cli create readme-container --url "$url"
+  $cli stop "$($cli list --json --url "$url" | sed -n 's/.*"worker_id": "\([^"]*\)".*/\1/p' | head -n 1)" --url "$url"
+  unset A2A_AUTH_TOKEN
+  DOCKER_HOST=$A2A_TEST_DOCKER_HOST docker rm -f "$name" >/dev/null
+  DOCKER_HOST=$A2A_TEST_DOCKER_HOST docker network rm "$name" >/dev/null
   kill "$run_pid"; wait "$run_pid" || true
   if grep -q "$(cat target/run/a2a-auth-token)" "$out" "$err"; then echo "run.sh printed its token" >&2; exit 1; fi
 fi
