@@ -3,23 +3,83 @@
 //!
 //! A create's token is kept beside its task, never inside it, until the first reply that
 //! shows the task's artifacts; that reply takes it, so it is delivered exactly once.
+//!
+//! Bounded twice: at most `capacity` tasks, and at most [`MAX_DATA_BYTES`] of reply data (a
+//! `list` of many workers is large). Reply data is kept as JSON text, not as a parsed value
+//! (several times smaller), and parsed again only when `GetTask` or `ListTasks` shows it.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
 use serde_json::Value;
 
-use super::types::{Task, TaskState};
+use super::types::{Artifact, Part, Task, TaskState};
 use crate::token::Token;
 
 pub const DEFAULT_CAPACITY: usize = 1024;
 
+/// The most reply data (as JSON text) the store keeps; older terminal tasks go first.
+pub const MAX_DATA_BYTES: usize = 2 << 20;
+
 struct Entry {
+    /// The task without its artifacts' data parts' values (those are in `data`).
     task: Task,
+    /// Each artifact's parts' data, as JSON text, in order (`None` for a part without data).
+    data: Vec<Vec<Option<Box<str>>>>,
+    data_bytes: usize,
     token: Option<Token>,
     /// Order of the latest status change (larger = newer).
     seq: u64,
     status_millis: u64,
+}
+
+impl Entry {
+    fn new(mut task: Task, token: Option<Token>, seq: u64, status_millis: u64) -> Entry {
+        let mut data_bytes = 0;
+        let data = task
+            .artifacts
+            .iter_mut()
+            .map(|a| {
+                a.parts
+                    .iter_mut()
+                    .map(|p| {
+                        let text: Box<str> = p.data.take()?.to_string().into();
+                        data_bytes += text.len();
+                        Some(text)
+                    })
+                    .collect()
+            })
+            .collect();
+        Entry {
+            task,
+            data,
+            data_bytes,
+            token,
+            seq,
+            status_millis,
+        }
+    }
+
+    /// The artifacts with their data parsed back.
+    fn artifacts(&self) -> Vec<Artifact> {
+        self.task
+            .artifacts
+            .iter()
+            .zip(&self.data)
+            .map(|(a, data)| Artifact {
+                parts: a
+                    .parts
+                    .iter()
+                    .zip(data)
+                    .map(|(p, d)| Part {
+                        data: d.as_deref().and_then(|t| serde_json::from_str(t).ok()),
+                        ..p.clone()
+                    })
+                    .collect(),
+                ..a.clone()
+            })
+            .collect()
+    }
 }
 
 struct Inner {
@@ -27,11 +87,13 @@ struct Inner {
     /// Task ids, oldest first.
     order: VecDeque<String>,
     next_seq: u64,
+    data_bytes: usize,
 }
 
 pub struct TaskStore {
     inner: Mutex<Inner>,
     capacity: usize,
+    max_data_bytes: usize,
 }
 
 /// Which tasks `ListTasks` wants.
@@ -53,13 +115,19 @@ pub struct Page {
 
 impl TaskStore {
     pub fn new(capacity: usize) -> TaskStore {
+        TaskStore::with_data_limit(capacity, MAX_DATA_BYTES)
+    }
+
+    pub fn with_data_limit(capacity: usize, max_data_bytes: usize) -> TaskStore {
         TaskStore {
             inner: Mutex::new(Inner {
                 tasks: HashMap::new(),
                 order: VecDeque::new(),
                 next_seq: 1,
+                data_bytes: 0,
             }),
             capacity: capacity.max(1),
+            max_data_bytes,
         }
     }
 
@@ -70,34 +138,17 @@ impl TaskStore {
     /// Adds a task, evicting the oldest terminal task (else the oldest) when full.
     pub fn insert(&self, task: Task, token: Option<Token>, status_millis: u64) {
         let mut inner = self.lock();
-        while inner.tasks.len() >= self.capacity {
-            let victim = inner
-                .order
-                .iter()
-                .position(|id| {
-                    inner
-                        .tasks
-                        .get(id)
-                        .is_some_and(|e| e.task.status.state.is_terminal())
-                })
-                .unwrap_or(0);
-            let Some(id) = inner.order.remove(victim) else {
-                break;
-            };
-            inner.tasks.remove(&id);
-        }
         let seq = inner.next_seq;
         inner.next_seq += 1;
-        inner.order.push_back(task.id.clone());
-        inner.tasks.insert(
-            task.id.clone(),
-            Entry {
-                task,
-                token,
-                seq,
-                status_millis,
-            },
-        );
+        let entry = Entry::new(task, token, seq, status_millis);
+        let id = entry.task.id.clone();
+        inner.data_bytes += entry.data_bytes;
+        if let Some(old) = inner.tasks.insert(id.clone(), entry) {
+            inner.data_bytes -= old.data_bytes;
+            inner.order.retain(|o| *o != id);
+        }
+        inner.order.push_back(id.clone());
+        self.evict(&mut inner, &id);
     }
 
     /// Replaces a task (a status change). Returns false if it was evicted meanwhile.
@@ -105,17 +156,39 @@ impl TaskStore {
         let mut inner = self.lock();
         let seq = inner.next_seq;
         inner.next_seq += 1;
-        match inner.tasks.get_mut(&task.id) {
-            Some(entry) => {
-                *entry = Entry {
-                    task,
-                    token,
-                    seq,
-                    status_millis,
-                };
-                true
+        if !inner.tasks.contains_key(&task.id) {
+            return false;
+        }
+        let entry = Entry::new(task, token, seq, status_millis);
+        let id = entry.task.id.clone();
+        inner.data_bytes += entry.data_bytes;
+        if let Some(old) = inner.tasks.insert(id.clone(), entry) {
+            inner.data_bytes -= old.data_bytes;
+        }
+        self.evict(&mut inner, &id);
+        true
+    }
+
+    /// Drops the oldest terminal tasks (else the oldest) while over a bound; never `keep`.
+    fn evict(&self, inner: &mut Inner, keep: &str) {
+        while inner.tasks.len() > self.capacity || inner.data_bytes > self.max_data_bytes {
+            let victim = inner
+                .order
+                .iter()
+                .position(|id| {
+                    id != keep
+                        && inner
+                            .tasks
+                            .get(id)
+                            .is_some_and(|e| e.task.status.state.is_terminal())
+                })
+                .or_else(|| inner.order.iter().position(|id| id != keep));
+            let Some(id) = victim.and_then(|v| inner.order.remove(v)) else {
+                break;
+            };
+            if let Some(e) = inner.tasks.remove(&id) {
+                inner.data_bytes -= e.data_bytes;
             }
-            None => false,
         }
     }
 
@@ -183,11 +256,14 @@ impl TaskStore {
 }
 
 fn view(entry: &mut Entry, with_artifacts: bool) -> Task {
-    let mut task = entry.task.clone();
+    let mut task = Task {
+        artifacts: Vec::new(),
+        ..entry.task.clone()
+    };
     if !with_artifacts {
-        task.artifacts.clear();
         return task;
     }
+    task.artifacts = entry.artifacts();
     if let Some(token) = entry.token.take() {
         with_token(&mut task, &token);
     }
@@ -229,6 +305,33 @@ mod tests {
             history: vec![],
             metadata: None,
         }
+    }
+
+    #[test]
+    fn reply_data_is_bounded_in_bytes_and_comes_back_as_it_went_in() {
+        let big = |id: &str| {
+            let mut t = task(id, TaskState::Completed);
+            t.artifacts[0].parts = vec![
+                Part::text("x"),
+                Part::data(json!({"workers": [{"worker_id": id, "pad": "p".repeat(400)}]})),
+            ];
+            t
+        };
+        let store = TaskStore::with_data_limit(100, 1500);
+        for i in 0..10 {
+            store.insert(big(&format!("t{i}")), None, i);
+        }
+        assert_eq!(store.len(), 3, "about 450 bytes each, 1500 at most");
+        assert!(store.get("t6", true).is_none());
+        let back = store.get("t9", true).unwrap();
+        assert_eq!(back, big("t9"), "parts, order and data unchanged");
+        // A working task is never evicted for a newer one's data.
+        let store = TaskStore::with_data_limit(100, 500);
+        store.insert(task("working", TaskState::Working), None, 0);
+        store.insert(big("done1"), None, 1);
+        store.insert(big("done2"), None, 2);
+        assert!(store.get("working", false).is_some());
+        assert!(store.get("done2", true).is_some() && store.get("done1", false).is_none());
     }
 
     #[test]
