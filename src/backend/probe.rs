@@ -8,8 +8,14 @@ use std::time::{Duration, Instant};
 
 use super::BackendError;
 
-/// Pause between two rounds.
-const ROUND: Duration = Duration::from_millis(100);
+/// The first pause between two card probes; it doubles up to [`MAX_PAUSE`]: a worker that is
+/// quick to start is seen within a few milliseconds, a slow one is asked at most 50 times a
+/// second (and each probe that connects waits for its answer).
+const FIRST_PAUSE: Duration = Duration::from_millis(2);
+const MAX_PAUSE: Duration = Duration::from_millis(20);
+/// How often the engine is asked whether the worker still lives (an engine call is dearer
+/// than a refused connection).
+const LOOK_EVERY: Duration = Duration::from_millis(100);
 
 pub struct Probe {
     /// Plain HTTP, no proxy, no redirects, short timeouts: a probe never waits long.
@@ -52,8 +58,14 @@ impl Probe {
         mut look: impl FnMut() -> Result<Option<String>, BackendError>,
     ) -> Result<(), BackendError> {
         let deadline = Instant::now() + self.timeout;
+        let mut pause = FIRST_PAUSE;
+        let mut base = look()?;
+        let mut looked = Instant::now();
         loop {
-            let base = look()?;
+            if looked.elapsed() >= LOOK_EVERY {
+                base = look()?;
+                looked = Instant::now();
+            }
             if base.as_deref().is_some_and(|b| self.card_answers(b)) {
                 return Ok(());
             }
@@ -64,7 +76,8 @@ impl Probe {
                     self.timeout.as_secs_f32()
                 )));
             }
-            thread::sleep(ROUND);
+            thread::sleep(pause);
+            pause = (pause * 2).min(MAX_PAUSE);
         }
     }
 }
