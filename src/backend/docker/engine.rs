@@ -204,6 +204,11 @@ impl Engine {
             .timeout_connect(Some(Duration::from_secs(2)))
             .proxy(None)
             .max_redirects(0)
+            // 16 KiB buffers instead of ureq's 128 KiB each way: one engine call per request
+            // thread, so this is per connection under load (see README, Performance).
+            .input_buffer_size(api_call::BUFFER_SIZE)
+            .output_buffer_size(api_call::BUFFER_SIZE)
+            .max_response_header_size(api_call::BUFFER_SIZE)
             .user_agent(concat!("a2a-worker-controller/", env!("CARGO_PKG_VERSION")))
             .build();
         Engine {

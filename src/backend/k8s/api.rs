@@ -346,6 +346,11 @@ impl Api {
             .timeout_connect(Some(CONNECT_TIMEOUT))
             .proxy(None)
             .max_redirects(0)
+            // 16 KiB buffers instead of ureq's 128 KiB each way: one engine call per request
+            // thread, so this is per connection under load (see README, Performance).
+            .input_buffer_size(api_call::BUFFER_SIZE)
+            .output_buffer_size(api_call::BUFFER_SIZE)
+            .max_response_header_size(api_call::BUFFER_SIZE)
             .user_agent(concat!("a2a-worker-controller/", env!("CARGO_PKG_VERSION")))
             .tls_config(tls)
             .build()
