@@ -5,6 +5,7 @@ mod cli;
 mod cli_client;
 mod conformance;
 mod control_ops;
+mod docker_bench;
 mod docker_e2e;
 mod docker_support;
 mod faults;
