@@ -5,9 +5,18 @@ use std::fmt;
 use std::fs::File;
 use std::io::{self, Read};
 
-/// Fills `buf` from the operating system's cryptographic generator.
+/// Fills `buf` from the operating system's cryptographic generator (`/dev/urandom`, opened
+/// once: every request takes an id from it).
 pub fn os_random(buf: &mut [u8]) -> io::Result<()> {
-    File::open("/dev/urandom")?.read_exact(buf)
+    static URANDOM: std::sync::OnceLock<File> = std::sync::OnceLock::new();
+    let file = match URANDOM.get() {
+        Some(f) => f,
+        None => {
+            let opened = File::open("/dev/urandom")?;
+            URANDOM.get_or_init(|| opened)
+        }
+    };
+    (&*file).read_exact(buf)
 }
 
 /// A worker's bearer token: 256 random bits, hex-encoded (64 characters).

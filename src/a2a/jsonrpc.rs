@@ -177,7 +177,7 @@ impl Protocol {
             let now = now_millis();
             let mut working = base.clone();
             working.status.timestamp = rfc3339_millis(now);
-            self.tasks.insert(working.clone(), None, now);
+            self.tasks.insert(&working, None, now);
             self.spawn_background(base, request, task_id);
             return Ok(json!({ "task": with_history(working, history_length) }));
         }
@@ -186,7 +186,7 @@ impl Protocol {
         let (task, token) = finish(base, outcome);
         let status_millis = parse_rfc3339_millis(&task.status.timestamp).unwrap_or(0);
         // The reply below delivers the token; the stored copy never holds it.
-        self.tasks.insert(task.clone(), None, status_millis);
+        self.tasks.insert(&task, None, status_millis);
         let mut task = task;
         if let Some(token) = &token {
             tasks::with_token(&mut task, token);
@@ -226,7 +226,7 @@ impl Protocol {
                 });
             let (task, token) = finish(base, outcome);
             let status_millis = parse_rfc3339_millis(&task.status.timestamp).unwrap_or(0);
-            if !tasks.update(task, token, status_millis) {
+            if !tasks.update(&task, token, status_millis) {
                 log::warn!(
                     "task {task_id} was evicted before its operation finished; its result (and any worker token) was not kept"
                 );
@@ -242,7 +242,7 @@ impl Protocol {
             );
             let (task, _) = finish(fallback, Outcome::Failed(failure));
             let status_millis = parse_rfc3339_millis(&task.status.timestamp).unwrap_or(0);
-            self.tasks.update(task, None, status_millis);
+            self.tasks.update(&task, None, status_millis);
         }
     }
 

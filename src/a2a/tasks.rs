@@ -34,24 +34,50 @@ struct Entry {
 }
 
 impl Entry {
-    fn new(mut task: Task, token: Option<Token>, seq: u64, status_millis: u64) -> Entry {
+    /// From a reference: the reply data is written out as text, never copied as a value.
+    fn new(task: &Task, token: Option<Token>, seq: u64, status_millis: u64) -> Entry {
         let mut data_bytes = 0;
-        let data = task
+        let mut data = Vec::with_capacity(task.artifacts.len());
+        let artifacts = task
             .artifacts
-            .iter_mut()
+            .iter()
             .map(|a| {
-                a.parts
-                    .iter_mut()
+                let mut texts = Vec::with_capacity(a.parts.len());
+                let parts = a
+                    .parts
+                    .iter()
                     .map(|p| {
-                        let text: Box<str> = p.data.take()?.to_string().into();
-                        data_bytes += text.len();
-                        Some(text)
+                        let text: Option<Box<str>> = p.data.as_ref().map(|d| d.to_string().into());
+                        data_bytes += text.as_ref().map_or(0, |t| t.len());
+                        texts.push(text);
+                        Part {
+                            text: p.text.clone(),
+                            data: None,
+                            raw: p.raw.clone(),
+                            url: p.url.clone(),
+                            media_type: p.media_type.clone(),
+                            filename: p.filename.clone(),
+                            metadata: p.metadata.clone(),
+                        }
                     })
-                    .collect()
+                    .collect();
+                data.push(texts);
+                Artifact {
+                    artifact_id: a.artifact_id.clone(),
+                    name: a.name.clone(),
+                    parts,
+                }
             })
             .collect();
         Entry {
-            task,
+            task: Task {
+                id: task.id.clone(),
+                context_id: task.context_id.clone(),
+                status: task.status.clone(),
+                artifacts,
+                history: task.history.clone(),
+                metadata: task.metadata.clone(),
+            },
             data,
             data_bytes,
             token,
@@ -136,7 +162,7 @@ impl TaskStore {
     }
 
     /// Adds a task, evicting the oldest terminal task (else the oldest) when full.
-    pub fn insert(&self, task: Task, token: Option<Token>, status_millis: u64) {
+    pub fn insert(&self, task: &Task, token: Option<Token>, status_millis: u64) {
         let mut inner = self.lock();
         let seq = inner.next_seq;
         inner.next_seq += 1;
@@ -152,7 +178,7 @@ impl TaskStore {
     }
 
     /// Replaces a task (a status change). Returns false if it was evicted meanwhile.
-    pub fn update(&self, task: Task, token: Option<Token>, status_millis: u64) -> bool {
+    pub fn update(&self, task: &Task, token: Option<Token>, status_millis: u64) -> bool {
         let mut inner = self.lock();
         let seq = inner.next_seq;
         inner.next_seq += 1;
@@ -319,7 +345,7 @@ mod tests {
         };
         let store = TaskStore::with_data_limit(100, 1500);
         for i in 0..10 {
-            store.insert(big(&format!("t{i}")), None, i);
+            store.insert(&big(&format!("t{i}")), None, i);
         }
         assert_eq!(store.len(), 3, "about 450 bytes each, 1500 at most");
         assert!(store.get("t6", true).is_none());
@@ -327,9 +353,9 @@ mod tests {
         assert_eq!(back, big("t9"), "parts, order and data unchanged");
         // A working task is never evicted for a newer one's data.
         let store = TaskStore::with_data_limit(100, 500);
-        store.insert(task("working", TaskState::Working), None, 0);
-        store.insert(big("done1"), None, 1);
-        store.insert(big("done2"), None, 2);
+        store.insert(&task("working", TaskState::Working), None, 0);
+        store.insert(&big("done1"), None, 1);
+        store.insert(&big("done2"), None, 2);
         assert!(store.get("working", false).is_some());
         assert!(store.get("done2", true).is_some() && store.get("done1", false).is_none());
     }
@@ -338,7 +364,7 @@ mod tests {
     fn token_is_delivered_once_and_only_with_artifacts() {
         let store = TaskStore::new(4);
         let token = Token::from_secret("s3cr3t".into());
-        store.insert(task("t1", TaskState::Completed), Some(token), 1);
+        store.insert(&task("t1", TaskState::Completed), Some(token), 1);
         let without = store.get("t1", false).unwrap();
         assert!(without.artifacts.is_empty());
         let first = store.get("t1", true).unwrap();
@@ -358,9 +384,9 @@ mod tests {
     #[test]
     fn bounded_evicting_terminal_tasks_first() {
         let store = TaskStore::new(2);
-        store.insert(task("working", TaskState::Working), None, 1);
-        store.insert(task("done", TaskState::Completed), None, 2);
-        store.insert(task("new", TaskState::Completed), None, 3);
+        store.insert(&task("working", TaskState::Working), None, 1);
+        store.insert(&task("done", TaskState::Completed), None, 2);
+        store.insert(&task("new", TaskState::Completed), None, 3);
         assert_eq!(store.len(), 2);
         assert!(store.peek("working").is_some());
         assert!(store.peek("done").is_none());
@@ -370,7 +396,7 @@ mod tests {
     fn pages_newest_first() {
         let store = TaskStore::new(10);
         for i in 0..5 {
-            store.insert(task(&format!("t{i}"), TaskState::Completed), None, i);
+            store.insert(&task(&format!("t{i}"), TaskState::Completed), None, i);
         }
         let p1 = store.list(&Filter::default(), 2, false);
         assert_eq!(p1.total, 5);
