@@ -13,6 +13,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 step() { printf '\n== %s\n' "$*"; }
+# The commands of a README block marked <!-- begin: NAME --> ... <!-- end: NAME -->.
+readme_block() {
+  sed -n "/<!-- begin: $* -->/,/<!-- end: $* -->/p" README.md | sed '/^<!--/d;/^```/d'
+}
 cleanup_tasks=()
 cleanup() { for c in "${cleanup_tasks[@]}"; do eval "$c" || true; done; }
 trap cleanup EXIT
@@ -176,15 +180,13 @@ if [ -n "${A2A_TEST_DOCKER_HOST:-}" ]; then
   [ "$(echo "$result" | grep -c '"state":"TASK_STATE_COMPLETED"')" = 4 ] || { echo "run.sh commands did not all complete" >&2; exit 1; }
   echo "$result" | grep -q '"text":"hello worker"' || { echo "the worker did not answer" >&2; exit 1; }
   step "README curl examples, verbatim, against the same controller"
-  sed -n '/<!-- begin: curl examples -->/,/<!-- end: curl examples -->/p' README.md \
-    | sed '/^<!--/d;/^```/d' | sed "s|localhost:8080|127.0.0.1:$port|g" >"$out.readme.sh"
+  readme_block curl examples | sed "s|localhost:8080|127.0.0.1:$port|g" >"$out.readme.sh"
   result=$(bash -e "$out.readme.sh")
   echo "$result" | cut -c1-160
   [ "$(echo "$result" | grep -c '"state":"TASK_STATE_COMPLETED"')" = 4 ] || { echo "README commands did not all complete" >&2; exit 1; }
   echo "$result" | grep -q '"text":"hello worker"' || { echo "the worker did not answer" >&2; exit 1; }
   step "README command-line examples, verbatim, against the same controller"
-  sed -n '/<!-- begin: cli examples -->/,/<!-- end: cli examples -->/p' README.md \
-    | sed '/^<!--/d;/^```/d' | sed "s|localhost:8080|127.0.0.1:$port|g" >"$out.cli.sh"
+  readme_block cli examples | sed "s|localhost:8080|127.0.0.1:$port|g" >"$out.cli.sh"
   result=$(bash -e "$out.cli.sh")
   echo "$result"
   echo "$result" | grep -q '^WORKER_ID ' || { echo "create printed no table" >&2; exit 1; }
@@ -193,8 +195,7 @@ if [ -n "${A2A_TEST_DOCKER_HOST:-}" ]; then
   cport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
   name=a2a-readme-$$
   sock=${A2A_TEST_DOCKER_HOST#unix://}
-  sed -n '/<!-- begin: container example -->/,/<!-- end: container example -->/p' README.md \
-    | sed '/^<!--/d;/^```/d' \
+  readme_block container example \
     | sed -e "s|%g /var/run/docker.sock|%g $sock|; s|-v /var/run/docker.sock:|-v $sock:|" -e "s|8080:8080|$cport:8080|; s|127.0.0.1:8080|127.0.0.1:$cport|" \
           -e "s|--name a2a-worker-controller|--name $name|" -e "s|network create a2a\$|network create $name|" \
           -e "s|--network a2a |--network $name |" -e "s|-docker-network=a2a |-docker-network=$name |" >"$out.container.sh"

@@ -116,18 +116,22 @@ pub fn build_backend(settings: &Settings) -> Result<Arc<dyn Backend>, Error> {
                 k8s.clone(),
                 settings.worker_ready_timeout,
                 settings.anthropic_auth_token.clone(),
-                &|name| std::env::var(name).ok().filter(|v| !v.is_empty()),
+                &process_env,
                 std::path::Path::new(backend::k8s::api::SERVICE_ACCOUNT_DIR),
             )
             .map_err(Error::K8s)?,
         )),
         BackendSettings::Local(local) => Ok(Arc::new(
-            LocalBackend::new(local, &|name| {
-                std::env::var(name).ok().filter(|v| !v.is_empty())
-            })
-            .map_err(Error::Local)?,
+            LocalBackend::new(local, &process_env).map_err(Error::Local)?,
         )),
     }
+}
+
+/// A variable of this process's environment; empty counts as unset. Backends read their
+/// environment (in-cluster credentials, WezTerm's socket) through this, so tests can pass
+/// their own.
+fn process_env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
 }
 
 /// A controller that is serving.

@@ -35,7 +35,8 @@ struct Entry {
 
 impl Entry {
     /// From a reference: the reply data is written out as text, never copied as a value.
-    fn new(task: &Task, token: Option<Token>, seq: u64, status_millis: u64) -> Entry {
+    /// Its `seq` is given when it is stored.
+    fn new(task: &Task, token: Option<Token>, status_millis: u64) -> Entry {
         let mut data_bytes = 0;
         let mut data = Vec::with_capacity(task.artifacts.len());
         let artifacts = task
@@ -81,7 +82,7 @@ impl Entry {
             data,
             data_bytes,
             token,
-            seq,
+            seq: 0,
             status_millis,
         }
     }
@@ -163,36 +164,40 @@ impl TaskStore {
 
     /// Adds a task, evicting the oldest terminal task (else the oldest) when full.
     pub fn insert(&self, task: &Task, token: Option<Token>, status_millis: u64) {
+        // Written out before the lock is taken: every request stores its task.
+        let entry = Entry::new(task, token, status_millis);
         let mut inner = self.lock();
-        let seq = inner.next_seq;
-        inner.next_seq += 1;
-        let entry = Entry::new(task, token, seq, status_millis);
-        let id = entry.task.id.clone();
-        inner.data_bytes += entry.data_bytes;
-        if let Some(old) = inner.tasks.insert(id.clone(), entry) {
-            inner.data_bytes -= old.data_bytes;
-            inner.order.retain(|o| *o != id);
-        }
-        inner.order.push_back(id.clone());
-        self.evict(&mut inner, &id);
+        self.put(&mut inner, entry, true);
     }
 
     /// Replaces a task (a status change). Returns false if it was evicted meanwhile.
     pub fn update(&self, task: &Task, token: Option<Token>, status_millis: u64) -> bool {
+        let entry = Entry::new(task, token, status_millis);
         let mut inner = self.lock();
-        let seq = inner.next_seq;
-        inner.next_seq += 1;
         if !inner.tasks.contains_key(&task.id) {
             return false;
         }
-        let entry = Entry::new(task, token, seq, status_millis);
+        self.put(&mut inner, entry, false);
+        true
+    }
+
+    /// Stores `entry` as the newest status change; a new task also goes to the end of the
+    /// eviction order. Then evicts what is over a bound.
+    fn put(&self, inner: &mut Inner, mut entry: Entry, new: bool) {
+        entry.seq = inner.next_seq;
+        inner.next_seq += 1;
         let id = entry.task.id.clone();
         inner.data_bytes += entry.data_bytes;
         if let Some(old) = inner.tasks.insert(id.clone(), entry) {
             inner.data_bytes -= old.data_bytes;
+            if new {
+                inner.order.retain(|o| *o != id);
+            }
         }
-        self.evict(&mut inner, &id);
-        true
+        if new {
+            inner.order.push_back(id.clone());
+        }
+        self.evict(inner, &id);
     }
 
     /// Drops the oldest terminal tasks (else the oldest) while over a bound; never `keep`.

@@ -98,6 +98,26 @@ pub fn percent_encode(s: &str) -> String {
 /// take. ureq's defaults (128 KiB each way) cost 256 KiB per concurrent engine call.
 pub const BUFFER_SIZE: usize = 16 * 1024;
 
+/// What every engine client (Docker, Kubernetes) is configured with: statuses as answers, the
+/// given deadlines, no proxy, no redirects, small buffers, our user agent. Each adds its own
+/// transport (a Unix socket, TLS) before building.
+pub fn agent_config(
+    global: Duration,
+    connect: Duration,
+) -> ureq::config::ConfigBuilder<ureq::typestate::AgentScope> {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(global))
+        .timeout_connect(Some(connect))
+        .proxy(None)
+        .max_redirects(0)
+        // One engine call per request thread: buffers are per connection under load.
+        .input_buffer_size(BUFFER_SIZE)
+        .output_buffer_size(BUFFER_SIZE)
+        .max_response_header_size(BUFFER_SIZE)
+        .user_agent(concat!("a2a-worker-controller/", env!("CARGO_PKG_VERSION")))
+}
+
 pub fn one_line(text: &str) -> String {
     let line: String = text
         .chars()

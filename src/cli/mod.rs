@@ -203,16 +203,19 @@ fn connect(given: &Given, env: &HashMap<String, String>) -> Result<Client, Strin
         .cloned()
         .or_else(|| nonempty("A2A_PUBLIC_URL"))
         .ok_or("no controller URL: pass --url or set A2A_PUBLIC_URL")?;
-    let token_file = given.values.get("token-file").cloned().or_else(|| {
-        nonempty("A2A_AUTH_TOKEN")
-            .is_none()
-            .then(|| nonempty("A2A_AUTH_TOKEN_FILE"))
-            .flatten()
-    });
-    let token = match token_file {
-        Some(file) => read_secret_file(Path::new(&file))?.0,
-        None => nonempty("A2A_AUTH_TOKEN")
-            .ok_or("no token: set A2A_AUTH_TOKEN or A2A_AUTH_TOKEN_FILE, or pass --token-file")?,
+    // --token-file, else the variable, else its file.
+    let token = match (
+        given.values.get("token-file").cloned(),
+        nonempty("A2A_AUTH_TOKEN"),
+        nonempty("A2A_AUTH_TOKEN_FILE"),
+    ) {
+        (Some(file), _, _) | (None, None, Some(file)) => read_secret_file(Path::new(&file))?.0,
+        (None, Some(token), _) => token,
+        (None, None, None) => {
+            return Err(
+                "no token: set A2A_AUTH_TOKEN or A2A_AUTH_TOKEN_FILE, or pass --token-file".into(),
+            )
+        }
     };
     let timeout = match given.values.get("timeout") {
         Some(t) => parse_duration(t)

@@ -16,12 +16,7 @@ use a2a_worker_controller::testing::{owner_selector, Engine};
 use serde_json::json;
 
 use crate::docker_support::*;
-use crate::support::{reply_data, Controls, TOKEN};
-
-fn p50(mut samples: Vec<Duration>) -> Duration {
-    samples.sort();
-    samples[samples.len() / 2]
-}
+use crate::support::{p50, reply_data, Controls, TOKEN};
 
 fn status_kib(pid: u32, field: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))

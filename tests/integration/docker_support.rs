@@ -171,7 +171,7 @@ impl Proc {
     /// `/healthz`.
     pub fn launch(controller_id: &str, extra: Vec<String>, env: Vec<(String, String)>) -> Proc {
         let mut p = Proc::prepare(controller_id, extra, env);
-        p.spawn();
+        p.start_now();
         p
     }
 
@@ -231,10 +231,6 @@ impl Proc {
 
     /// Starts a prepared controller and waits for `/healthz`.
     pub fn start_now(&mut self) {
-        self.spawn();
-    }
-
-    fn spawn(&mut self) {
         let log = File::options()
             .create(true)
             .append(true)
@@ -306,7 +302,7 @@ impl Proc {
 
     pub fn restart(&mut self) {
         assert_eq!(self.terminate(), Some(0));
-        self.spawn();
+        self.start_now();
     }
 
     pub fn log_text(&self) -> String {

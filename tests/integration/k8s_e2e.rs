@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 
 use crate::docker_support::{controller_id, Proc};
 use crate::k8s_support::{assert_manifests_ok, check_manifests, configured, Pki, Standin};
-use crate::support::{reply_data, Controls, TOKEN};
+use crate::support::{p50, reply_data, Controls, TOKEN};
 
 const NS: &str = "a2a";
 
@@ -454,11 +454,6 @@ fn kubectl_reads_and_writes_what_the_controller_does() {
     let stopped = reply_data(&p.control(json!({"operation": "stop", "worker_id": "c0ffee000001"})));
     assert_eq!(stopped["worker"]["task"], "by-hand");
     assert!(!run(&["get", "pods", "-o", "name"]).contains("made-by-kubectl"));
-}
-
-fn p50(mut samples: Vec<std::time::Duration>) -> std::time::Duration {
-    samples.sort();
-    samples[samples.len() / 2]
 }
 
 /// Benchmark, not a timed test (scripts/bench.sh runs it in release): create+stop and list

@@ -23,23 +23,7 @@ pub fn standin() -> PathBuf {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT
         .get_or_init(|| {
-            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-            let root = env!("CARGO_MANIFEST_DIR");
-            let status = Command::new(cargo)
-                .current_dir(root)
-                .args([
-                    "build",
-                    "--locked",
-                    "--quiet",
-                    "--example",
-                    "wezterm-standin",
-                ])
-                .status()
-                .expect("cargo runs");
-            assert!(status.success(), "the wezterm stand-in builds");
-            let target =
-                std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| format!("{root}/target"));
-            let path = PathBuf::from(target).join("debug/examples/wezterm-standin");
+            let path = crate::support::build_example("wezterm-standin", false);
             fs::canonicalize(&path).unwrap_or(path)
         })
         .clone()

@@ -11,23 +11,8 @@ use crate::support::request;
 
 #[test]
 fn a_panicking_handler_is_answered_500_and_the_server_serves_on_in_release() {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let root = env!("CARGO_MANIFEST_DIR");
-    let built = Command::new(&cargo)
-        .current_dir(root)
-        .args([
-            "build",
-            "--release",
-            "--locked",
-            "--quiet",
-            "--example",
-            "panicking-handler",
-        ])
-        .status()
-        .expect("cargo runs");
-    assert!(built.success(), "the example builds in release");
-    let target = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| format!("{root}/target"));
-    let mut child = Command::new(format!("{target}/release/examples/panicking-handler"))
+    let program = crate::support::build_example("panicking-handler", true);
+    let mut child = Command::new(program)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

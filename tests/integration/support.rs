@@ -110,6 +110,32 @@ impl Backend for FakeBackend {
 
 /// The value of `var`, which a suite needs; without it the test says it skipped, unless
 /// `require` is `1` (as scripts/test.sh and CI set it), which makes the absence a failure.
+/// Builds one of the crate's examples (`tests/examples/`) with the cargo running the tests;
+/// its path.
+pub fn build_example(name: &str, release: bool) -> std::path::PathBuf {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let root = env!("CARGO_MANIFEST_DIR");
+    let mut args = vec!["build", "--locked", "--quiet", "--example", name];
+    if release {
+        args.push("--release");
+    }
+    let built = std::process::Command::new(cargo)
+        .current_dir(root)
+        .args(&args)
+        .status()
+        .expect("cargo runs");
+    assert!(built.success(), "the example {name} builds");
+    let target = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| format!("{root}/target"));
+    let profile = if release { "release" } else { "debug" };
+    std::path::PathBuf::from(format!("{target}/{profile}/examples/{name}"))
+}
+
+/// The median of benchmark samples.
+pub fn p50(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
 pub fn env_or_skip(var: &str, require: &str) -> Option<std::ffi::OsString> {
     let value = std::env::var_os(var);
     if value.is_none() {

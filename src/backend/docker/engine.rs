@@ -198,19 +198,7 @@ pub struct Engine {
 
 impl Engine {
     pub fn new(socket: PathBuf) -> Engine {
-        let config = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(DEFAULT_TIMEOUT))
-            .timeout_connect(Some(Duration::from_secs(2)))
-            .proxy(None)
-            .max_redirects(0)
-            // 16 KiB buffers instead of ureq's 128 KiB each way: one engine call per request
-            // thread, so this is per connection under load (see README, Performance).
-            .input_buffer_size(api_call::BUFFER_SIZE)
-            .output_buffer_size(api_call::BUFFER_SIZE)
-            .max_response_header_size(api_call::BUFFER_SIZE)
-            .user_agent(concat!("a2a-worker-controller/", env!("CARGO_PKG_VERSION")))
-            .build();
+        let config = api_call::agent_config(DEFAULT_TIMEOUT, Duration::from_secs(2)).build();
         Engine {
             agent: unix_socket::agent(socket.clone(), config),
             socket,

@@ -340,18 +340,7 @@ impl Api {
             .root_certs(RootCerts::new_with_certs(&config.roots))
             .client_cert(client_cert)
             .build();
-        let agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(CALL_TIMEOUT))
-            .timeout_connect(Some(CONNECT_TIMEOUT))
-            .proxy(None)
-            .max_redirects(0)
-            // 16 KiB buffers instead of ureq's 128 KiB each way: one engine call per request
-            // thread, so this is per connection under load (see README, Performance).
-            .input_buffer_size(api_call::BUFFER_SIZE)
-            .output_buffer_size(api_call::BUFFER_SIZE)
-            .max_response_header_size(api_call::BUFFER_SIZE)
-            .user_agent(concat!("a2a-worker-controller/", env!("CARGO_PKG_VERSION")))
+        let agent = api_call::agent_config(CALL_TIMEOUT, CONNECT_TIMEOUT)
             .tls_config(tls)
             .build()
             .new_agent();

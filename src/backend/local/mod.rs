@@ -95,12 +95,7 @@ impl LocalBackend {
         let (store, mut records) = Store::open(&local.state_file).map_err(ConfigError::Store)?;
         // A record without a pane is a create the previous controller did not finish.
         let before = records.len();
-        records.retain(|r| {
-            if r.pane_id.is_none() {
-                warn_interrupted(r);
-            }
-            r.pane_id.is_some()
-        });
+        records.retain(finished);
         if records.len() != before {
             store.save(&records).map_err(ConfigError::Store)?;
         }
@@ -142,8 +137,7 @@ impl LocalBackend {
     fn reconcile(&self, records: Vec<Record>) -> Vec<(Record, Seen)> {
         let mut by_gui: BTreeMap<PathBuf, Vec<Record>> = BTreeMap::new();
         for r in records {
-            if r.pane_id.is_none() {
-                warn_interrupted(&r);
+            if !finished(&r) {
                 continue;
             }
             by_gui.entry(r.gui_socket.clone()).or_default().push(r);
@@ -187,9 +181,7 @@ impl LocalBackend {
                 }
             }
         }
-        kept.sort_by(|a, b| {
-            (&a.0.created_at, &a.0.worker_id).cmp(&(&b.0.created_at, &b.0.worker_id))
-        });
+        kept.sort_by(|a, b| oldest_first(&a.0, &b.0));
         kept
     }
 
@@ -235,13 +227,23 @@ impl LocalBackend {
     }
 }
 
-fn warn_interrupted(r: &Record) {
-    log::warn!(
-        "local worker {} (task {:?}) was being created when the controller stopped; if WezTerm GUI {} opened a tab for it, close that tab by hand (record dropped)",
-        r.worker_id,
-        r.task,
-        r.gui_socket.display()
-    );
+/// The order workers are reported in: by creation, then id.
+fn oldest_first(a: &Record, b: &Record) -> std::cmp::Ordering {
+    (&a.created_at, &a.worker_id).cmp(&(&b.created_at, &b.worker_id))
+}
+
+/// Whether the record's create finished (it has a pane). One without is a create a crash
+/// interrupted: said in the log, because its tab may be open, unrecorded.
+fn finished(r: &Record) -> bool {
+    if r.pane_id.is_none() {
+        log::warn!(
+            "local worker {} (task {:?}) was being created when the controller stopped; if WezTerm GUI {} opened a tab for it, close that tab by hand (record dropped)",
+            r.worker_id,
+            r.task,
+            r.gui_socket.display()
+        );
+    }
+    r.pane_id.is_some()
 }
 
 fn pane_text(record: &Record) -> String {
@@ -388,9 +390,7 @@ impl Backend for LocalBackend {
                 Err(e) => {
                     // Stopping failed: the record stays, the worker is still ours.
                     kept.push(target.clone());
-                    kept.sort_by(|a, b| {
-                        (&a.created_at, &a.worker_id).cmp(&(&b.created_at, &b.worker_id))
-                    });
+                    kept.sort_by(oldest_first);
                     store.save(&kept).map_err(state_error)?;
                     return Err(BackendError::Unavailable(format!(
                         "WezTerm GUI {}: {e}",
