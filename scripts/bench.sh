@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
-# Benchmarks, reported as ratios against a baseline measured in the same run:
-#   load: 64 clients doing `list` for LOAD_SECONDS (default 60) while creates and stops run,
-#   against a real engine; list latency under load vs one client alone, resident memory at the
-#   end vs after warm-up, threads. Release build.
-#   docker: list through the controller vs the same engine call made directly (0 and 30
-#   workers), resident memory idle / peak (VmHWM) / after with 64 keep-alive clients listing,
-#   start to first /healthz, binary size. BENCH_ROUNDS (default 200).
+# Benchmarks, reported as ratios against a baseline measured in the same run, ending with one
+# table (figure | measured | target). A benchmark, not a test: it never fails on a slow machine.
+#   docker: list through the controller vs the same engine call made directly (0, 30 and 300
+#   workers), create+stop vs the same engine calls, resident memory idle / peak (VmHWM) / after
+#   with 64 and 256 keep-alive clients listing, start to first /healthz, binary size
+#   (tests/integration/docker_bench.rs). BENCH_ROUNDS (default 200), BENCH_CREATE_ROUNDS (20).
+#   card: the Agent Card, 64 keep-alive connections for CARD_SECONDS (default 5) with wrk,
+#   against nginx (Debian's nginx-light) and tiny_http 0.12 (the design card's original server,
+#   built in target/bench/ outside the product's dependency graph; needs crates.io) serving the
+#   same bytes. Skipped, and said, when wrk or nginx is missing.
+#   load: 64 clients doing `list` for LOAD_SECONDS (default 60) while creates and stops run;
+#   list latency under load vs one client alone, resident memory at the end vs after warm-up.
 #   k8s: create+stop and list through the controller against the same calls made directly to
-#   the stand-in Kubernetes API server (TLS, client certificate), as ratios. Needs python3 and
-#   openssl; K8S_BENCH_ROUNDS (default 200).
+#   the stand-in Kubernetes API server (TLS, client certificate). Needs python3 and openssl.
 # The engine: A2A_TEST_DOCKER_HOST, else the system engine, else (root + dockerd) a private one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,14 +25,131 @@ A2A_TEST_DOCKER_HOST=$(scripts/dockerd.sh find "$d") \
 export A2A_TEST_DOCKER_HOST
 DOCKER_HOST=$A2A_TEST_DOCKER_HOST scripts/build-worker-image.sh a2a-echo-worker:dev
 export A2A_REQUIRE_DOCKER=1 LOAD_SECONDS=${LOAD_SECONDS:-60} LOAD_CLIENTS=${LOAD_CLIENTS:-64}
-cargo test --release --locked --quiet --test integration load -- --ignored --nocapture 2>&1 \
-  | grep -E '^(LOAD|test result)'
+rows=$(mktemp)
+cleanup+=("rm -f $rows")
+row() { echo "ROW|$1|$2|$3" >>"$rows"; }
+
+cargo build --release --locked --quiet --bin a2a-worker-controller
 cargo test --release --locked --quiet --test integration docker_bench -- --ignored --nocapture 2>&1 \
-  | grep -E '^(BENCH|test result)'
+  | grep -E '^(BENCH|ROW|test result)' | tee -a "$rows" | grep -v '^ROW'
+
+# The Agent Card against nginx and tiny_http, same bytes, same load.
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wrk_rate() { wrk -t2 -c64 -d"${CARD_SECONDS:-5}s" "$1" | awk '/^Requests\/sec:/ {print $2}'; }
+card_bench() {
+  local dir=target/bench port cport nport tport rate nginx_rate tiny_rate
+  mkdir -p "$dir"
+  port=$(free_port)
+  A2A_AUTH_TOKEN=bench-token-0123456789abcdef0123 target/release/a2a-worker-controller \
+    -listen=127.0.0.1:"$port" -a2a-public-url=http://127.0.0.1:"$port" \
+    -docker-host="$A2A_TEST_DOCKER_HOST" -worker-image=a2a-echo-worker:dev 2>/dev/null &
+  cport=$!
+  cleanup+=("kill $cport")
+  for _ in $(seq 100); do curl -fs "http://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.05; done
+  curl -fs "http://127.0.0.1:$port/.well-known/agent-card.json" -o "$dir/card.json"
+  rate=$(wrk_rate "http://127.0.0.1:$port/.well-known/agent-card.json")
+  echo "BENCH card: controller $rate requests/s ($(wc -c <"$dir/card.json") bytes)"
+
+  nport=$(free_port)
+  mkdir -p "$dir/nginx"
+  cat >"$dir/nginx/nginx.conf" <<EOF
+worker_processes auto;
+pid $PWD/$dir/nginx/nginx.pid;
+error_log stderr error;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  keepalive_requests 1000000;
+  server {
+    listen 127.0.0.1:$nport;
+    location = /.well-known/agent-card.json { default_type application/json; alias $PWD/$dir/card.json; }
+  }
+}
+EOF
+  nginx -p "$PWD/$dir/nginx" -c "$PWD/$dir/nginx/nginx.conf"
+  cleanup+=("kill \$(cat $PWD/$dir/nginx/nginx.pid)")
+  sleep 0.3
+  nginx_rate=$(wrk_rate "http://127.0.0.1:$nport/.well-known/agent-card.json")
+  echo "BENCH card: nginx $nginx_rate requests/s"
+  row "Agent Card requests/s, 64 keep-alive connections (wrk): controller ÷ nginx" \
+    "×$(python3 -c "print(f'{$rate/$nginx_rate:.2f}')") ($rate vs $nginx_rate)" "≥ ×0.7"
+
+  # tiny_http: its own project, lockfile and target directory, never the product's.
+  mkdir -p "$dir/tiny-http-card/src"
+  cat >"$dir/tiny-http-card/Cargo.toml" <<'EOF'
+[package]
+name = "tiny-http-card"
+version = "0.0.0"
+edition = "2021"
+publish = false
+[workspace]
+[dependencies]
+tiny_http = "0.12"
+[profile.release]
+lto = true
+codegen-units = 1
+EOF
+  cat >"$dir/tiny-http-card/src/main.rs" <<'EOF'
+// Serves one file's bytes as application/json at every path, from 4 handler threads.
+use std::sync::Arc;
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let addr = args.next().expect("address");
+    let body = Arc::new(std::fs::read(args.next().expect("file")).expect("readable file"));
+    let server = Arc::new(tiny_http::Server::http(addr).expect("listen"));
+    let header = tiny_http::Header::from_bytes("Content-Type", "application/json").unwrap();
+    let handlers: Vec<_> = (0..4)
+        .map(|_| {
+            let (server, body, header) = (server.clone(), body.clone(), header.clone());
+            std::thread::spawn(move || {
+                for request in server.incoming_requests() {
+                    let response = tiny_http::Response::from_data(body.as_slice().to_vec())
+                        .with_header(header.clone());
+                    let _ = request.respond(response);
+                }
+            })
+        })
+        .collect();
+    for h in handlers {
+        let _ = h.join();
+    }
+}
+EOF
+  if (cd "$dir/tiny-http-card" && cargo build --release --quiet 2>/dev/null); then
+    tport=$(free_port)
+    "$dir/tiny-http-card/target/release/tiny-http-card" "127.0.0.1:$tport" "$dir/card.json" &
+    cleanup+=("kill $!")
+    sleep 0.3
+    tiny_rate=$(wrk_rate "http://127.0.0.1:$tport/.well-known/agent-card.json")
+    echo "BENCH card: tiny_http $tiny_rate requests/s"
+    row "Agent Card requests/s: controller ÷ tiny_http 0.12" \
+      "×$(python3 -c "print(f'{$rate/$tiny_rate:.2f}')") ($rate vs $tiny_rate)" "(reference)"
+  else
+    echo "BENCH card: tiny_http not built (needs crates.io); not measured"
+  fi
+}
+if command -v wrk >/dev/null && command -v nginx >/dev/null; then
+  card_bench
+else
+  echo "BENCH card: not measured (needs wrk and nginx: apt-get install wrk nginx-light)"
+fi
+
 if [ -n "$(DOCKER_HOST=$A2A_TEST_DOCKER_HOST docker images -q a2a-worker-controller:dev 2>/dev/null)" ] \
     || DOCKER_HOST=$A2A_TEST_DOCKER_HOST scripts/build-image.sh a2a-worker-controller a2a-worker-controller:dev >/dev/null; then
-  echo "BENCH controller image: $(DOCKER_HOST=$A2A_TEST_DOCKER_HOST docker image inspect -f '{{.Size}}' a2a-worker-controller:dev) bytes"
+  size=$(DOCKER_HOST=$A2A_TEST_DOCKER_HOST docker image inspect -f '{{.Size}}' a2a-worker-controller:dev)
+  row "controller image" "$size bytes" "≤ 5 MB"
 fi
+
+cargo test --release --locked --quiet --test integration load -- --ignored --nocapture 2>&1 \
+  | grep -E '^(LOAD|test result)'
 A2A_TEST_K8S_PYTHON=${A2A_TEST_K8S_PYTHON:-$(command -v python3)} \
   cargo test --release --locked --quiet --test integration k8s_bench -- --ignored --nocapture 2>&1 \
   | grep -E '^(K8S|test result)'
+
+echo
+echo "$(date -u +%Y-%m-%d), $(nproc) cores, $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo 2>/dev/null || uname -m)," \
+  "engine $(DOCKER_HOST=$A2A_TEST_DOCKER_HOST docker version -f '{{.Server.Version}}' 2>/dev/null || echo unknown)"
+echo
+echo "| figure | measured | target |"
+echo "|---|---|---|"
+grep '^ROW|' "$rows" | awk -F'|' '{print "| " $2 " | " $3 " | " $4 " |"}'

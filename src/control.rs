@@ -6,9 +6,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::value::RawValue;
+use serde_json::Value;
 
-use crate::backend::{Backend, BackendError, CreateSpec, WorkerState};
+use crate::backend::{Backend, BackendError, CreateSpec, Worker, WorkerState};
 use crate::metrics::Metrics;
 use crate::sentry::Sentry;
 use crate::token::{self, Token};
@@ -97,8 +98,12 @@ impl From<BackendError> for ControlError {
 #[derive(Debug, Clone)]
 pub enum Outcome {
     /// The reply data, and for `create` the worker's token (kept apart so the protocol layer
-    /// can deliver it exactly once).
-    Completed { data: Value, token: Option<Token> },
+    /// can deliver it exactly once). The data is JSON text, written once from the backend's
+    /// typed answer and sent as it is.
+    Completed {
+        data: Box<RawValue>,
+        token: Option<Token>,
+    },
     /// Not attempted: the request was malformed.
     Rejected(ControlError),
     /// Attempted and failed.
@@ -112,6 +117,30 @@ impl Outcome {
             Outcome::Rejected(_) => "rejected",
             Outcome::Failed(_) => "failed",
         }
+    }
+}
+
+/// `list`'s reply data.
+#[derive(Serialize)]
+struct Workers {
+    workers: Vec<Worker>,
+}
+
+/// `create`'s and `stop`'s reply data.
+#[derive(Serialize)]
+struct OneWorker {
+    worker: Worker,
+}
+
+/// A completed outcome with its reply data written out as JSON text.
+fn completed(reply: &impl Serialize, token: Option<Token>) -> Outcome {
+    match serde_json::value::to_raw_value(reply) {
+        Ok(data) => Outcome::Completed { data, token },
+        // Plain structs of strings and numbers: cannot fail, but never a panic if it does.
+        Err(e) => Outcome::Failed(ControlError::new(
+            ErrorCode::Internal,
+            format!("the reply could not be written: {e}"),
+        )),
     }
 }
 
@@ -277,19 +306,12 @@ impl Control {
             ControlRequest::List => match self.backend.list() {
                 Ok(mut workers) => {
                     workers.sort_by(|a, b| a.created_at.cmp(&b.created_at));
-                    let data = json!({ "workers": workers });
-                    (Outcome::Completed { data, token: None }, String::new())
+                    (completed(&Workers { workers }, None), String::new())
                 }
                 Err(e) => (Outcome::Failed(e.into()), String::new()),
             },
             ControlRequest::Stop { worker_id } => match self.backend.stop(&worker_id) {
-                Ok(worker) => (
-                    Outcome::Completed {
-                        data: json!({ "worker": worker }),
-                        token: None,
-                    },
-                    worker_id,
-                ),
+                Ok(worker) => (completed(&OneWorker { worker }, None), worker_id),
                 Err(e) => (Outcome::Failed(e.into()), worker_id),
             },
             ControlRequest::Create { task } => self.create(task),
@@ -336,13 +358,13 @@ impl Control {
         let result = self.backend.create(&spec);
         drop(admitted);
         match result {
-            Ok(worker) => (
-                Outcome::Completed {
-                    data: json!({ "worker": worker }),
-                    token: Some(spec.token),
-                },
-                worker.worker_id,
-            ),
+            Ok(worker) => {
+                let worker_id = worker.worker_id.clone();
+                (
+                    completed(&OneWorker { worker }, Some(spec.token)),
+                    worker_id,
+                )
+            }
             Err(e) => (Outcome::Failed(e.into()), worker_id),
         }
     }
@@ -416,6 +438,7 @@ impl Drop for Admitted<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn parse(v: Value) -> Result<ControlRequest, ControlError> {
         parse_request([&v])

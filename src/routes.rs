@@ -85,7 +85,7 @@ impl Routes {
         }
         let headers = auth::strip_credentials(&req.headers);
         let params = ServiceParams::from_request(&headers, &req.query);
-        Response::json(200, &self.protocol.handle(&params, body))
+        Response::new(200, "application/json", self.protocol.handle(&params, body))
     }
 
     fn agent_card(&self, req: &Request) -> Response {

@@ -39,6 +39,7 @@ fn protocol() -> &'static Protocol {
 
 fuzz_target!(|data: &[u8]| {
     let reply = protocol().handle(&ServiceParams::default(), data);
+    let reply: serde_json::Value = serde_json::from_str(&reply).expect("every reply is JSON");
     assert_eq!(reply["jsonrpc"], "2.0");
     assert!(reply.get("result").is_some() != reply.get("error").is_some());
 });

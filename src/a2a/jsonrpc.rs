@@ -8,6 +8,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread;
 
+use serde::Serialize;
+use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 
 use super::decode::{
@@ -16,8 +18,8 @@ use super::decode::{
 };
 use super::tasks::{self, Filter, TaskStore};
 use super::types::{
-    response_err, response_ok, Artifact, Message, Part, Role, RpcError, Task, TaskState,
-    TaskStatus, PROTOCOL_VERSION,
+    response_err, Artifact, DataPart, Message, Part, Role, RpcError, Task, TaskState, TaskStatus,
+    PROTOCOL_VERSION,
 };
 use crate::control::{self, Control, ControlError, ControlRequest, ErrorCode, Outcome};
 use crate::time::{now_millis, parse_rfc3339_millis, rfc3339_millis};
@@ -44,19 +46,20 @@ impl Protocol {
         }
     }
 
-    /// Answers one JSON-RPC request body. Always returns a JSON-RPC response object.
-    pub fn handle(&self, params: &ServiceParams, body: &[u8]) -> Value {
+    /// Answers one JSON-RPC request body. Always returns a JSON-RPC response object, as the
+    /// JSON text to send.
+    pub fn handle(&self, params: &ServiceParams, body: &[u8]) -> String {
         let request: Value = match serde_json::from_slice(body) {
             Ok(v) => v,
-            Err(e) => return response_err(&Value::Null, &RpcError::parse_error(e)),
+            Err(e) => return response_err(&Value::Null, &RpcError::parse_error(e)).to_string(),
         };
         let (id, method, rpc_params) = match envelope(&request) {
             Ok(parts) => parts,
-            Err((id, e)) => return response_err(&id, &e),
+            Err((id, e)) => return response_err(&id, &e).to_string(),
         };
         if let Some(v) = &params.version {
             if v != PROTOCOL_VERSION {
-                return response_err(&id, &RpcError::version_not_supported(v));
+                return response_err(&id, &RpcError::version_not_supported(v)).to_string();
             }
         }
         if !params.extensions.is_empty() {
@@ -65,17 +68,21 @@ impl Protocol {
                 params.extensions
             );
         }
-        match self.dispatch(method, rpc_params) {
-            Ok(result) => response_ok(&id, result),
-            Err(e) => response_err(&id, &e),
-        }
+        let reply = self.dispatch(method, rpc_params).and_then(|result| {
+            to_text(&Reply {
+                jsonrpc: "2.0",
+                id: &id,
+                result: &result,
+            })
+        });
+        reply.unwrap_or_else(|e| response_err(&id, &e).to_string())
     }
 
     fn dispatch(
         &self,
         method: &str,
         params: Option<&Map<String, Value>>,
-    ) -> Result<Value, RpcError> {
+    ) -> Result<Box<RawValue>, RpcError> {
         let need = || params.ok_or_else(|| RpcError::invalid_params("params are required"));
         match method {
             "SendMessage" => self.send_message(need()?),
@@ -96,7 +103,7 @@ impl Protocol {
         }
     }
 
-    fn send_message(&self, params: &Map<String, Value>) -> Result<Value, RpcError> {
+    fn send_message(&self, params: &Map<String, Value>) -> Result<Box<RawValue>, RpcError> {
         let message = field(params, &["message"])
             .ok_or_else(|| RpcError::invalid_params("message is required"))?;
         let message = parse_message(message)?;
@@ -179,7 +186,9 @@ impl Protocol {
             working.status.timestamp = rfc3339_millis(now);
             self.tasks.insert(&working, None, now);
             self.spawn_background(base, request, task_id);
-            return Ok(json!({ "task": with_history(working, history_length) }));
+            return to_raw(&TaskResult {
+                task: &with_history(working, history_length),
+            });
         }
 
         let outcome = self.control.execute(request, &task_id);
@@ -191,7 +200,9 @@ impl Protocol {
         if let Some(token) = &token {
             tasks::with_token(&mut task, token);
         }
-        Ok(json!({ "task": with_history(task, history_length) }))
+        to_raw(&TaskResult {
+            task: &with_history(task, history_length),
+        })
     }
 
     fn reserve_background(&self) -> bool {
@@ -246,17 +257,17 @@ impl Protocol {
         }
     }
 
-    fn get_task(&self, params: &Map<String, Value>) -> Result<Value, RpcError> {
+    fn get_task(&self, params: &Map<String, Value>) -> Result<Box<RawValue>, RpcError> {
         let id = required_string(params, &["id", "taskId", "task_id"], "id")?;
         let history_length = history_length(params)?;
         let task = self
             .tasks
             .get(&id, true)
             .ok_or_else(|| RpcError::task_not_found(&id))?;
-        to_json(&with_history(task, history_length))
+        to_raw(&with_history(task, history_length))
     }
 
-    fn cancel_task(&self, params: &Map<String, Value>) -> Result<Value, RpcError> {
+    fn cancel_task(&self, params: &Map<String, Value>) -> Result<Box<RawValue>, RpcError> {
         let id = required_string(params, &["id", "taskId", "task_id"], "id")?;
         match self.tasks.peek(&id) {
             None => Err(RpcError::task_not_found(&id)),
@@ -271,7 +282,7 @@ impl Protocol {
         }
     }
 
-    fn list_tasks(&self, params: &Map<String, Value>) -> Result<Value, RpcError> {
+    fn list_tasks(&self, params: &Map<String, Value>) -> Result<Box<RawValue>, RpcError> {
         let page_size = match field(params, &["pageSize", "page_size"]) {
             None | Some(Value::Null) => DEFAULT_PAGE_SIZE,
             Some(v) => match whole_number(v) {
@@ -336,12 +347,12 @@ impl Protocol {
             .into_iter()
             .map(|t| with_history(t, history_length))
             .collect();
-        Ok(json!({
-            "tasks": tasks,
-            "nextPageToken": page.next_seq.map(|s| s.to_string()).unwrap_or_default(),
-            "pageSize": page_size,
-            "totalSize": page.total,
-        }))
+        to_raw(&TasksResult {
+            tasks,
+            next_page_token: page.next_seq.map(|s| s.to_string()).unwrap_or_default(),
+            page_size,
+            total_size: page.total,
+        })
     }
 }
 
@@ -374,7 +385,7 @@ fn finish(mut task: Task, outcome: Outcome) -> (Task, Option<Token>) {
             task.artifacts = vec![Artifact {
                 artifact_id: uuid_v4().unwrap_or_else(|_| format!("{}-result", task.id)),
                 name: "result".into(),
-                parts: vec![Part::data(data)],
+                parts: [DataPart { data }],
             }];
             (task, token)
         }
@@ -406,6 +417,34 @@ fn with_history(mut task: Task, history_length: Option<usize>) -> Task {
     task
 }
 
-fn to_json(task: &Task) -> Result<Value, RpcError> {
-    serde_json::to_value(task).map_err(|e| RpcError::internal(&e.to_string()))
+/// A JSON-RPC success response; the result is already JSON text.
+#[derive(Serialize)]
+struct Reply<'a> {
+    jsonrpc: &'static str,
+    id: &'a Value,
+    result: &'a RawValue,
+}
+
+/// `SendMessage`'s result.
+#[derive(Serialize)]
+struct TaskResult<'a> {
+    task: &'a Task,
+}
+
+/// `ListTasks`' result.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct TasksResult {
+    tasks: Vec<Task>,
+    next_page_token: String,
+    page_size: usize,
+    total_size: usize,
+}
+
+fn to_raw(result: &impl Serialize) -> Result<Box<RawValue>, RpcError> {
+    serde_json::value::to_raw_value(result).map_err(|e| RpcError::internal(&e.to_string()))
+}
+
+fn to_text(reply: &impl Serialize) -> Result<String, RpcError> {
+    serde_json::to_string(reply).map_err(|e| RpcError::internal(&e.to_string()))
 }

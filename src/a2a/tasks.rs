@@ -5,15 +5,15 @@
 //! shows the task's artifacts; that reply takes it, so it is delivered exactly once.
 //!
 //! Bounded twice: at most `capacity` tasks, and at most [`MAX_DATA_BYTES`] of reply data (a
-//! `list` of many workers is large). Reply data is kept as JSON text, not as a parsed value
-//! (several times smaller), and parsed again only when `GetTask` or `ListTasks` shows it.
+//! `list` of many workers is large). Reply data is JSON text from the start (see
+//! [`super::types::Artifact`]): several times smaller than a parsed value, and sent as it is.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
 use serde_json::Value;
 
-use super::types::{Artifact, Part, Task, TaskState};
+use super::types::{Task, TaskState};
 use crate::token::Token;
 
 pub const DEFAULT_CAPACITY: usize = 1024;
@@ -22,10 +22,8 @@ pub const DEFAULT_CAPACITY: usize = 1024;
 pub const MAX_DATA_BYTES: usize = 2 << 20;
 
 struct Entry {
-    /// The task without its artifacts' data parts' values (those are in `data`).
     task: Task,
-    /// Each artifact's parts' data, as JSON text, in order (`None` for a part without data).
-    data: Vec<Vec<Option<Box<str>>>>,
+    /// Length of the task's reply data (JSON text).
     data_bytes: usize,
     token: Option<Token>,
     /// Order of the latest status change (larger = newer).
@@ -34,78 +32,16 @@ struct Entry {
 }
 
 impl Entry {
-    /// From a reference: the reply data is written out as text, never copied as a value.
-    /// Its `seq` is given when it is stored.
+    /// A copy of the task (its reply data is text: copied as bytes, not as a tree). Its `seq`
+    /// is given when it is stored.
     fn new(task: &Task, token: Option<Token>, status_millis: u64) -> Entry {
-        let mut data_bytes = 0;
-        let mut data = Vec::with_capacity(task.artifacts.len());
-        let artifacts = task
-            .artifacts
-            .iter()
-            .map(|a| {
-                let mut texts = Vec::with_capacity(a.parts.len());
-                let parts = a
-                    .parts
-                    .iter()
-                    .map(|p| {
-                        let text: Option<Box<str>> = p.data.as_ref().map(|d| d.to_string().into());
-                        data_bytes += text.as_ref().map_or(0, |t| t.len());
-                        texts.push(text);
-                        Part {
-                            text: p.text.clone(),
-                            data: None,
-                            raw: p.raw.clone(),
-                            url: p.url.clone(),
-                            media_type: p.media_type.clone(),
-                            filename: p.filename.clone(),
-                            metadata: p.metadata.clone(),
-                        }
-                    })
-                    .collect();
-                data.push(texts);
-                Artifact {
-                    artifact_id: a.artifact_id.clone(),
-                    name: a.name.clone(),
-                    parts,
-                }
-            })
-            .collect();
         Entry {
-            task: Task {
-                id: task.id.clone(),
-                context_id: task.context_id.clone(),
-                status: task.status.clone(),
-                artifacts,
-                history: task.history.clone(),
-                metadata: task.metadata.clone(),
-            },
-            data,
-            data_bytes,
+            data_bytes: task.artifacts.iter().map(|a| a.data().get().len()).sum(),
+            task: task.clone(),
             token,
             seq: 0,
             status_millis,
         }
-    }
-
-    /// The artifacts with their data parsed back.
-    fn artifacts(&self) -> Vec<Artifact> {
-        self.task
-            .artifacts
-            .iter()
-            .zip(&self.data)
-            .map(|(a, data)| Artifact {
-                parts: a
-                    .parts
-                    .iter()
-                    .zip(data)
-                    .map(|(p, d)| Part {
-                        data: d.as_deref().and_then(|t| serde_json::from_str(t).ok()),
-                        ..p.clone()
-                    })
-                    .collect(),
-                ..a.clone()
-            })
-            .collect()
     }
 }
 
@@ -294,29 +230,32 @@ fn view(entry: &mut Entry, with_artifacts: bool) -> Task {
     if !with_artifacts {
         return task;
     }
-    task.artifacts = entry.artifacts();
+    task.artifacts = entry.task.artifacts.clone();
     if let Some(token) = entry.token.take() {
         with_token(&mut task, &token);
     }
     task
 }
 
-/// Puts a create's token into its reply data (`artifacts[0].parts[0].data.token`).
+/// Puts a create's token into its reply data (`artifacts[0].parts[0].data.token`): the one
+/// reply whose data is read back and written again (a create's data is one small worker).
 pub fn with_token(task: &mut Task, token: &Token) {
-    if let Some(Value::Object(data)) = task
-        .artifacts
-        .first_mut()
-        .and_then(|a| a.parts.first_mut())
-        .and_then(|p| p.data.as_mut())
-    {
-        data.insert("token".into(), Value::String(token.expose().to_string()));
+    let Some(artifact) = task.artifacts.first_mut() else {
+        return;
+    };
+    let Ok(Value::Object(mut data)) = serde_json::from_str::<Value>(artifact.data().get()) else {
+        return;
+    };
+    data.insert("token".into(), Value::String(token.expose().to_string()));
+    if let Ok(raw) = serde_json::value::to_raw_value(&data) {
+        artifact.parts[0].data = raw;
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::a2a::types::{Artifact, Part, TaskStatus};
+    use crate::a2a::types::{Artifact, DataPart, TaskStatus};
     use serde_json::json;
 
     fn task(id: &str, state: TaskState) -> Task {
@@ -328,24 +267,33 @@ mod tests {
                 timestamp: String::new(),
                 message: None,
             },
-            artifacts: vec![Artifact {
-                artifact_id: "a".into(),
-                name: "result".into(),
-                parts: vec![Part::data(json!({"worker": {}}))],
-            }],
+            artifacts: vec![artifact(json!({"worker": {}}))],
             history: vec![],
             metadata: None,
         }
+    }
+
+    fn artifact(data: Value) -> Artifact {
+        Artifact {
+            artifact_id: "a".into(),
+            name: "result".into(),
+            parts: [DataPart {
+                data: serde_json::value::to_raw_value(&data).unwrap(),
+            }],
+        }
+    }
+
+    fn data(task: &Task) -> Value {
+        serde_json::from_str(task.artifacts[0].data().get()).unwrap()
     }
 
     #[test]
     fn reply_data_is_bounded_in_bytes_and_comes_back_as_it_went_in() {
         let big = |id: &str| {
             let mut t = task(id, TaskState::Completed);
-            t.artifacts[0].parts = vec![
-                Part::text("x"),
-                Part::data(json!({"workers": [{"worker_id": id, "pad": "p".repeat(400)}]})),
-            ];
+            t.artifacts = vec![artifact(
+                json!({"workers": [{"worker_id": id, "pad": "p".repeat(400)}]}),
+            )];
             t
         };
         let store = TaskStore::with_data_limit(100, 1500);
@@ -355,7 +303,11 @@ mod tests {
         assert_eq!(store.len(), 3, "about 450 bytes each, 1500 at most");
         assert!(store.get("t6", true).is_none());
         let back = store.get("t9", true).unwrap();
-        assert_eq!(back, big("t9"), "parts, order and data unchanged");
+        assert_eq!(
+            serde_json::to_value(&back).unwrap(),
+            serde_json::to_value(big("t9")).unwrap(),
+            "parts, order and data unchanged"
+        );
         // A working task is never evicted for a newer one's data.
         let store = TaskStore::with_data_limit(100, 500);
         store.insert(&task("working", TaskState::Working), None, 0);
@@ -373,17 +325,14 @@ mod tests {
         let without = store.get("t1", false).unwrap();
         assert!(without.artifacts.is_empty());
         let first = store.get("t1", true).unwrap();
+        assert_eq!(data(&first)["token"], "s3cr3t");
         assert_eq!(
-            first.artifacts[0].parts[0].data.as_ref().unwrap()["token"],
-            "s3cr3t"
+            data(&first)["worker"],
+            json!({}),
+            "the rest of the data kept"
         );
         let second = store.get("t1", true).unwrap();
-        assert!(second.artifacts[0].parts[0]
-            .data
-            .as_ref()
-            .unwrap()
-            .get("token")
-            .is_none());
+        assert!(data(&second).get("token").is_none());
     }
 
     #[test]

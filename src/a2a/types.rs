@@ -2,6 +2,7 @@
 //! Nothing here knows about workers, backends or the wire.
 
 use serde::Serialize;
+use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 
 pub const PROTOCOL_VERSION: &str = "1.0";
@@ -149,15 +150,29 @@ pub struct TaskStatus {
     pub message: Option<Message>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// A task's result. Its one part is reply data already written out as JSON text: stored,
+/// copied and sent as it is, never parsed back or converted to a value on the way.
+#[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Artifact {
     pub artifact_id: String,
     pub name: String,
-    pub parts: Vec<Part>,
+    pub parts: [DataPart; 1],
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+impl Artifact {
+    pub fn data(&self) -> &RawValue {
+        &self.parts[0].data
+    }
+}
+
+/// A data part whose value is JSON text.
+#[derive(Debug, Clone, Serialize)]
+pub struct DataPart {
+    pub data: Box<RawValue>,
+}
+
+#[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Task {
     pub id: String,

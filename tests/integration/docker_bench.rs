@@ -1,9 +1,15 @@
 //! Benchmark, not a timed test (scripts/bench.sh runs it in release against a real engine):
-//! what the controller costs over its engine, as ratios measured in one run.
+//! what the controller costs over its engine, as ratios measured in one run. Each figure is
+//! printed as a `ROW|figure|measured|target` line, which bench.sh gathers into one table.
 //! - `list` through the controller against the same engine call (the same label filter) made
-//!   directly by the crate's own engine client, at 0 and 30 workers (p50 of BENCH_ROUNDS);
-//! - resident memory idle, and peak (VmHWM) while 64 keep-alive clients list for 8 s, at 0 and
-//!   30 workers, and what stays after they leave;
+//!   directly by the crate's own engine client (which parses the answer, as the controller
+//!   must), at 0, 30 and 300 workers, p50 of BENCH_ROUNDS. The controller is asked over one
+//!   keep-alive connection and its reply read to the last byte (how an SDK client calls it);
+//!   the same over a new connection per call is printed beside it.
+//! - `create` + `stop` through the controller (readiness wait off) against the same engine
+//!   calls made directly (create, start, inspect; list by label, stop, remove), interleaved.
+//! - resident memory idle, peak (VmHWM) while 64 and then 256 keep-alive clients list for 8 s,
+//!   at 0 and 30 workers, and what stays after they leave;
 //! - start to the first `/healthz` answer, and the binary's size.
 //!
 //! It never fails on a slow machine: it reports.
@@ -28,58 +34,111 @@ fn status_kib(pid: u32, field: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// One keep-alive client listing until `until`; the number of lists it made.
-fn keep_alive_lister(addr: SocketAddr, until: Instant) -> usize {
+fn mib(kib: u64) -> f64 {
+    kib as f64 / 1024.0
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// One row of bench.sh's table.
+fn row(figure: &str, measured: &str, target: &str) {
+    println!("ROW|{figure}|{measured}|{target}");
+}
+
+fn rounds(var: &str, default: usize) -> usize {
+    std::env::var(var)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// A `list` request as raw HTTP/1.1 on a keep-alive connection.
+fn list_request() -> Vec<u8> {
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message":
         {"messageId": "m", "role": "ROLE_USER", "parts": [{"data": {"operation": "list"}}]}}})
     .to_string();
-    let request = format!(
+    format!(
         "POST /a2a HTTP/1.1\r\nHost: bench\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
-    );
-    let Ok(mut s) = TcpStream::connect(addr) else {
+    )
+    .into_bytes()
+}
+
+/// Sends `request` and reads one whole response (head, then exactly Content-Length bytes);
+/// the body's length, or `None` when the connection broke.
+fn exchange(s: &mut TcpStream, request: &[u8], buf: &mut Vec<u8>) -> Option<usize> {
+    s.write_all(request).ok()?;
+    buf.clear();
+    let mut chunk = [0u8; 16384];
+    let (head_end, length) = loop {
+        let n = s.read(&mut chunk).ok().filter(|n| *n > 0)?;
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(at) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..at]).to_ascii_lowercase();
+            let length: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0);
+            break (at + 4, length);
+        }
+    };
+    while buf.len() < head_end + length {
+        let n = s.read(&mut chunk).ok().filter(|n| *n > 0)?;
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    Some(length)
+}
+
+fn connect(addr: SocketAddr) -> Option<TcpStream> {
+    let s = TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(30))).ok()?;
+    let _ = s.set_nodelay(true);
+    Some(s)
+}
+
+/// One keep-alive client listing until `until`; the number of lists it made.
+fn keep_alive_lister(addr: SocketAddr, until: Instant) -> usize {
+    let request = list_request();
+    let Some(mut s) = connect(addr) else {
         return 0;
     };
-    let _ = s.set_read_timeout(Some(Duration::from_secs(30)));
     let mut done = 0;
     let mut buf = Vec::new();
-    while Instant::now() < until {
-        if s.write_all(request.as_bytes()).is_err() {
-            break;
-        }
-        buf.clear();
-        // Read the head, then exactly Content-Length bytes.
-        let mut chunk = [0u8; 16384];
-        let (head_end, length) = loop {
-            let Ok(n) = s.read(&mut chunk) else {
-                return done;
-            };
-            if n == 0 {
-                return done;
-            }
-            buf.extend_from_slice(&chunk[..n]);
-            if let Some(at) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                let head = String::from_utf8_lossy(&buf[..at]).to_ascii_lowercase();
-                let length: usize = head
-                    .lines()
-                    .find_map(|l| l.strip_prefix("content-length:"))
-                    .and_then(|v| v.trim().parse().ok())
-                    .unwrap_or(0);
-                break (at + 4, length);
-            }
-        };
-        while buf.len() < head_end + length {
-            let Ok(n) = s.read(&mut chunk) else {
-                return done;
-            };
-            if n == 0 {
-                return done;
-            }
-            buf.extend_from_slice(&chunk[..n]);
-        }
+    while Instant::now() < until && exchange(&mut s, &request, &mut buf).is_some() {
         done += 1;
     }
     done
+}
+
+/// `clients` keep-alive clients listing for `secs`; the lists made.
+fn load(addr: SocketAddr, clients: usize, secs: u64) -> usize {
+    let until = Instant::now() + Duration::from_secs(secs);
+    let threads: Vec<_> = (0..clients)
+        .map(|_| std::thread::spawn(move || keep_alive_lister(addr, until)))
+        .collect();
+    threads.into_iter().map(|c| c.join().unwrap_or(0)).sum()
+}
+
+/// Creates workers through the controller (4 at a time) until it has `workers`.
+fn fill(p: &Proc, cleanup: &Cleanup, workers: usize) {
+    let have = cleanup.owned().len();
+    let next = std::sync::atomic::AtomicUsize::new(have);
+    std::thread::scope(|scope| {
+        for _ in 0..4 {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                if i >= workers {
+                    break;
+                }
+                reply_data(
+                    &p.control(json!({"operation": "create", "task": format!("bench {i}")})),
+                );
+            });
+        }
+    });
 }
 
 #[test]
@@ -88,10 +147,8 @@ fn docker_bench_controller_against_its_engine() {
     let Some(socket) = docker_socket() else {
         return;
     };
-    let rounds: usize = std::env::var("BENCH_ROUNDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(200);
+    let rounds = rounds("BENCH_ROUNDS", 200);
+    let create_rounds = rounds_of_create();
 
     // Start to first answer, five times, polled every millisecond.
     let id = controller_id("bench");
@@ -124,56 +181,176 @@ fn docker_bench_controller_against_its_engine() {
         let _ = child.kill();
         let _ = child.wait();
     }
-    println!("BENCH start to first /healthz: p50 {:?}", p50(starts));
+    row(
+        "start to first `/healthz`",
+        &format!("{:.1} ms", ms(p50(starts))),
+        "≤ 20 ms",
+    );
     let binary = std::fs::metadata(env!("CARGO_BIN_EXE_a2a-worker-controller"))
         .map(|m| m.len())
         .unwrap_or(0);
-    println!(
-        "BENCH binary: {binary} bytes ({:.2} MiB)",
-        binary as f64 / (1 << 20) as f64
+    row(
+        "stripped binary",
+        &format!(
+            "{binary} bytes ({:.2} MiB)",
+            binary as f64 / (1 << 20) as f64
+        ),
+        "≤ 3 MiB",
     );
 
     let p = Proc::start(&socket, &id, &["-worker-ready-timeout=0"]);
-    println!(
-        "BENCH resident memory idle: {:.1} MiB",
-        status_kib(p.pid(), "VmRSS:") as f64 / 1024.0
+    let idle = status_kib(p.pid(), "VmRSS:");
+    row(
+        "resident memory idle",
+        &format!("{:.1} MiB", mib(idle)),
+        "≤ 5 MiB",
     );
     let engine = Engine::new(socket.clone());
     let selector = owner_selector(&id);
-    for workers in [0usize, 30] {
-        let have = cleanup.owned().len();
-        for i in have..workers {
-            reply_data(&p.control(json!({"operation": "create", "task": format!("bench {i}")})));
-        }
-        let (mut direct, mut via) = (Vec::new(), Vec::new());
+    let request = list_request();
+    for workers in [0usize, 30, 300] {
+        fill(&p, &cleanup, workers);
+        let mut conn = connect(p.addr).expect("connect to the controller");
+        let mut buf = Vec::new();
+        let (mut direct, mut via, mut fresh) = (Vec::new(), Vec::new(), Vec::new());
+        let mut reply_bytes = 0;
         for _ in 0..rounds {
             let started = Instant::now();
             let listed = engine.list(&selector).expect("engine list");
             direct.push(started.elapsed());
             assert_eq!(listed.len(), workers);
             let started = Instant::now();
-            reply_data(&p.control(json!({"operation": "list"})));
+            reply_bytes = exchange(&mut conn, &request, &mut buf).expect("controller answers");
             via.push(started.elapsed());
+            let started = Instant::now();
+            let mut once = connect(p.addr).expect("connect to the controller");
+            exchange(&mut once, &request, &mut buf).expect("controller answers");
+            fresh.push(started.elapsed());
         }
-        let (d, v) = (p50(direct), p50(via));
+        let check = reply_data(&p.control(json!({"operation": "list"})));
+        assert_eq!(check["workers"].as_array().map(Vec::len), Some(workers));
+        let (d, v, f) = (p50(direct), p50(via), p50(fresh));
         println!(
-            "BENCH list, {workers} workers, p50 of {rounds}: engine directly {d:?}, through the controller {v:?} ({:.2}x, +{:.2} ms)",
-            v.as_secs_f64() / d.as_secs_f64(),
-            (v.as_secs_f64() - d.as_secs_f64()) * 1000.0
+            "BENCH list, {workers} workers, p50 of {rounds}: engine directly {d:?}, through the controller {v:?} (new connection each: {f:?}), reply {reply_bytes} bytes"
         );
-        let before = status_kib(p.pid(), "VmRSS:");
-        let until = Instant::now() + Duration::from_secs(8);
-        let addr = p.addr;
-        let clients: Vec<_> = (0..64)
-            .map(|_| std::thread::spawn(move || keep_alive_lister(addr, until)))
-            .collect();
-        let lists: usize = clients.into_iter().map(|c| c.join().unwrap_or(0)).sum();
-        std::thread::sleep(Duration::from_secs(1));
-        println!(
-            "BENCH 64 keep-alive clients listing 8 s, {workers} workers: {lists} lists; resident before {:.1} MiB, peak (VmHWM) {:.1} MiB, after {:.1} MiB",
-            before as f64 / 1024.0,
-            status_kib(p.pid(), "VmHWM:") as f64 / 1024.0,
-            status_kib(p.pid(), "VmRSS:") as f64 / 1024.0
+        let target = match workers {
+            0 => "added ≤ 0.15 ms",
+            30 => "≤ ×1.10",
+            _ => "linear in workers, engine-dominated",
+        };
+        row(
+            &format!("`list`, {workers} workers: controller ÷ engine directly"),
+            &format!(
+                "×{:.2} ({:.2} vs {:.2} ms, added {:+.2} ms; new connection each call ×{:.2})",
+                v.as_secs_f64() / d.as_secs_f64(),
+                ms(v),
+                ms(d),
+                ms(v) - ms(d),
+                f.as_secs_f64() / d.as_secs_f64()
+            ),
+            target,
         );
+        if workers == 300 {
+            continue;
+        }
+        for clients in [64usize, 256] {
+            if clients == 256 && workers == 0 {
+                continue;
+            }
+            let before = status_kib(p.pid(), "VmRSS:");
+            let lists = load(p.addr, clients, 8);
+            std::thread::sleep(Duration::from_secs(1));
+            let (peak, after) = (status_kib(p.pid(), "VmHWM:"), status_kib(p.pid(), "VmRSS:"));
+            println!(
+                "BENCH {clients} keep-alive clients listing 8 s, {workers} workers: {lists} lists; resident before {:.1} MiB, peak (VmHWM) {:.1} MiB, after {:.1} MiB",
+                mib(before),
+                mib(peak),
+                mib(after)
+            );
+            row(
+                &format!("resident memory peak, {clients} keep-alive clients listing 8 s, {workers} workers"),
+                &format!(
+                    "{:.1} MiB (after they leave {:.1} MiB; {lists} lists)",
+                    mib(peak),
+                    mib(after)
+                ),
+                if clients == 64 { "≤ 24 MiB" } else { "≤ 48 MiB" },
+            );
+        }
     }
+    drop(cleanup);
+
+    // Create + stop, interleaved: through the controller, then the same engine calls directly.
+    let cleanup = Cleanup::new(&socket, &id);
+    let (mut via, mut direct) = (Vec::new(), Vec::new());
+    for i in 0..create_rounds {
+        let started = Instant::now();
+        let created =
+            reply_data(&p.control(json!({"operation": "create", "task": format!("cs {i}")})));
+        let worker_id = created["worker"]["worker_id"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        reply_data(&p.control(json!({"operation": "stop", "worker_id": worker_id})));
+        via.push(started.elapsed());
+
+        let started = Instant::now();
+        direct_create_stop(&engine, &id, i);
+        direct.push(started.elapsed());
+    }
+    let (v, d) = (p50(via), p50(direct));
+    println!("BENCH create+stop, p50 of {create_rounds}: engine directly {d:?}, through the controller {v:?}");
+    row(
+        "`create` + `stop` (readiness wait off): controller ÷ engine directly",
+        &format!(
+            "×{:.3} ({:.1} vs {:.1} ms, p50 of {create_rounds})",
+            v.as_secs_f64() / d.as_secs_f64(),
+            ms(v),
+            ms(d)
+        ),
+        "≤ ×1.05",
+    );
+    drop(cleanup);
+}
+
+fn rounds_of_create() -> usize {
+    rounds("BENCH_CREATE_ROUNDS", 20)
+}
+
+/// What the Docker backend asks the engine for one create (readiness off) and one stop, with
+/// a container of the same shape, made directly.
+fn direct_create_stop(engine: &Engine, controller_id: &str, i: usize) {
+    let worker_id = format!("d{i:05}");
+    let task = format!("direct {i}");
+    let port = free_port();
+    let config = json!({
+        "Image": worker_image(),
+        "Env": ["A2A_TOKEN=0123456789abcdef", format!("A2A_PUBLIC_URL=http://127.0.0.1:{port}"), format!("TASK={task}")],
+        "Labels": {
+            "a2a-worker-controller/owner": controller_id,
+            "a2a-worker-controller/worker-id": worker_id,
+            "a2a-worker-controller/task": task,
+        },
+        "ExposedPorts": {"9090/tcp": {}},
+        "HostConfig": {
+            "RestartPolicy": {"Name": "no"},
+            "Init": true,
+            "SecurityOpt": ["no-new-privileges"],
+            "ExtraHosts": ["host.docker.internal:host-gateway"],
+            "PortBindings": {"9090/tcp": [{"HostIp": "127.0.0.1", "HostPort": port.to_string()}]},
+        },
+    });
+    let name = format!("{controller_id}-direct-{i}");
+    let id = engine.create(&name, &config).expect("engine create");
+    engine.start(&id).expect("engine start");
+    let _ = engine.inspect(&id).expect("engine inspect");
+    let found = engine
+        .list(&[
+            format!("a2a-worker-controller/owner={controller_id}"),
+            format!("a2a-worker-controller/worker-id={worker_id}"),
+        ])
+        .expect("engine list");
+    assert_eq!(found.len(), 1);
+    engine.stop(&id, 10).expect("engine stop");
+    engine.remove(&id).expect("engine remove");
 }
