@@ -4,7 +4,8 @@
 #   docker: list through the controller vs the same engine call made directly (0, 30 and 300
 #   workers), create+stop vs the same engine calls, resident memory idle / peak (VmHWM) / after
 #   with 64 and 256 keep-alive clients listing, start to first /healthz, binary size
-#   (tests/integration/docker_bench.rs). BENCH_ROUNDS (default 200), BENCH_CREATE_ROUNDS (20).
+#   (tests/integration/docker_bench.rs). BENCH_ROUNDS (default 200), BENCH_CREATE_ROUNDS (20;
+#   0 skips), BENCH_WORKERS (default 0,30,300).
 #   card: the Agent Card, 64 keep-alive connections for CARD_SECONDS (default 5) with wrk,
 #   against nginx (Debian's nginx-light) and tiny_http 0.12 (the design card's original server,
 #   built in target/bench/ outside the product's dependency graph; needs crates.io) serving the

@@ -15,6 +15,7 @@
 //!                      k8s/, local/
 //! http/                HTTP/1.1 server (wire format, connections); knows no route
 //! metrics, sentry, hash, time, token    leaf utilities
+//! malloc               glibc's arena limit, set by executing the server once more
 //! ```
 //!
 //! Nothing above `backend/` names a backend: [`build_backend`] here is the one place that
@@ -29,6 +30,7 @@ pub mod cli;
 pub mod control;
 mod hash;
 pub mod http;
+pub mod malloc;
 mod metrics;
 mod routes;
 mod sentry;

@@ -35,7 +35,15 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // Before logging and before any thread: the exec replaces the process.
+    let arenas = a2a_worker_controller::malloc::limit_arenas();
     a2a_worker_controller::init_logging();
+    if let Err(e) = arenas {
+        log::warn!(
+            "could not set {} (running with glibc's default malloc arenas, which take more memory under load): {e}",
+            a2a_worker_controller::malloc::VARIABLE
+        );
+    }
     match a2a_worker_controller::run(&settings) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -46,7 +46,11 @@ impl Entry {
 }
 
 struct Inner {
-    tasks: HashMap<String, Entry>,
+    /// Entries are boxed, so the table itself is small (tens of KiB at the default capacity)
+    /// and allocated once, at its full size, when the store is made: a table that grew by
+    /// doubling past 128 KiB would be mmap'd, and freeing the old one raises glibc's trim
+    /// threshold for good, so every thread's malloc arena kept ~1 MiB it no longer used.
+    tasks: HashMap<String, Box<Entry>>,
     /// Task ids, oldest first.
     order: VecDeque<String>,
     next_seq: u64,
@@ -84,8 +88,8 @@ impl TaskStore {
     pub fn with_data_limit(capacity: usize, max_data_bytes: usize) -> TaskStore {
         TaskStore {
             inner: Mutex::new(Inner {
-                tasks: HashMap::new(),
-                order: VecDeque::new(),
+                tasks: HashMap::with_capacity(capacity.max(1) + 1),
+                order: VecDeque::with_capacity(capacity.max(1) + 1),
                 next_seq: 1,
                 data_bytes: 0,
             }),
@@ -101,14 +105,14 @@ impl TaskStore {
     /// Adds a task, evicting the oldest terminal task (else the oldest) when full.
     pub fn insert(&self, task: &Task, token: Option<Token>, status_millis: u64) {
         // Written out before the lock is taken: every request stores its task.
-        let entry = Entry::new(task, token, status_millis);
+        let entry = Box::new(Entry::new(task, token, status_millis));
         let mut inner = self.lock();
         self.put(&mut inner, entry, true);
     }
 
     /// Replaces a task (a status change). Returns false if it was evicted meanwhile.
     pub fn update(&self, task: &Task, token: Option<Token>, status_millis: u64) -> bool {
-        let entry = Entry::new(task, token, status_millis);
+        let entry = Box::new(Entry::new(task, token, status_millis));
         let mut inner = self.lock();
         if !inner.tasks.contains_key(&task.id) {
             return false;
@@ -119,7 +123,7 @@ impl TaskStore {
 
     /// Stores `entry` as the newest status change; a new task also goes to the end of the
     /// eviction order. Then evicts what is over a bound.
-    fn put(&self, inner: &mut Inner, mut entry: Entry, new: bool) {
+    fn put(&self, inner: &mut Inner, mut entry: Box<Entry>, new: bool) {
         entry.seq = inner.next_seq;
         inner.next_seq += 1;
         let id = entry.task.id.clone();

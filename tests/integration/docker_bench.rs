@@ -2,10 +2,11 @@
 //! what the controller costs over its engine, as ratios measured in one run. Each figure is
 //! printed as a `ROW|figure|measured|target` line, which bench.sh gathers into one table.
 //! - `list` through the controller against the same engine call (the same label filter) made
-//!   directly by the crate's own engine client (which parses the answer, as the controller
-//!   must), at 0, 30 and 300 workers, p50 of BENCH_ROUNDS. The controller is asked over one
-//!   keep-alive connection and its reply read to the last byte (how an SDK client calls it);
-//!   the same over a new connection per call is printed beside it.
+//!   directly: bare bytes over a new connection to the engine's socket, read to the end and
+//!   not parsed (so parsing the engine's answer counts as the controller's cost), at 0, 30 and
+//!   300 workers, p50 of BENCH_ROUNDS. The controller is asked over one keep-alive connection
+//!   and its reply read to the last byte (how an SDK client calls it); the same over a new
+//!   connection per call, and the crate's engine client (which parses), are printed beside it.
 //! - `create` + `stop` through the controller (readiness wait off) against the same engine
 //!   calls made directly (create, start, inspect; list by label, stop, remove), interleaved.
 //! - resident memory idle, peak (VmHWM) while 64 and then 256 keep-alive clients list for 8 s,
@@ -122,6 +123,39 @@ fn load(addr: SocketAddr, clients: usize, secs: u64) -> usize {
     threads.into_iter().map(|c| c.join().unwrap_or(0)).sum()
 }
 
+/// The engine's list call as bare bytes over a new connection to its socket (as the
+/// controller's engine client makes it: one connection per call), read to the end and not
+/// parsed: the least any client of the engine must do. Returns the bytes read.
+fn raw_engine_list(socket: &std::path::Path, path: &str) -> usize {
+    let mut s = std::os::unix::net::UnixStream::connect(socket).expect("engine socket");
+    let request = format!("GET {path} HTTP/1.1\r\nHost: docker\r\nConnection: close\r\n\r\n");
+    s.write_all(request.as_bytes()).expect("engine write");
+    let mut out = Vec::with_capacity(64 << 10);
+    s.read_to_end(&mut out).expect("engine read");
+    assert!(
+        out.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&out)
+    );
+    out.len()
+}
+
+/// `/containers/json` as the Docker backend asks for it (all containers, this owner's label).
+fn list_path(controller_id: &str) -> String {
+    let filters =
+        json!({"label": [format!("a2a-worker-controller/owner={controller_id}")]}).to_string();
+    let encoded: String = filters
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect();
+    format!("/containers/json?all=1&filters={encoded}")
+}
+
 /// Creates workers through the controller (4 at a time) until it has `workers`.
 fn fill(p: &Proc, cleanup: &Cleanup, workers: usize) {
     let have = cleanup.owned().len();
@@ -208,16 +242,26 @@ fn docker_bench_controller_against_its_engine() {
     let engine = Engine::new(socket.clone());
     let selector = owner_selector(&id);
     let request = list_request();
-    for workers in [0usize, 30, 300] {
+    let counts: Vec<usize> = std::env::var("BENCH_WORKERS")
+        .unwrap_or_else(|_| "0,30,300".into())
+        .split(',')
+        .filter_map(|n| n.trim().parse().ok())
+        .collect();
+    for workers in counts {
         fill(&p, &cleanup, workers);
         let mut conn = connect(p.addr).expect("connect to the controller");
         let mut buf = Vec::new();
-        let (mut direct, mut via, mut fresh) = (Vec::new(), Vec::new(), Vec::new());
-        let mut reply_bytes = 0;
+        let (mut direct, mut client, mut via, mut fresh) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut reply_bytes, mut engine_bytes) = (0, 0);
+        let path = list_path(&id);
         for _ in 0..rounds {
             let started = Instant::now();
-            let listed = engine.list(&selector).expect("engine list");
+            engine_bytes = raw_engine_list(&socket, &path);
             direct.push(started.elapsed());
+            let started = Instant::now();
+            let listed = engine.list(&selector).expect("engine list");
+            client.push(started.elapsed());
             assert_eq!(listed.len(), workers);
             let started = Instant::now();
             reply_bytes = exchange(&mut conn, &request, &mut buf).expect("controller answers");
@@ -229,9 +273,9 @@ fn docker_bench_controller_against_its_engine() {
         }
         let check = reply_data(&p.control(json!({"operation": "list"})));
         assert_eq!(check["workers"].as_array().map(Vec::len), Some(workers));
-        let (d, v, f) = (p50(direct), p50(via), p50(fresh));
+        let (d, c, v, f) = (p50(direct), p50(client), p50(via), p50(fresh));
         println!(
-            "BENCH list, {workers} workers, p50 of {rounds}: engine directly {d:?}, through the controller {v:?} (new connection each: {f:?}), reply {reply_bytes} bytes"
+            "BENCH list, {workers} workers, p50 of {rounds}: engine directly {d:?} ({engine_bytes} bytes, not parsed; with the controller's engine client, parsed: {c:?}), through the controller {v:?} (new connection each: {f:?}), reply {reply_bytes} bytes"
         );
         let target = match workers {
             0 => "added ≤ 0.15 ms",
@@ -281,6 +325,9 @@ fn docker_bench_controller_against_its_engine() {
     drop(cleanup);
 
     // Create + stop, interleaved: through the controller, then the same engine calls directly.
+    if create_rounds == 0 {
+        return;
+    }
     let cleanup = Cleanup::new(&socket, &id);
     let (mut via, mut direct) = (Vec::new(), Vec::new());
     for i in 0..create_rounds {

@@ -116,3 +116,42 @@ fn a_non_loopback_listen_address_is_warned_about() {
     let q = crate::docker_support::Proc::start(socket, &id, &[]);
     assert!(!q.log_text().contains("is not loopback"));
 }
+
+/// On Linux with glibc the server runs with two malloc arenas (src/malloc.rs): it executes
+/// itself once more with MALLOC_ARENA_MAX set, keeping its process id, arguments and the rest of
+/// its environment; a value the operator set is left alone; the command-line client never
+/// re-executes.
+#[test]
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn the_server_limits_malloc_arenas_unless_the_operator_chose() {
+    use crate::docker_support::Proc;
+    let environ = |p: &Proc| -> Vec<String> {
+        std::fs::read(format!("/proc/{}/environ", p.pid()))
+            .unwrap_or_default()
+            .split(|b| *b == 0)
+            .map(|v| String::from_utf8_lossy(v).into_owned())
+            .collect()
+    };
+    let flags = || {
+        vec![
+            "-docker-host=unix:///nonexistent/docker.sock".to_string(),
+            "-worker-image=none:v1".to_string(),
+        ]
+    };
+    let id = format!("arenas-{}", std::process::id());
+    let ours = Proc::launch(&id, flags(), vec![("KEEP_ME".into(), "1".into())]);
+    let env = environ(&ours);
+    assert!(env.contains(&"MALLOC_ARENA_MAX=2".to_string()), "{env:?}");
+    assert!(env.contains(&"KEEP_ME=1".to_string()), "{env:?}");
+    let cmdline = std::fs::read(format!("/proc/{}/cmdline", ours.pid())).unwrap_or_default();
+    assert!(
+        String::from_utf8_lossy(&cmdline).contains(&format!("-controller-id={id}")),
+        "same arguments after the exec"
+    );
+    assert!(!ours.log_text().contains("could not set MALLOC_ARENA_MAX"));
+
+    let theirs = Proc::launch(&id, flags(), vec![("MALLOC_ARENA_MAX".into(), "4".into())]);
+    let env = environ(&theirs);
+    assert!(env.contains(&"MALLOC_ARENA_MAX=4".to_string()), "{env:?}");
+    assert!(!env.contains(&"MALLOC_ARENA_MAX=2".to_string()), "{env:?}");
+}
