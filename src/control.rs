@@ -9,9 +9,10 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use crate::backend::{Backend, BackendError, CreateSpec, Worker, WorkerState};
+use crate::backend::{tail, Backend, BackendError, CreateSpec, Worker, WorkerState};
 use crate::metrics::Metrics;
 use crate::sentry::Sentry;
+use crate::time;
 use crate::token::{self, Token};
 
 pub const MAX_TASK_CHARS: usize = 256;
@@ -19,9 +20,20 @@ pub const MAX_WORKER_ID_CHARS: usize = 64;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ControlRequest {
-    Create { task: String },
+    /// `ttl`: the caller's lifetime for the worker, when it named one.
+    Create {
+        task: String,
+        ttl: Option<Duration>,
+    },
     List,
-    Stop { worker_id: String },
+    Stop {
+        worker_id: String,
+    },
+    /// The last `tail` lines of a worker's output.
+    Logs {
+        worker_id: String,
+        tail: u32,
+    },
 }
 
 impl ControlRequest {
@@ -30,6 +42,7 @@ impl ControlRequest {
             ControlRequest::Create { .. } => "create",
             ControlRequest::List => "list",
             ControlRequest::Stop { .. } => "stop",
+            ControlRequest::Logs { .. } => "logs",
         }
     }
 }
@@ -132,6 +145,14 @@ struct OneWorker {
     worker: Worker,
 }
 
+/// `logs`' reply data.
+#[derive(Serialize)]
+struct LogsReply<'a> {
+    worker_id: &'a str,
+    text: &'a str,
+    truncated: bool,
+}
+
 /// A completed outcome with its reply data written out as JSON text.
 fn completed(reply: &impl Serialize, token: Option<Token>) -> Outcome {
     match serde_json::value::to_raw_value(reply) {
@@ -164,13 +185,18 @@ pub fn parse_request<'a>(
     match operation {
         "create" => Ok(ControlRequest::Create {
             task: valid_task(request.get("task"))?,
+            ttl: valid_ttl(request.get("ttl"))?,
         }),
         "list" => Ok(ControlRequest::List),
         "stop" => Ok(ControlRequest::Stop {
-            worker_id: valid_worker_id(request.get("worker_id"))?,
+            worker_id: valid_worker_id(request.get("worker_id"), "stop")?,
+        }),
+        "logs" => Ok(ControlRequest::Logs {
+            worker_id: valid_worker_id(request.get("worker_id"), "logs")?,
+            tail: valid_tail(request.get("tail"))?,
         }),
         other => Err(ControlError::invalid(format!(
-            "unknown operation {:?}: use create, list or stop",
+            "unknown operation {:?}: use create, list, stop or logs",
             truncate(other, 64)
         ))),
     }
@@ -200,14 +226,60 @@ fn valid_task(v: Option<&Value>) -> Result<String, ControlError> {
     Ok(task.clone())
 }
 
+/// How many lines `logs` returns when the request names none.
+pub const DEFAULT_TAIL: u32 = 200;
+
+/// A number of lines: 1 to [`tail::MAX_TAIL_LINES`]; absent or null: [`DEFAULT_TAIL`].
+fn valid_tail(v: Option<&Value>) -> Result<u32, ControlError> {
+    let refuse = || {
+        ControlError::invalid(format!(
+            "tail must be a whole number of lines from 1 to {}",
+            tail::MAX_TAIL_LINES
+        ))
+    };
+    match v {
+        None | Some(Value::Null) => Ok(DEFAULT_TAIL),
+        Some(Value::Number(n)) => n
+            .as_u64()
+            .filter(|n| (1..=u64::from(tail::MAX_TAIL_LINES)).contains(n))
+            .map(|n| n as u32)
+            .ok_or_else(refuse),
+        Some(_) => Err(refuse()),
+    }
+}
+
+/// A lifetime: a duration such as `"90m"`, `"2h"` or `"1h30m"`, or a whole number of seconds;
+/// at least one second. Absent or null: none asked for.
+fn valid_ttl(v: Option<&Value>) -> Result<Option<Duration>, ControlError> {
+    let refuse = || {
+        ControlError::invalid(
+            "ttl must be a duration such as \"90m\" or \"2h\", or a whole number of seconds (at least 1)",
+        )
+    };
+    let ttl = match v {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::String(s)) => time::parse_duration(s).ok_or_else(refuse)?,
+        Some(Value::Number(n)) => Duration::from_secs(n.as_u64().ok_or_else(refuse)?),
+        Some(_) => return Err(refuse()),
+    };
+    if ttl < Duration::from_secs(1) {
+        return Err(refuse());
+    }
+    Ok(Some(ttl))
+}
+
 fn is_bidi_control(c: char) -> bool {
     matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}')
 }
 
 /// A worker id: 1 to 64 characters of `[A-Za-z0-9_.-]`.
-fn valid_worker_id(v: Option<&Value>) -> Result<String, ControlError> {
+fn valid_worker_id(v: Option<&Value>, operation: &str) -> Result<String, ControlError> {
     let id = match v {
-        None | Some(Value::Null) => return Err(ControlError::invalid("stop needs a worker_id")),
+        None | Some(Value::Null) => {
+            return Err(ControlError::invalid(format!(
+                "{operation} needs a worker_id"
+            )))
+        }
         Some(Value::String(s)) => s,
         Some(_) => return Err(ControlError::invalid("worker_id must be a string")),
     };
@@ -238,12 +310,47 @@ struct Ids<'a> {
     worker_id: &'a str,
 }
 
+/// How long workers live: `WORKER_TTL` and `MAX_WORKER_TTL` (`None` = no default, no ceiling).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Lifetime {
+    pub default_ttl: Option<Duration>,
+    pub max_ttl: Option<Duration>,
+}
+
+impl Lifetime {
+    /// The TTL a create gets: the one asked for (refused above the ceiling), else the
+    /// default, else the ceiling (with a ceiling, no worker lives forever).
+    pub fn ttl_for(&self, asked: Option<Duration>) -> Result<Option<Duration>, ControlError> {
+        match (asked, self.max_ttl) {
+            (Some(ttl), Some(max)) if ttl > max => Err(ControlError::invalid(format!(
+                "ttl {} is longer than MAX_WORKER_TTL ({})",
+                time::duration_text(ttl),
+                time::duration_text(max)
+            ))),
+            (Some(ttl), _) => Ok(Some(ttl)),
+            (None, max) => Ok(self.default_ttl.or(max)),
+        }
+    }
+}
+
+/// What one pass of the reaper did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Reaped {
+    /// Workers stopped by this pass.
+    pub stopped: Vec<String>,
+    /// Expired workers that were already gone (another replica stopped them first).
+    pub already_gone: usize,
+    /// Expired workers whose stop failed (they are tried again next pass).
+    pub failed: usize,
+}
+
 /// The operation layer over one backend.
 pub struct Control {
     backend: Arc<dyn Backend>,
     metrics: Arc<Metrics>,
     sentry: Option<Arc<Sentry>>,
     max_workers: u32,
+    lifetime: Lifetime,
     /// Creates admitted but not finished (counted against `MAX_WORKERS`).
     in_flight: Mutex<u32>,
     /// Serialises creates of a backend whose task uniqueness is check-then-create.
@@ -262,9 +369,16 @@ impl Control {
             metrics,
             sentry,
             max_workers,
+            lifetime: Lifetime::default(),
             in_flight: Mutex::new(0),
             create_lock: Mutex::new(()),
         }
+    }
+
+    /// The same, with workers' lifetimes.
+    pub fn with_lifetime(mut self, lifetime: Lifetime) -> Control {
+        self.lifetime = lifetime;
+        self
     }
 
     pub fn backend(&self) -> &dyn Backend {
@@ -284,7 +398,7 @@ impl Control {
             Ok(req) => {
                 let op = req.operation();
                 let task = match &req {
-                    ControlRequest::Create { task } => task.clone(),
+                    ControlRequest::Create { task, .. } => task.clone(),
                     _ => String::new(),
                 };
                 let (outcome, worker_id) = self.run(req);
@@ -314,15 +428,34 @@ impl Control {
                 Ok(worker) => (completed(&OneWorker { worker }, None), worker_id),
                 Err(e) => (Outcome::Failed(e.into()), worker_id),
             },
-            ControlRequest::Create { task } => self.create(task),
+            // The text goes to the caller only: never into a log line.
+            ControlRequest::Logs { worker_id, tail } => match self.backend.logs(&worker_id, tail) {
+                Ok(logs) => (
+                    completed(
+                        &LogsReply {
+                            worker_id: &worker_id,
+                            text: &logs.text,
+                            truncated: logs.truncated,
+                        },
+                        None,
+                    ),
+                    worker_id,
+                ),
+                Err(e) => (Outcome::Failed(e.into()), worker_id),
+            },
+            ControlRequest::Create { task, ttl } => self.create(task, ttl),
         }
     }
 
-    fn create(&self, task: String) -> (Outcome, String) {
+    fn create(&self, task: String, ttl: Option<Duration>) -> (Outcome, String) {
         let failed = |e: ControlError| (Outcome::Failed(e), String::new());
         if let Err(why) = self.backend.check_task(&task) {
             return (Outcome::Rejected(ControlError::invalid(why)), String::new());
         }
+        let ttl = match self.lifetime.ttl_for(ttl) {
+            Ok(ttl) => ttl,
+            Err(e) => return (Outcome::Rejected(e), String::new()),
+        };
         let endpoints = self.backend.workers_have_endpoints();
         let ids = token::random_hex(6).and_then(|id| {
             let token = if endpoints {
@@ -350,10 +483,14 @@ impl Control {
             Ok(a) => a,
             Err(e) => return failed(e),
         };
+        // Whole seconds, rounded up: a worker never goes before its TTL has passed.
+        let expires_at =
+            ttl.map(|t| time::now_millis().div_ceil(1000) + t.as_secs_f64().ceil() as u64);
         let spec = CreateSpec {
             worker_id: worker_id.clone(),
             task,
             token,
+            expires_at,
         };
         let result = self.backend.create(&spec);
         drop(admitted);
@@ -367,6 +504,56 @@ impl Control {
             }
             Err(e) => (Outcome::Failed(e.into()), worker_id),
         }
+    }
+
+    /// Stops every listed worker whose expiry has passed, through the same stop as a caller's
+    /// (each logged and counted as operation `reap`). A worker that is already gone when its
+    /// stop arrives (another replica reaped it first) is not an error.
+    /// Fails only when the workers cannot be listed.
+    pub fn reap(&self) -> Result<Reaped, BackendError> {
+        let mut reaped = Reaped::default();
+        let workers = self.backend.list()?;
+        let now = time::now_millis();
+        for w in workers {
+            let Some(expiry) = time::parse_rfc3339_millis(&w.expires_at) else {
+                continue;
+            };
+            if expiry > now {
+                continue;
+            }
+            let started = Instant::now();
+            let outcome = match self.backend.stop(&w.worker_id) {
+                Ok(worker) => {
+                    log::info!(
+                        "reaper: stopped worker {} (task {:?}): its TTL ended at {}",
+                        w.worker_id,
+                        w.task,
+                        w.expires_at
+                    );
+                    reaped.stopped.push(w.worker_id.clone());
+                    completed(&OneWorker { worker }, None)
+                }
+                Err(BackendError::NotFound) => {
+                    reaped.already_gone += 1;
+                    log::debug!(
+                        "reaper: worker {} was already gone (stopped elsewhere)",
+                        w.worker_id
+                    );
+                    continue;
+                }
+                Err(e) => {
+                    reaped.failed += 1;
+                    Outcome::Failed(e.into())
+                }
+            };
+            let ids = Ids {
+                task_id: "reaper",
+                task: &w.task,
+                worker_id: &w.worker_id,
+            };
+            self.record("reap", &ids, &outcome, started.elapsed());
+        }
+        Ok(reaped)
     }
 
     /// Reserves a place under `MAX_WORKERS`: listed workers plus creates in flight. The place
@@ -445,6 +632,57 @@ mod tests {
     }
 
     #[test]
+    fn ttl_is_a_duration_or_seconds_and_stays_under_the_ceiling() {
+        let ttl = |v: Value| match parse(json!({"operation": "create", "task": "t", "ttl": v})) {
+            Ok(ControlRequest::Create { ttl, .. }) => Ok(ttl),
+            Ok(other) => panic!("{other:?}"),
+            Err(e) => Err(e.message),
+        };
+        assert_eq!(ttl(json!("90m")), Ok(Some(Duration::from_secs(5400))));
+        assert_eq!(ttl(json!("1h30m")), Ok(Some(Duration::from_secs(5400))));
+        assert_eq!(ttl(json!(45)), Ok(Some(Duration::from_secs(45))));
+        assert_eq!(ttl(Value::Null), Ok(None));
+        for bad in [
+            json!(0),
+            json!(-5),
+            json!(1.5),
+            json!("0s"),
+            json!("500ms"),
+            json!("soon"),
+            json!(true),
+        ] {
+            let e = ttl(bad.clone()).unwrap_err();
+            assert!(e.contains("ttl must be a duration"), "{bad}: {e}");
+        }
+        let none = Lifetime::default();
+        assert_eq!(none.ttl_for(None).unwrap(), None);
+        let capped = Lifetime {
+            default_ttl: Some(Duration::from_secs(600)),
+            max_ttl: Some(Duration::from_secs(7200)),
+        };
+        assert_eq!(
+            capped.ttl_for(None).unwrap(),
+            Some(Duration::from_secs(600))
+        );
+        assert_eq!(
+            capped.ttl_for(Some(Duration::from_secs(7200))).unwrap(),
+            Some(Duration::from_secs(7200))
+        );
+        let e = capped.ttl_for(Some(Duration::from_secs(7201))).unwrap_err();
+        assert_eq!(e.code, ErrorCode::InvalidRequest);
+        assert_eq!(e.message, "ttl 2h1s is longer than MAX_WORKER_TTL (2h)");
+        let ceiling_only = Lifetime {
+            default_ttl: None,
+            max_ttl: Some(Duration::from_secs(60)),
+        };
+        assert_eq!(
+            ceiling_only.ttl_for(None).unwrap(),
+            Some(Duration::from_secs(60)),
+            "with a ceiling no worker lives forever"
+        );
+    }
+
+    #[test]
     fn requests() {
         assert_eq!(
             parse(json!({"operation": "list", "x": 1})),
@@ -453,7 +691,8 @@ mod tests {
         assert_eq!(
             parse(json!({"operation": "create", "task": "fix the build"})),
             Ok(ControlRequest::Create {
-                task: "fix the build".into()
+                task: "fix the build".into(),
+                ttl: None,
             })
         );
         assert_eq!(

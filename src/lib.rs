@@ -140,6 +140,8 @@ fn process_env(name: &str) -> Option<String> {
 pub struct Running {
     addr: SocketAddr,
     serving: http::Serving,
+    /// Dropped at shutdown: the reaper stops before its next pass.
+    _reaper: std::sync::mpsc::Sender<()>,
 }
 
 impl Running {
@@ -164,12 +166,11 @@ pub fn start(settings: &Settings, backend: Arc<dyn Backend>) -> Result<Running, 
         )),
         None => None,
     };
-    let control = Arc::new(control::Control::new(
-        backend,
-        Arc::clone(&metrics),
-        sentry,
-        settings.max_workers,
-    ));
+    let control = Arc::new(
+        control::Control::new(backend, Arc::clone(&metrics), sentry, settings.max_workers)
+            .with_lifetime(settings.lifetime),
+    );
+    let reaper = start_reaper(Arc::clone(&control), settings.reap_interval);
     let tasks = Arc::new(a2a::TaskStore::new(a2a::tasks::DEFAULT_CAPACITY));
     let routes = routes::Routes {
         protocol: a2a::Protocol::new(Arc::clone(&control), tasks),
@@ -197,7 +198,52 @@ pub fn start(settings: &Settings, backend: Arc<dyn Backend>) -> Result<Running, 
     let serving = server
         .serve(Arc::new(routes), limits)
         .map_err(Error::Http)?;
-    Ok(Running { addr, serving })
+    Ok(Running {
+        addr,
+        serving,
+        _reaper: reaper,
+    })
+}
+
+/// Every `interval` (and once at startup, for workers that expired while no controller ran),
+/// stops the workers whose TTL has passed. Every replica runs one; they need no coordination
+/// (a worker another replica stopped first is simply gone). Runs until the returned sender is
+/// dropped. A list that fails is said once, and again when it works.
+fn start_reaper(control: Arc<control::Control>, interval: Duration) -> std::sync::mpsc::Sender<()> {
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+    use std::sync::mpsc::{channel, RecvTimeoutError};
+    let (stop, stopped) = channel::<()>();
+    let run = move || {
+        let mut failing = false;
+        loop {
+            match catch_unwind(AssertUnwindSafe(|| control.reap())) {
+                Ok(Ok(_)) if failing => {
+                    failing = false;
+                    log::info!("reaper: listing workers works again");
+                }
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) if !failing => {
+                    failing = true;
+                    log::warn!(
+                        "reaper: cannot list workers, trying again every {}s: {e}",
+                        interval.as_secs()
+                    );
+                }
+                Ok(Err(_)) => {}
+                Err(_) => log::error!(
+                    "reaper: a pass stopped on an internal error; trying again next pass"
+                ),
+            }
+            match stopped.recv_timeout(interval) {
+                Err(RecvTimeoutError::Timeout) => {}
+                Ok(()) | Err(RecvTimeoutError::Disconnected) => return,
+            }
+        }
+    };
+    if let Err(e) = std::thread::Builder::new().name("reaper".into()).spawn(run) {
+        log::error!("cannot start the reaper (expired workers will not be stopped): {e}");
+    }
+    stop
 }
 
 /// Runs the controller until SIGTERM or SIGINT.

@@ -107,6 +107,24 @@ pub fn parse_rfc3339_millis(text: &str) -> Option<u64> {
     Some(secs as u64 * 1000 + millis)
 }
 
+/// A duration as [`parse_duration`] reads it back, in whole seconds: `90m`, `2h`, `1h30m5s`,
+/// `0s`.
+pub fn duration_text(d: Duration) -> String {
+    let secs = d.as_secs();
+    let (h, m, s) = (secs / 3600, secs % 3600 / 60, secs % 60);
+    let mut out = String::new();
+    if h > 0 {
+        out.push_str(&format!("{h}h"));
+    }
+    if m > 0 {
+        out.push_str(&format!("{m}m"));
+    }
+    if s > 0 || out.is_empty() {
+        out.push_str(&format!("{s}s"));
+    }
+    out
+}
+
 /// Parses a Go-style duration (`60s`, `500ms`, `2m`, `1h30m`) or a bare number of seconds.
 pub fn parse_duration(text: &str) -> Option<Duration> {
     let text = text.trim();

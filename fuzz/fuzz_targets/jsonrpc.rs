@@ -4,7 +4,7 @@
 use std::sync::{Arc, OnceLock};
 
 use a2a_worker_controller::a2a::{Protocol, ServiceParams, TaskStore};
-use a2a_worker_controller::backend::{Backend, BackendError, BackendKind, CreateSpec, Worker};
+use a2a_worker_controller::backend::{Backend, BackendError, BackendKind, CreateSpec, Logs, Worker};
 use a2a_worker_controller::control::Control;
 use a2a_worker_controller::testing::Metrics;
 use libfuzzer_sys::fuzz_target;
@@ -22,6 +22,9 @@ impl Backend for Refuses {
         Ok(Vec::new())
     }
     fn stop(&self, _: &str) -> Result<Worker, BackendError> {
+        Err(BackendError::NotFound)
+    }
+    fn logs(&self, _: &str, _: u32) -> Result<Logs, BackendError> {
         Err(BackendError::NotFound)
     }
     fn health(&self) -> Result<(), BackendError> {

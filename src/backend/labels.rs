@@ -1,4 +1,5 @@
-//! Ownership: the three labels every container (and pod) worker carries, and the
+//! Ownership: the three labels every container (and pod) worker carries (a fourth for one
+//! with a TTL), and the
 //! deterministic container name that makes "one worker per task" atomic in the engine.
 //! No credential is ever written to a label.
 
@@ -10,14 +11,26 @@ use crate::hash::{fnv1a64, FNV_OFFSET};
 pub const OWNER: &str = "a2a-worker-controller/owner";
 pub const WORKER_ID: &str = "a2a-worker-controller/worker-id";
 pub const TASK: &str = "a2a-worker-controller/task";
+/// Unix seconds; only on a worker created with a TTL. Labels cannot change in place, so the
+/// expiry is fixed at create.
+pub const EXPIRES_AT: &str = "a2a-worker-controller/expires-at";
 
 /// The labels of a new worker.
-pub fn for_worker(controller_id: &str, worker_id: &str, task: &str) -> BTreeMap<String, String> {
-    BTreeMap::from([
+pub fn for_worker(
+    controller_id: &str,
+    worker_id: &str,
+    task: &str,
+    expires_at: Option<u64>,
+) -> BTreeMap<String, String> {
+    let mut labels = BTreeMap::from([
         (OWNER.to_string(), controller_id.to_string()),
         (WORKER_ID.to_string(), worker_id.to_string()),
         (TASK.to_string(), task.to_string()),
-    ])
+    ]);
+    if let Some(at) = expires_at {
+        labels.insert(EXPIRES_AT.to_string(), at.to_string());
+    }
+    labels
 }
 
 /// `key=value` selectors that match this controller's workers (all must match).
@@ -38,6 +51,8 @@ pub fn worker_selector(controller_id: &str, worker_id: &str) -> Vec<String> {
 pub struct Owned {
     pub worker_id: String,
     pub task: String,
+    /// Unix seconds; `None` without the label (or with one that is not a number).
+    pub expires_at: Option<u64>,
 }
 
 /// The worker's identity if the labels carry this controller's marker and a worker id;
@@ -51,6 +66,7 @@ pub fn owned(labels: Option<&HashMap<String, String>>, controller_id: &str) -> O
     Some(Owned {
         worker_id,
         task: labels.get(TASK).cloned().unwrap_or_default(),
+        expires_at: labels.get(EXPIRES_AT).and_then(|v| v.parse().ok()),
     })
 }
 
@@ -229,13 +245,24 @@ mod tests {
 
     #[test]
     fn ownership_needs_the_marker() {
-        let mut l: HashMap<String, String> = for_worker("me", "w1", "t").into_iter().collect();
+        let mut l: HashMap<String, String> =
+            for_worker("me", "w1", "t", None).into_iter().collect();
+        assert_eq!(l.len(), 3, "exactly three labels without a TTL");
         assert_eq!(
             owned(Some(&l), "me"),
             Some(Owned {
                 worker_id: "w1".into(),
-                task: "t".into()
+                task: "t".into(),
+                expires_at: None,
             })
+        );
+        let expiring: HashMap<String, String> = for_worker("me", "w1", "t", Some(1_900_000_000))
+            .into_iter()
+            .collect();
+        assert_eq!(expiring[EXPIRES_AT], "1900000000");
+        assert_eq!(
+            owned(Some(&expiring), "me").and_then(|o| o.expires_at),
+            Some(1_900_000_000)
         );
         assert_eq!(owned(Some(&l), "someone-else"), None);
         l.remove(OWNER);

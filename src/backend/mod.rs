@@ -29,12 +29,14 @@ pub(crate) mod k8s;
 pub(crate) mod labels;
 pub(crate) mod local;
 pub(crate) mod probe;
+pub mod tail;
 pub(crate) mod worker_env;
 
 use std::fmt;
 
 use serde::Serialize;
 
+use crate::time::rfc3339_secs;
 use crate::token::Token;
 
 /// Which backend: the `backend` field of every worker it reports, and its metric label.
@@ -69,6 +71,9 @@ pub struct CreateSpec {
     pub task: String,
     /// The worker's own bearer token (empty for a backend whose workers have no endpoint).
     pub token: Token,
+    /// When the reaper stops it (Unix seconds); `None`: it lives until stopped. Stored where
+    /// ownership lives (a label, the state file), so every replica and every restart sees it.
+    pub expires_at: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -105,6 +110,8 @@ pub struct Worker {
     pub created_at: String,
     /// Why the worker is not running; `""` while it runs.
     pub reason: String,
+    /// When the reaper stops it (RFC 3339 UTC); `""` when it has no TTL.
+    pub expires_at: String,
 }
 
 impl Worker {
@@ -127,8 +134,23 @@ impl Worker {
             session_id: String::new(),
             created_at: created_at.into(),
             reason: String::new(),
+            expires_at: String::new(),
         }
     }
+
+    /// The same, expiring at `expires_at` (Unix seconds), if given.
+    pub fn expiring(mut self, expires_at: Option<u64>) -> Worker {
+        self.expires_at = expires_at.map(rfc3339_secs).unwrap_or_default();
+        self
+    }
+}
+
+/// The end of a worker's output, as `logs` returns it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Logs {
+    pub text: String,
+    /// Whether the size bound ([`tail::MAX_LOG_BYTES`]) cut what was asked for.
+    pub truncated: bool,
 }
 
 /// A backend's failure. Messages are for people and never contain a token.
@@ -205,6 +227,11 @@ pub trait Backend: Send + Sync {
     /// Stops and removes a worker this controller owns; returns it as it was.
     fn stop(&self, worker_id: &str) -> Result<Worker, BackendError>;
 
+    /// The last `lines` lines (at most [`tail::MAX_TAIL_LINES`]) of the output of a worker
+    /// this controller owns, within [`tail::MAX_LOG_BYTES`]; [`BackendError::NotFound`] for
+    /// any other id. What it returns is never logged.
+    fn logs(&self, worker_id: &str, lines: u32) -> Result<Logs, BackendError>;
+
     /// Whether the engine answers (for `/readiness`).
     fn health(&self) -> Result<(), BackendError>;
 
@@ -257,6 +284,9 @@ mod tests {
         let v = serde_json::to_value(&w).unwrap();
         assert_eq!(v["backend"], "k8s");
         assert_eq!(v["a2a_url"], "");
-        assert_eq!(v.as_object().unwrap().len(), 9);
+        assert_eq!(v["expires_at"], "", "no TTL");
+        assert_eq!(v.as_object().unwrap().len(), 10);
+        let v = serde_json::to_value(w.expiring(Some(1_900_000_000))).unwrap();
+        assert_eq!(v["expires_at"], "2030-03-17T17:46:40Z");
     }
 }

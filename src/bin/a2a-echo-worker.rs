@@ -124,10 +124,39 @@ fn wait_for_signal() {
     }
 }
 
+/// `--print=N [--line-bytes=W]` (for the logs tests): N known lines before anything else,
+/// `out <i>` on stdout for odd i and `err <i>` on stderr for even i, each padded with dots to
+/// W bytes when W is given.
+fn print_lines(n: usize, width: usize) {
+    use std::io::Write;
+    let (mut out, mut err) = (std::io::stdout().lock(), std::io::stderr().lock());
+    for i in 1..=n {
+        let mut line = format!("{} {i}", if i % 2 == 1 { "out" } else { "err" });
+        while line.len() < width {
+            line.push('.');
+        }
+        line.push('\n');
+        // Flushed line by line: the two streams interleave in the engine's log as printed.
+        let _ = if i % 2 == 1 {
+            out.write_all(line.as_bytes()).and_then(|()| out.flush())
+        } else {
+            err.write_all(line.as_bytes()).and_then(|()| err.flush())
+        };
+    }
+}
+
 fn main() -> ExitCode {
     let mut listen = true;
+    let (mut print, mut line_bytes) = (0usize, 0usize);
     for arg in std::env::args().skip(1) {
-        if let Some(code) = arg.strip_prefix("--exit-code=") {
+        if let Some(n) = arg.strip_prefix("--print=").and_then(|n| n.parse().ok()) {
+            print = n;
+        } else if let Some(n) = arg
+            .strip_prefix("--line-bytes=")
+            .and_then(|n| n.parse().ok())
+        {
+            line_bytes = n;
+        } else if let Some(code) = arg.strip_prefix("--exit-code=") {
             eprintln!("a2a-echo-worker: exiting at once with code {code} as asked");
             return ExitCode::from(code.parse::<u8>().unwrap_or(1));
         } else if arg == "--no-listen" {
@@ -137,6 +166,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     }
+    print_lines(print, line_bytes);
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
     let Some(url) = env("A2A_PUBLIC_URL") else {
         eprintln!("a2a-echo-worker: A2A_PUBLIC_URL is required");

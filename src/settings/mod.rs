@@ -56,6 +56,10 @@ pub struct Settings {
     pub sentry_proxy: Option<String>,
     pub max_workers: u32,
     pub worker_ready_timeout: Duration,
+    /// `WORKER_TTL` and `MAX_WORKER_TTL` (`None` for 0).
+    pub lifetime: crate::control::Lifetime,
+    /// How often the reaper looks for expired workers.
+    pub reap_interval: Duration,
     pub max_connections: usize,
     pub http_head_timeout: Duration,
     pub http_body_timeout: Duration,
@@ -249,6 +253,40 @@ impl Raw {
         })
     }
 
+    /// A duration where 0 means "none".
+    fn optional_duration(&self, name: &'static str) -> Result<Option<Duration>, Error> {
+        let v = self.get(name);
+        let d = parse_duration(&v).ok_or_else(|| {
+            invalid(
+                name,
+                format!("{v:?} is not a duration such as 2h or 90m (0 = none)"),
+            )
+        })?;
+        Ok(Some(d).filter(|d| !d.is_zero()))
+    }
+
+    /// `WORKER_TTL` within `MAX_WORKER_TTL` when both are set.
+    fn lifetime(&self) -> Result<crate::control::Lifetime, Error> {
+        let default_ttl = self.optional_duration("WORKER_TTL")?;
+        let max_ttl = self.optional_duration("MAX_WORKER_TTL")?;
+        if let (Some(d), Some(m)) = (default_ttl, max_ttl) {
+            if d > m {
+                return Err(invalid(
+                    "WORKER_TTL",
+                    format!(
+                        "{} is longer than MAX_WORKER_TTL ({})",
+                        crate::time::duration_text(d),
+                        crate::time::duration_text(m)
+                    ),
+                ));
+            }
+        }
+        Ok(crate::control::Lifetime {
+            default_ttl,
+            max_ttl,
+        })
+    }
+
     pub(super) fn optional_path(&self, name: &'static str) -> Result<Option<PathBuf>, Error> {
         self.optional(name)
             .map(|p| expand_home(name, &p))
@@ -350,6 +388,8 @@ impl Raw {
                     )
                 },
             )?,
+            lifetime: self.lifetime()?,
+            reap_interval: self.duration("REAP_INTERVAL")?,
             max_connections,
             http_head_timeout: self.duration("HTTP_HEAD_TIMEOUT")?,
             http_body_timeout: self.duration("HTTP_BODY_TIMEOUT")?,
@@ -503,6 +543,42 @@ mod tests {
             "{msg}"
         );
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn worker_lifetimes_default_to_none_and_stay_within_their_ceiling() {
+        let s = run(&[], base()).unwrap();
+        assert_eq!(s.lifetime, crate::control::Lifetime::default());
+        assert_eq!(s.reap_interval, Duration::from_secs(30));
+        let s = run(
+            &[
+                "-worker-ttl=90m",
+                "--max-worker-ttl",
+                "2h",
+                "-reap-interval=5s",
+            ],
+            base(),
+        )
+        .unwrap();
+        assert_eq!(s.lifetime.default_ttl, Some(Duration::from_secs(5400)));
+        assert_eq!(s.lifetime.max_ttl, Some(Duration::from_secs(7200)));
+        assert_eq!(s.reap_interval, Duration::from_secs(5));
+        let msg = run(&["-worker-ttl=3h", "-max-worker-ttl=2h"], base())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("WORKER_TTL") && msg.contains("MAX_WORKER_TTL (2h)"),
+            "{msg}"
+        );
+        let msg = run(&["-worker-ttl=soon"], base()).unwrap_err().to_string();
+        assert!(
+            msg.contains("WORKER_TTL") && msg.contains("\"soon\""),
+            "{msg}"
+        );
+        assert!(
+            run(&["-reap-interval=0"], base()).is_err(),
+            "the reaper needs a pause"
+        );
     }
 
     #[test]

@@ -128,6 +128,24 @@ pub(super) const SPECS: &[Spec] = &[
         "60s",
         "how long create waits for a worker to answer (0 = do not wait)",
     ),
+    s(
+        General,
+        "WORKER_TTL",
+        "0",
+        "lifetime of a worker whose create names no ttl, e.g. 2h (0 = none; MAX_WORKER_TTL if that is set)",
+    ),
+    s(
+        General,
+        "MAX_WORKER_TTL",
+        "0",
+        "longest ttl a create may ask for (0 = no ceiling)",
+    ),
+    s(
+        General,
+        "REAP_INTERVAL",
+        "30s",
+        "how often expired workers are looked for and stopped",
+    ),
     secret(
         General,
         "SENTRY_DSN",

@@ -10,6 +10,9 @@
 //!   `WEZTERM_PANE`) it fails, as the real CLI does outside a WezTerm pane.
 //! - `list [--format json|table]`: the real JSON shape (an array, one object per pane).
 //! - `kill-pane --pane-id N`: prints nothing; an unknown id fails with "no such pane N".
+//! - `get-text --pane-id N [--start-line L] [--end-line L]`: line 0 is the first row of the
+//!   24-row screen, negative lines reach back into the scrollback; the default range is the
+//!   screen. Rows the program has not written are empty lines; trailing spaces are trimmed.
 //! - A socket whose file is missing fails to connect; so does one named `gui-sock-<pid>`
 //!   whose pid has ended (the real socket is left behind and refuses connections).
 //! - Errors go to stderr as `ERROR  wezterm > <message>; terminating` with exit status 1.
@@ -50,7 +53,13 @@ struct Pane {
     workspace: String,
     cwd: String,
     argv: Vec<String>,
+    /// What the pane's program printed, one entry per line, oldest first (tests write it).
+    #[serde(default)]
+    output: Vec<String>,
 }
+
+/// Rows of the stand-in's 80x24 panes.
+const ROWS: usize = 24;
 
 fn fail(message: &str) -> ExitCode {
     eprintln!("ERROR  wezterm > {message}; terminating");
@@ -184,6 +193,7 @@ fn main() -> ExitCode {
                 workspace: value_of("--workspace").unwrap_or("default").to_string(),
                 cwd: value_of("--cwd").unwrap_or("").to_string(),
                 argv: prog.iter().map(|s| s.to_string()).collect(),
+                output: Vec::new(),
             });
             if save(&state_path, &gui).is_err() {
                 return fail("stand-in: cannot save its state");
@@ -249,6 +259,44 @@ fn main() -> ExitCode {
             if save(&state_path, &gui).is_err() {
                 return fail("stand-in: cannot save its state");
             }
+        }
+        "get-text" => {
+            let Some(id) = value_of("--pane-id").and_then(|p| p.parse::<u64>().ok()) else {
+                return fail(
+                    "--pane-id was not specified and $WEZTERM_PANE is not set in the environment",
+                );
+            };
+            let Some(pane) = gui.panes.iter().find(|p| p.pane_id == id) else {
+                return fail(&format!("no such pane {id}"));
+            };
+            let line_of = |flag: &str, default: i64| -> Option<i64> {
+                value_of(flag).map_or(Some(default), |v| v.parse().ok())
+            };
+            let (Some(start), Some(end)) = (
+                line_of("--start-line", 0),
+                line_of("--end-line", ROWS as i64 - 1),
+            ) else {
+                return fail("invalid line number");
+            };
+            // The screen shows the last rows written; what scrolled off is the scrollback.
+            let scrollback = pane.output.len().saturating_sub(ROWS) as i64;
+            let row = |r: i64| -> String {
+                let at = scrollback + r;
+                if at < 0 {
+                    return String::new();
+                }
+                pane.output
+                    .get(at as usize)
+                    .map_or(String::new(), |l| l.trim_end().to_string())
+            };
+            let first = start.max(-scrollback);
+            let last = end.min(ROWS as i64 - 1);
+            let mut text = String::new();
+            for r in first..=last {
+                text.push_str(&row(r));
+                text.push('\n');
+            }
+            print!("{text}");
         }
         other => return fail(&format!("stand-in: subcommand {other:?} is not mimicked")),
     }

@@ -192,7 +192,10 @@ fn agent_card_v1_shape_and_validators() {
         .iter()
         .map(|s| s["id"].clone())
         .collect();
-    assert_eq!(skills, [json!("create"), json!("list"), json!("stop")]);
+    assert_eq!(
+        skills,
+        [json!("create"), json!("list"), json!("stop"), json!("logs")]
+    );
     for skill in card["skills"].as_array().unwrap() {
         assert!(!skill["tags"].as_array().unwrap().is_empty());
         assert!(skill["name"].is_string() && skill["description"].is_string());

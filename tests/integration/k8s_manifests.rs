@@ -72,6 +72,8 @@ fn pods() -> Vec<(String, Value)> {
                 worker_id: "3f9c2a1b7d4e".into(),
                 task: task.clone(),
                 token: Token::generate().unwrap(),
+                // 2030-03-17: the expiry label's value must pass the schema too.
+                expires_at: Some(1_900_000_000),
             };
             let url = format!(
                 "http://{pod}.a2a-workers.a2a.svc.cluster.local:{}",
@@ -84,6 +86,7 @@ fn pods() -> Vec<(String, Value)> {
                 controller_id: &s.controller_id,
                 worker_id: &spec.worker_id,
                 task: &task,
+                expires_at: spec.expires_at,
                 env: &env,
                 container,
                 k8s,

@@ -8,8 +8,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use a2a_worker_controller::backend::tail::{Tail, MAX_LOG_BYTES};
 use a2a_worker_controller::backend::{
-    Backend, BackendError, BackendKind, CreateSpec, Worker, WorkerState,
+    Backend, BackendError, BackendKind, CreateSpec, Logs, Worker, WorkerState,
 };
 use a2a_worker_controller::settings::{self, Command, Settings};
 use serde_json::{json, Value};
@@ -84,7 +85,9 @@ impl Backend for FakeBackend {
             session_id: String::new(),
             created_at: format!("2026-11-29T00:00:{:02}Z", *clock % 60),
             reason: String::new(),
-        };
+            expires_at: String::new(),
+        }
+        .expiring(spec.expires_at);
         workers.insert(worker.worker_id.clone(), worker.clone());
         Ok(worker)
     }
@@ -101,6 +104,19 @@ impl Backend for FakeBackend {
             .unwrap()
             .remove(worker_id)
             .ok_or(BackendError::NotFound)
+    }
+
+    /// Three lines per worker: `<worker_id> line 1` .. `line 3`.
+    fn logs(&self, worker_id: &str, lines: u32) -> Result<Logs, BackendError> {
+        self.check_up()?;
+        if !self.workers.lock().unwrap().contains_key(worker_id) {
+            return Err(BackendError::NotFound);
+        }
+        let mut tail = Tail::new(MAX_LOG_BYTES);
+        for i in 1..=3 {
+            tail.push(format!("{worker_id} line {i}\n").as_bytes());
+        }
+        Ok(tail.finish(lines))
     }
 
     fn health(&self) -> Result<(), BackendError> {

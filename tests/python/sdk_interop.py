@@ -40,7 +40,7 @@ async def main(base, token):
         card = await A2ACardResolver(http, base).get_agent_card()
         check(card.supported_interfaces[0].url == f"{base}/a2a", "card interface URL")
         check(card.supported_interfaces[0].protocol_version == "1.0", "protocolVersion 1.0")
-        check([s.id for s in card.skills] == ["create", "list", "stop"], "skills")
+        check([s.id for s in card.skills] == ["create", "list", "stop", "logs"], "skills")
         check("bearer" in card.security_schemes, "bearer scheme")
         check(not card.capabilities.streaming, "no streaming")
 

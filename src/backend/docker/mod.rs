@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 use self::engine::{Engine, EngineError, Inspect, State, Summary};
 use super::probe::Probe;
 use super::{labels, worker_env};
-use super::{Backend, BackendError, BackendKind, CreateSpec, Worker, WorkerState};
+use super::{Backend, BackendError, BackendKind, CreateSpec, Logs, Worker, WorkerState};
 use crate::settings::{ContainerSettings, DockerSettings};
 use crate::time::{now_millis, parse_rfc3339_millis, rfc3339_secs};
 
@@ -90,7 +90,7 @@ impl DockerBackend {
         json!({
             "Image": self.container.image,
             "Env": worker_env::as_docker_env(&worker_env::environment(spec, url, &self.container, self.anthropic_auth_token.as_deref())),
-            "Labels": labels::for_worker(&self.controller_id, &spec.worker_id, &spec.task),
+            "Labels": labels::for_worker(&self.controller_id, &spec.worker_id, &spec.task, spec.expires_at),
             "ExposedPorts": { port_key: {} },
             "HostConfig": host_config,
         })
@@ -161,6 +161,25 @@ impl DockerBackend {
         })
     }
 
+    /// The container of a worker this controller owns, and the worker; `NotFound` otherwise.
+    fn owned_container(&self, worker_id: &str) -> Result<(Summary, Worker), BackendError> {
+        let found = self
+            .engine
+            .list(&labels::worker_selector(&self.controller_id, worker_id))
+            .map_err(engine_error)?;
+        found
+            .into_iter()
+            .find_map(|c| {
+                let w = self
+                    .worker_of(&c)
+                    .ok()
+                    .flatten()
+                    .filter(|w| w.worker_id == worker_id)?;
+                Some((c, w))
+            })
+            .ok_or(BackendError::NotFound)
+    }
+
     /// A listed container as a worker; `None` for containers this controller does not own.
     fn worker_of(&self, c: &Summary) -> Result<Option<Worker>, BackendError> {
         let Some(owned) = labels::owned(c.labels.as_ref(), &self.controller_id) else {
@@ -193,6 +212,7 @@ impl DockerBackend {
                 state,
                 created_at,
             )
+            .expiring(owned.expires_at)
         }))
     }
 }
@@ -260,6 +280,7 @@ impl Backend for DockerBackend {
                     state,
                     created_at,
                 )
+                .expiring(spec.expires_at)
             });
         }
         Err(BackendError::Internal(format!(
@@ -284,25 +305,17 @@ impl Backend for DockerBackend {
     }
 
     fn stop(&self, worker_id: &str) -> Result<Worker, BackendError> {
-        let found = self
-            .engine
-            .list(&labels::worker_selector(&self.controller_id, worker_id))
-            .map_err(engine_error)?;
-        let (container, worker) = found
-            .iter()
-            .find_map(|c| {
-                self.worker_of(c)
-                    .ok()
-                    .flatten()
-                    .filter(|w| w.worker_id == worker_id)
-                    .map(|w| (c, w))
-            })
-            .ok_or(BackendError::NotFound)?;
+        let (container, worker) = self.owned_container(worker_id)?;
         self.engine
             .stop(&container.id, STOP_GRACE_SECS)
             .map_err(engine_error)?;
         self.engine.remove(&container.id).map_err(engine_error)?;
         Ok(worker)
+    }
+
+    fn logs(&self, worker_id: &str, lines: u32) -> Result<Logs, BackendError> {
+        let (container, _) = self.owned_container(worker_id)?;
+        self.engine.logs(&container.id, lines).map_err(engine_error)
     }
 
     fn health(&self) -> Result<(), BackendError> {

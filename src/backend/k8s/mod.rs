@@ -22,7 +22,7 @@ use self::api::{Api, ApiConfig, ApiError, ConfigError, Method, Reason};
 use self::status::{Pod, Progress};
 use super::api_call::percent_encode;
 use super::{labels, worker_env};
-use super::{Backend, BackendError, BackendKind, CreateSpec, Worker, WorkerState};
+use super::{Backend, BackendError, BackendKind, CreateSpec, Logs, Worker, WorkerState};
 use crate::settings::{ContainerSettings, K8sSettings};
 use crate::time::{now_millis, parse_rfc3339_millis, rfc3339_secs};
 
@@ -159,6 +159,21 @@ impl K8sBackend {
         }
     }
 
+    /// The pod of a worker this controller owns, and the worker; `NotFound` otherwise.
+    fn owned_pod(&self, worker_id: &str) -> Result<(Pod, Worker), BackendError> {
+        if !labels::is_label_value(worker_id) {
+            // No pod can carry it as a label: it is not one of ours.
+            return Err(BackendError::NotFound);
+        }
+        let pods = self.select(&labels::worker_selector(&self.controller_id, worker_id))?;
+        pods.into_iter()
+            .find_map(|p| {
+                let w = self.worker_of(&p).filter(|w| w.worker_id == worker_id)?;
+                Some((p, w))
+            })
+            .ok_or(BackendError::NotFound)
+    }
+
     /// A pod as a worker; `None` when this controller does not own it.
     fn worker_of(&self, pod: &Pod) -> Option<Worker> {
         let owned = labels::owned(pod.metadata.labels.as_ref(), &self.controller_id)?;
@@ -182,6 +197,7 @@ impl K8sBackend {
                 state,
                 rfc3339_secs(created / 1000),
             )
+            .expiring(owned.expires_at)
         })
     }
 
@@ -310,6 +326,7 @@ impl Backend for K8sBackend {
             controller_id: &self.controller_id,
             worker_id: &spec.worker_id,
             task: &spec.task,
+            expires_at: spec.expires_at,
             env: &env,
             container: &self.container,
             k8s: &self.k8s,
@@ -340,6 +357,7 @@ impl Backend for K8sBackend {
                 state,
                 rfc3339_secs(created_at / 1000),
             )
+            .expiring(spec.expires_at)
         })
     }
 
@@ -349,21 +367,20 @@ impl Backend for K8sBackend {
     }
 
     fn stop(&self, worker_id: &str) -> Result<Worker, BackendError> {
-        if !labels::is_label_value(worker_id) {
-            // No pod can carry it as a label: it is not one of ours.
-            return Err(BackendError::NotFound);
-        }
-        let pods = self.select(&labels::worker_selector(&self.controller_id, worker_id))?;
-        let (pod, worker) = pods
-            .iter()
-            .find_map(|p| {
-                self.worker_of(p)
-                    .filter(|w| w.worker_id == worker_id)
-                    .map(|w| (p, w))
-            })
-            .ok_or(BackendError::NotFound)?;
+        let (pod, worker) = self.owned_pod(worker_id)?;
         self.delete(&pod.metadata.name)?;
         Ok(worker)
+    }
+
+    fn logs(&self, worker_id: &str, lines: u32) -> Result<Logs, BackendError> {
+        let (pod, _) = self.owned_pod(worker_id)?;
+        let path = format!(
+            "{}/{}/log?container={}&tailLines={lines}",
+            self.pods_path(),
+            percent_encode(&pod.metadata.name),
+            pod::WORKER_CONTAINER
+        );
+        self.api.log_tail(&path, lines).map_err(api_error)
     }
 
     fn health(&self) -> Result<(), BackendError> {

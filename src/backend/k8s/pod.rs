@@ -26,6 +26,8 @@ pub struct PodInputs<'a> {
     pub controller_id: &'a str,
     pub worker_id: &'a str,
     pub task: &'a str,
+    /// Unix seconds, for the expires-at label.
+    pub expires_at: Option<u64>,
     /// The worker's environment (token included), from `worker_env`.
     pub env: &'a [(String, String)],
     pub container: &'a ContainerSettings,
@@ -105,6 +107,11 @@ pub fn manifest(i: &PodInputs<'_>) -> Value {
     labels.insert(labels::OWNER.into(), json!(i.controller_id));
     labels.insert(labels::WORKER_ID.into(), json!(i.worker_id));
     labels.insert(labels::TASK.into(), json!(labels::task_label_value(i.task)));
+    // Set only by the controller: a template's own expiry label would make a worker die early.
+    match i.expires_at {
+        Some(at) => labels.insert(labels::EXPIRES_AT.into(), json!(at.to_string())),
+        None => labels.remove(labels::EXPIRES_AT),
+    };
     let annotations = object_in(metadata, "annotations");
     annotations.insert(labels::TASK.into(), json!(i.task));
 
@@ -272,6 +279,7 @@ mod tests {
             controller_id: "ctl",
             worker_id: "w1",
             task: "Fix the login bug!",
+            expires_at: None,
             env: &env,
             container: &container,
             k8s: &k8s,

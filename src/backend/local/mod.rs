@@ -27,7 +27,8 @@ use std::sync::{Mutex, MutexGuard};
 use self::gui::{Discovery, Liveness};
 use self::store::{Record, Store, StoreError};
 use self::wezterm::{Cli, CliError, Killed};
-use super::{Backend, BackendError, BackendKind, CreateSpec, Worker, WorkerState};
+use super::tail::{Tail, MAX_LOG_BYTES};
+use super::{Backend, BackendError, BackendKind, CreateSpec, Logs, Worker, WorkerState};
 use crate::settings::LocalSettings;
 use crate::time::{now_millis, rfc3339_secs};
 
@@ -197,7 +198,8 @@ impl LocalBackend {
             &record.task,
             state,
             &record.created_at,
-        );
+        )
+        .expiring(record.expires_at);
         w.pane_id = pane_text(record);
         w.reason = reason;
         w.session_id = task::task_file(&self.task_dir, &record.task)
@@ -319,6 +321,7 @@ impl Backend for LocalBackend {
             gui_socket: gui.clone(),
             baseline_session_id: task::session_id(&file).unwrap_or_default(),
             created_at: rfc3339_secs(now_millis() / 1000),
+            expires_at: spec.expires_at,
         };
         let mut records: Vec<Record> = kept.into_iter().map(|(r, _)| r).collect();
         // Written before the tab opens: a crash while it opens leaves a trace to warn about.
@@ -405,6 +408,45 @@ impl Backend for LocalBackend {
         }
         store.save(&kept).map_err(state_error)?;
         Ok(worker)
+    }
+
+    /// The pane's text: the last `lines` lines of scrollback and screen, the screen's unwritten
+    /// rows left out.
+    fn logs(&self, worker_id: &str, lines: u32) -> Result<Logs, BackendError> {
+        let store = self.store();
+        let records = store.load().map_err(state_error)?;
+        let Some(record) = records
+            .into_iter()
+            .find(|r| r.worker_id == worker_id && r.pane_id.is_some())
+        else {
+            return Err(BackendError::NotFound);
+        };
+        if let Liveness::Gone(why) = gui::liveness(&record.gui_socket) {
+            return Err(BackendError::Unavailable(format!(
+                "its WezTerm GUI is gone: {why}"
+            )));
+        }
+        let text = self
+            .cli
+            .get_text(
+                &record.gui_socket,
+                record.pane_id.unwrap_or_default(),
+                lines,
+            )
+            .map_err(|e| match e {
+                CliError::Failed(why) if why.contains("no such pane") => BackendError::NotFound,
+                e => BackendError::Unavailable(format!(
+                    "WezTerm GUI {}: {e}",
+                    record.gui_socket.display()
+                )),
+            })?;
+        let written = text.trim_end_matches(['\n', ' ']);
+        let mut tail = Tail::new(MAX_LOG_BYTES);
+        tail.push(written.as_bytes());
+        if !written.is_empty() {
+            tail.push(b"\n");
+        }
+        Ok(tail.finish(lines))
     }
 
     fn health(&self) -> Result<(), BackendError> {

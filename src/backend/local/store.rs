@@ -27,6 +27,9 @@ pub struct Record {
     pub baseline_session_id: String,
     /// RFC 3339 UTC.
     pub created_at: String,
+    /// When the reaper stops it (Unix seconds); absent in files written before TTLs existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<u64>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -221,6 +224,7 @@ mod tests {
             gui_socket: "/run/user/1/wezterm/gui-sock-123".into(),
             baseline_session_id: String::new(),
             created_at: "2026-11-30T00:00:00Z".into(),
+            expires_at: None,
         }
     }
 

@@ -107,6 +107,28 @@ impl Cli {
         }
     }
 
+    /// `get-text --pane-id N --start-line -<back>`: the pane's text from `back` lines into the
+    /// scrollback to the bottom of its screen (rows not yet written are empty lines).
+    pub fn get_text(&self, gui: &Path, pane_id: u64, back: u32) -> Result<String, CliError> {
+        let id = pane_id.to_string();
+        let start = format!("-{back}");
+        match self.run(
+            gui,
+            &[
+                "get-text".as_ref(),
+                "--pane-id".as_ref(),
+                id.as_ref(),
+                "--start-line".as_ref(),
+                start.as_ref(),
+            ],
+        ) {
+            Err(CliError::Failed(why)) if why.contains("no such pane") => {
+                Err(CliError::Failed(format!("no such pane {pane_id}")))
+            }
+            other => other,
+        }
+    }
+
     /// Runs `<program> cli --no-auto-start <args>` for the GUI at `gui`; its stdout.
     fn run(&self, gui: &Path, args: &[&std::ffi::OsStr]) -> Result<String, CliError> {
         let deadline = Instant::now() + self.timeout;
