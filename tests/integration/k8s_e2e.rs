@@ -102,12 +102,19 @@ fn create_list_stop_and_tokens_stay_in_the_pod_environment() {
     std::fs::create_dir_all(&record).unwrap();
     let standin = Standin::start(
         &pki,
-        &["--ready-after", "0.3", "--record", record.to_str().unwrap()],
+        &[
+            "--ready-after",
+            "0.3",
+            "--record",
+            record.to_str().unwrap(),
+            "--log-lines",
+            "250",
+        ],
     );
     let id = controller_id("k8s-life");
     let p = start(&standin, &pki, &id, &[]);
     let task = "Fix the login bug! ✓ (k8s)";
-    let created = reply_data(&p.control(json!({"operation": "create", "task": task})));
+    let created = reply_data(&p.control(json!({"operation": "create", "task": task, "ttl": "1h"})));
     let worker = &created["worker"];
     let token = created["token"].as_str().unwrap().to_string();
     crate::secrets::remember(&token);
@@ -134,6 +141,25 @@ fn create_list_stop_and_tokens_stay_in_the_pod_environment() {
     let env = &pod["spec"]["containers"][0]["env"];
     assert!(env.to_string().contains(&token));
     assert!(!pod["metadata"].to_string().contains(&token));
+    // The TTL is the pod's fourth label, and the worker's expires_at.
+    let expires: u64 = pod["metadata"]["labels"]["a2a-worker-controller/expires-at"]
+        .as_str()
+        .and_then(|v| v.parse().ok())
+        .expect("an expires-at label");
+    assert_eq!(
+        worker["expires_at"],
+        a2a_worker_controller::time::rfc3339_secs(expires)
+    );
+
+    // Logs: the pod's log through pods/log, the worker container, the last lines asked for.
+    let logs = reply_data(
+        &p.control(json!({"operation": "logs", "worker_id": worker["worker_id"], "tail": 3})),
+    );
+    assert_eq!(
+        logs["text"],
+        format!("{name} line 248\n{name} line 249\n{name} line 250\n")
+    );
+    assert_eq!(logs["truncated"], false);
 
     // A second create for the task: the API server's 409, answered with the existing worker.
     let e = p.expect_failure(
@@ -144,6 +170,7 @@ fn create_list_stop_and_tokens_stay_in_the_pod_environment() {
     let listed = reply_data(&p.control(json!({"operation": "list"})));
     assert_eq!(listed["workers"][0]["task"], task);
     assert_eq!(listed["workers"][0]["state"], "running");
+    assert_eq!(listed["workers"][0]["expires_at"], worker["expires_at"]);
     assert!(!listed.to_string().contains(&token));
     let stopped =
         reply_data(&p.control(json!({"operation": "stop", "worker_id": worker["worker_id"]})));
@@ -160,6 +187,7 @@ fn create_list_stop_and_tokens_stay_in_the_pod_environment() {
     let log = p.log_text();
     assert!(log.contains("outcome=completed"), "{log}");
     crate::secrets::assert_none_in(&log, "the k8s controller's log");
+    assert!(!log.contains("line 249"), "logs' text is never logged");
     crate::secrets::assert_none_in(&p.get("/metrics").text(), "/metrics");
     assert!(!log.contains(TOKEN));
 
@@ -171,7 +199,10 @@ fn create_list_stop_and_tokens_stay_in_the_pod_environment() {
         .map(str::to_string)
         .collect();
     let verbs: Vec<String> = verbs.into_iter().collect();
-    assert_eq!(verbs, ["create", "delete", "get", "list", "watch"]);
+    assert_eq!(
+        verbs,
+        ["create", "delete", "get", "get pods/log", "list", "watch"]
+    );
     assert_manifests_ok(&check_manifests(&record, &verbs.join(",")));
 }
 
@@ -212,6 +243,55 @@ fn one_worker_per_task_across_two_controller_processes_and_restarts() {
     );
 }
 
+/// The reaper on Kubernetes: a pod created with a TTL is deleted within one reap interval
+/// after its expiry, by whichever of two controllers gets there first, without errors.
+#[test]
+fn expired_pods_are_reaped_by_either_controller_without_errors() {
+    if !configured() {
+        return;
+    }
+    let pki = Pki::new("e2e-reap");
+    let standin = Standin::start(&pki, &["--ready-after", "0.2"]);
+    let id = controller_id("k8s-reap");
+    let a = start(&standin, &pki, &id, &["-reap-interval=1s"]);
+    let b = start(&standin, &pki, &id, &["-reap-interval=1s"]);
+    let api = api(&standin, &pki);
+    let short = reply_data(&a.control(json!({"operation": "create", "task": "short", "ttl": 2})));
+    reply_data(&a.control(json!({"operation": "create", "task": "kept"})));
+    let expires = a2a_worker_controller::time::parse_rfc3339_millis(
+        short["worker"]["expires_at"].as_str().unwrap_or(""),
+    )
+    .expect("an expiry");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while pods(&api).len() != 1 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not reaped: {:?}",
+            pods(&api)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    assert!(
+        now >= expires && now <= expires + 1000 + 3000,
+        "{} ms",
+        now as i64 - expires as i64
+    );
+    assert_eq!(worker_ids(&b).len(), 1, "the worker without a TTL stays");
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let logs = a.log_text() + &b.log_text();
+    assert!(logs.contains("reaper: stopped worker"), "{logs}");
+    for line in logs.lines().filter(|l| l.contains("reap")) {
+        assert!(
+            !line.contains(" WARN ") && !line.contains("outcome=failed"),
+            "{line}"
+        );
+    }
+}
+
 #[test]
 fn foreign_pods_are_never_listed_or_stopped() {
     if !configured() {
@@ -242,6 +322,7 @@ fn foreign_pods_are_never_listed_or_stopped() {
     assert!(worker_ids(&p).is_empty());
     for wid in ["feedfacecafe", "deadbeef0001"] {
         p.expect_failure(json!({"operation": "stop", "worker_id": wid}), "not_found");
+        p.expect_failure(json!({"operation": "logs", "worker_id": wid}), "not_found");
     }
     p.expect_failure_saying(
         json!({"operation": "create", "task": "taken"}),
@@ -662,7 +743,7 @@ fn pod_templates_and_pods_that_cannot_start() {
     }
     assert_eq!(pods(&api).len(), 1, "the failed pods were removed");
     // The templated bodies the controller sent validate against the official schemas.
-    let out = check_manifests(&record, "create,get,list,watch,delete");
+    let out = check_manifests(&record, crate::k8s_manifests::VERBS);
     assert!(
         out.status.success(),
         "{}",

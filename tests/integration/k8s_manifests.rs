@@ -14,8 +14,9 @@ use serde_json::{json, Value};
 
 use crate::k8s_support::{check_manifests, configured};
 
-/// The pod verbs the backend uses: create, get (name collisions), list, watch (readiness), delete.
-const VERBS: &str = "create,get,list,watch,delete";
+/// What the backend asks of the API: on pods create, get (name collisions), list, watch
+/// (readiness), delete; get on pods/log (the logs operation).
+pub const VERBS: &str = "create,get,list,watch,delete,get pods/log";
 
 /// Pod bodies for a few settings and templates, as the backend would send them.
 fn pods() -> Vec<(String, Value)> {

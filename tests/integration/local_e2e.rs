@@ -604,3 +604,69 @@ fn with_env(wez: &Wez) -> Vec<(&'static str, &str)> {
     env.push(("XDG_RUNTIME_DIR", runtime));
     env
 }
+
+/// Lifetime and output of a tab: a TTL is kept in the state file and listed as `expires_at`;
+/// the reaper closes the tab after it (also after a restart); `logs` is the pane's text
+/// (scrollback and screen, the unwritten rows left out), the last lines asked for.
+#[test]
+fn tabs_expire_and_show_their_output() {
+    let wez = Wez::new("ttl");
+    let gui = wez.gui();
+    wez.task("short", None);
+    wez.task("chatty", None);
+    let mut p = Proc::launch("local-ttl", wez.args(&["-reap-interval=1s"]), wez.env());
+    let short =
+        reply_data(&p.control(json!({"operation": "create", "task": "short", "ttl": "3s"})));
+    let expires = short["worker"]["expires_at"].as_str().unwrap().to_string();
+    assert!(!expires.is_empty());
+    let chatty = create(&p, "chatty");
+    assert_eq!(chatty["expires_at"], "");
+    let record = wez
+        .records()
+        .into_iter()
+        .find(|r| r["worker_id"] == short["worker"]["worker_id"])
+        .expect("a record");
+    assert_eq!(
+        a2a_worker_controller::time::rfc3339_secs(record["expires_at"].as_u64().unwrap()),
+        expires,
+        "the expiry lives in the state file"
+    );
+
+    // Output: 40 lines, more than the 24-row screen holds.
+    let pane = pane_of(&chatty);
+    let printed: Vec<String> = (1..=40).map(|i| format!("step {i} done")).collect();
+    gui.print(pane, &printed);
+    let logs = reply_data(
+        &p.control(json!({"operation": "logs", "worker_id": chatty["worker_id"], "tail": 30})),
+    );
+    let want: String = printed[10..].iter().map(|l| format!("{l}\n")).collect();
+    assert_eq!(logs["text"], want);
+    assert_eq!(logs["truncated"], false);
+    let few = reply_data(
+        &p.control(json!({"operation": "logs", "worker_id": chatty["worker_id"], "tail": 2})),
+    );
+    assert_eq!(few["text"], "step 39 done\nstep 40 done\n");
+    p.expect_failure(
+        json!({"operation": "logs", "worker_id": "000000000000"}),
+        "not_found",
+    );
+    assert!(
+        !p.log_text().contains("step 39 done"),
+        "logs' text is never logged"
+    );
+
+    // The reaper closes the expiring tab, across a restart, and leaves the other.
+    p.restart();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while list(&p).len() != 1 {
+        assert!(Instant::now() < deadline, "not reaped: {:?}", list(&p));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(list(&p)[0]["worker_id"], chatty["worker_id"]);
+    assert!(
+        !gui.panes().contains(&pane_of(&short["worker"])),
+        "its tab is closed"
+    );
+    assert!(p.log_text().contains("reaper: stopped worker"));
+    assert_log_private(&p);
+}

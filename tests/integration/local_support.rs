@@ -69,6 +69,20 @@ impl Gui {
         });
     }
 
+    /// The pane's program prints `lines` (they scroll past the 24-row screen).
+    pub fn print(&self, pane: u64, lines: &[String]) {
+        self.edit(|v| {
+            for p in v["panes"].as_array_mut().unwrap() {
+                if p["pane_id"] == pane {
+                    let out = p["output"].as_array().cloned().unwrap_or_default();
+                    let mut out: Vec<Value> = out;
+                    out.extend(lines.iter().map(|l| json!(l)));
+                    p["output"] = json!(out);
+                }
+            }
+        });
+    }
+
     /// The GUI accepts calls but never answers (or answers again).
     pub fn hang(&self, hung: bool) {
         self.edit(|v| v["hung"] = json!(hung));

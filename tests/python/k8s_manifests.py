@@ -50,11 +50,13 @@ def main(manifest_dir, pod_dir, verbs):
     for d in docs:
         by_kind.setdefault(d["kind"], []).append(d)
 
+    # VERBS items are "verb" (on pods) or "verb resource" (e.g. "get pods/log").
     role = by_kind["Role"][0]
-    granted = {v for rule in role["rules"] if "pods" in rule["resources"] for v in rule["verbs"]}
-    missing = set(verbs) - granted
-    check(not missing, f"the Role does not grant {sorted(missing)} on pods")
-    extra = granted - set(verbs)
+    granted = {(v, r) for rule in role["rules"] for r in rule["resources"] for v in rule["verbs"]}
+    wanted = {tuple((item.split(" ", 1) + ["pods"])[:2]) for item in verbs}
+    missing = wanted - granted
+    check(not missing, f"the Role does not grant {sorted(missing)}")
+    extra = granted - wanted
     check(not extra, f"the Role grants {sorted(extra)} that the backend never uses")
 
     deployment = by_kind["Deployment"][0]

@@ -27,12 +27,16 @@ and only those:
 - Discovery, as kubectl reads it before any call (the legacy, non-aggregated form): `/api`
   (APIVersions), `/api/v1` (APIResourceList with pods), `/apis` (an empty APIGroupList), and
   `/version`.
+- Logs: `GET .../pods/{name}/log?container=&tailLines=` → text/plain: --log-lines lines
+  `<pod> line <i>`; the last tailLines of them; 400 `BadRequest` when `container` names none of
+  the pod's containers (or is missing with several); 404 for a missing pod. RBAC verb `get` on
+  `pods/log` (--deny log refuses it).
 - --record DIR appends the verb of every authorized pod request to DIR/verbs and writes every
   pod body sent to create as DIR/pod-N.json, so the tests can check the RBAC Role against the
   calls really made and validate every body against the official schemas.
 
 Usage: k8s_standin.py --cert F --key F --ca F [--token-file F] [--deny VERB,...] [--ready-after S]
-                  [--throttle-once] [--record DIR]
+                  [--throttle-once] [--record DIR] [--log-lines N]
 Prints `listening https://127.0.0.1:PORT` once it serves; stops on SIGTERM or stdin closing.
 """
 
@@ -50,7 +54,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
 DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-PODS = re.compile(r"^/api/v1/namespaces/([^/]+)/pods(?:/([^/]+))?$")
+PODS = re.compile(r"^/api/v1/namespaces/([^/]+)/pods(?:/([^/]+)(/log)?)?$")
 
 
 def now_rfc3339():
@@ -190,20 +194,24 @@ class Handler(BaseHTTPRequestHandler):
         if not m:
             return self.send_json(*status(404, "NotFound", "the server could not find the requested resource"))
         ns, name = unquote(m.group(1)), m.group(2) and unquote(m.group(2))
+        log = bool(m.group(3))
+        if log and method != "GET":
+            return self.send_json(*status(405, "MethodNotAllowed", "the server does not allow this method"))
         watching = method == "GET" and not name and query.get("watch") in ("1", "true")
         verb = "watch" if watching else {"GET": "get" if name else "list", "POST": "create", "DELETE": "delete"}[method]
+        resource = "pods/log" if log else "pods"
         if opts.record:
             with self.server.record_lock:
                 with open(os.path.join(opts.record, "verbs"), "a") as f:
-                    f.write(verb + "\n")
+                    f.write((f"{verb} {resource}" if log else verb) + "\n")
                 if verb == "create":
                     self.server.recorded += 1
                     with open(os.path.join(opts.record, f"pod-{self.server.recorded}.json"), "wb") as f:
                         f.write(raw)
-        if verb in opts.deny:
+        if verb in opts.deny or (log and "log" in opts.deny):
             target = f'pods "{name}"' if name else "pods"
             return self.send_json(*status(403, "Forbidden",
-                f'{target} is forbidden: User "{user}" cannot {verb} resource "pods" in API group "" in the namespace "{ns}"',
+                f'{target} is forbidden: User "{user}" cannot {verb} resource "{resource}" in API group "" in the namespace "{ns}"',
                 {"name": name or "", "kind": "pods"}))
         with self.server.throttle_lock:
             if opts.throttle_once and not self.server.throttled:
@@ -242,6 +250,8 @@ class Handler(BaseHTTPRequestHandler):
             found = store.pods.get((ns, name))
             if found is None:
                 return self.send_json(*status(404, "NotFound", f'pods "{name}" not found', {"name": name, "kind": "pods"}))
+            if log:
+                return self.pod_log(*found, query)
             if method == "GET":
                 return self.send_json(200, store.view(*found))
             if method == "DELETE":
@@ -249,6 +259,27 @@ class Handler(BaseHTTPRequestHandler):
                 store.version += 1
                 return self.send_json(200, store.view(*found))
         return self.send_json(*status(405, "MethodNotAllowed", "the server does not allow this method"))
+
+    def pod_log(self, pod, created, query):
+        """What the pod's container printed: --log-lines lines `<pod> line <i>`, written as soon
+        as the pod runs. `container` must name one of the pod's containers (400 otherwise, as the
+        API server answers); `tailLines` keeps the last N lines."""
+        name = pod["metadata"]["name"]
+        containers = [c.get("name") for c in pod.get("spec", {}).get("containers", [])]
+        container = query.get("container") or (containers[0] if len(containers) == 1 else None)
+        if container not in containers:
+            return self.send_json(*status(400, "BadRequest",
+                f"container {container} is not valid for pod {name}"))
+        lines = [f"{name} line {i}\n" for i in range(1, self.server.opts.log_lines + 1)]
+        if "tailLines" in query:
+            n = int(query["tailLines"])
+            lines = lines[-n:] if n > 0 else []
+        data = "".join(lines).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
     def watch(self, ns, query):
         store = self.server.store
@@ -319,6 +350,7 @@ def main():
     p.add_argument("--ready-after", type=float, default=0.5)
     p.add_argument("--throttle-once", action="store_true")
     p.add_argument("--record")
+    p.add_argument("--log-lines", type=int, default=0)
     opts = p.parse_args()
     opts.deny = {v for v in opts.deny.split(",") if v}
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
