@@ -12,6 +12,7 @@ use serde_json::Value;
 use crate::backend::{tail, Backend, BackendError, CreateSpec, Worker, WorkerState};
 use crate::metrics::Metrics;
 use crate::sentry::Sentry;
+use crate::settings::Lifetime;
 use crate::time;
 use crate::token::{self, Token};
 
@@ -310,26 +311,20 @@ struct Ids<'a> {
     worker_id: &'a str,
 }
 
-/// How long workers live: `WORKER_TTL` and `MAX_WORKER_TTL` (`None` = no default, no ceiling).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Lifetime {
-    pub default_ttl: Option<Duration>,
-    pub max_ttl: Option<Duration>,
-}
-
-impl Lifetime {
-    /// The TTL a create gets: the one asked for (refused above the ceiling), else the
-    /// default, else the ceiling (with a ceiling, no worker lives forever).
-    pub fn ttl_for(&self, asked: Option<Duration>) -> Result<Option<Duration>, ControlError> {
-        match (asked, self.max_ttl) {
-            (Some(ttl), Some(max)) if ttl > max => Err(ControlError::invalid(format!(
-                "ttl {} is longer than MAX_WORKER_TTL ({})",
-                time::duration_text(ttl),
-                time::duration_text(max)
-            ))),
-            (Some(ttl), _) => Ok(Some(ttl)),
-            (None, max) => Ok(self.default_ttl.or(max)),
-        }
+/// The TTL a create gets: the one asked for (refused above the ceiling), else the default,
+/// else the ceiling (with a ceiling, no worker lives forever).
+pub fn ttl_for(
+    lifetime: &Lifetime,
+    asked: Option<Duration>,
+) -> Result<Option<Duration>, ControlError> {
+    match (asked, lifetime.max_ttl) {
+        (Some(ttl), Some(max)) if ttl > max => Err(ControlError::invalid(format!(
+            "ttl {} is longer than MAX_WORKER_TTL ({})",
+            time::duration_text(ttl),
+            time::duration_text(max)
+        ))),
+        (Some(ttl), _) => Ok(Some(ttl)),
+        (None, max) => Ok(lifetime.default_ttl.or(max)),
     }
 }
 
@@ -452,7 +447,7 @@ impl Control {
         if let Err(why) = self.backend.check_task(&task) {
             return (Outcome::Rejected(ControlError::invalid(why)), String::new());
         }
-        let ttl = match self.lifetime.ttl_for(ttl) {
+        let ttl = match ttl_for(&self.lifetime, ttl) {
             Ok(ttl) => ttl,
             Err(e) => return (Outcome::Rejected(e), String::new()),
         };
@@ -655,20 +650,20 @@ mod tests {
             assert!(e.contains("ttl must be a duration"), "{bad}: {e}");
         }
         let none = Lifetime::default();
-        assert_eq!(none.ttl_for(None).unwrap(), None);
+        assert_eq!(ttl_for(&none, None).unwrap(), None);
         let capped = Lifetime {
             default_ttl: Some(Duration::from_secs(600)),
             max_ttl: Some(Duration::from_secs(7200)),
         };
         assert_eq!(
-            capped.ttl_for(None).unwrap(),
+            ttl_for(&capped, None).unwrap(),
             Some(Duration::from_secs(600))
         );
         assert_eq!(
-            capped.ttl_for(Some(Duration::from_secs(7200))).unwrap(),
+            ttl_for(&capped, Some(Duration::from_secs(7200))).unwrap(),
             Some(Duration::from_secs(7200))
         );
-        let e = capped.ttl_for(Some(Duration::from_secs(7201))).unwrap_err();
+        let e = ttl_for(&capped, Some(Duration::from_secs(7201))).unwrap_err();
         assert_eq!(e.code, ErrorCode::InvalidRequest);
         assert_eq!(e.message, "ttl 2h1s is longer than MAX_WORKER_TTL (2h)");
         let ceiling_only = Lifetime {
@@ -676,7 +671,7 @@ mod tests {
             max_ttl: Some(Duration::from_secs(60)),
         };
         assert_eq!(
-            ceiling_only.ttl_for(None).unwrap(),
+            ttl_for(&ceiling_only, None).unwrap(),
             Some(Duration::from_secs(60)),
             "with a ceiling no worker lives forever"
         );

@@ -1,5 +1,5 @@
-//! The command line for people: `create TASK`, `list`, `stop WORKER_ID` against a running
-//! controller, and `check`, which validates the controller's own settings and asks the
+//! The command line for people: `create TASK`, `list`, `stop WORKER_ID`, `logs WORKER_ID`
+//! against a running controller, and `check`, which validates the controller's own settings and asks the
 //! selected backend whether it answers — what an operator runs before loading the
 //! LaunchAgent or rolling out the Deployment. Flags are data (`FLAGS`), so parsing and
 //! `--help` come from one table. Exit codes: 0 done, 1 the operation failed (one line with
@@ -25,6 +25,7 @@ const COMMANDS: &[(&str, &str, &str)] = &[
     ("create", "TASK", "start a worker for TASK on the running controller"),
     ("list", "", "list the workers of the running controller"),
     ("stop", "WORKER_ID", "stop a worker"),
+    ("logs", "WORKER_ID", "print the last lines of a worker's output"),
     (
         "check",
         "[SETTINGS...]",
@@ -66,6 +67,16 @@ const FLAGS: &[Flag] = &[
         value: None,
         help: "create: print the new worker's token",
     },
+    Flag {
+        name: "ttl",
+        value: Some("DURATION"),
+        help: "create: stop the worker after this long (90m, 2h, or seconds)",
+    },
+    Flag {
+        name: "tail",
+        value: Some("LINES"),
+        help: "logs: how many of the last lines (default 200, at most 10000)",
+    },
 ];
 
 /// Whether `arg` names a subcommand (the binary then acts as a client, not a controller).
@@ -80,7 +91,7 @@ pub fn help_text() -> String {
         let usage = format!("{name} {operand}");
         text.push_str(&format!("  {:<24} {what}\n", usage.trim_end()));
     }
-    text.push_str("Command flags (create, list, stop):\n");
+    text.push_str("Command flags (create, list, stop, logs):\n");
     for flag in FLAGS {
         let usage = match flag.value {
             Some(v) => format!("--{} {v}", flag.name),
@@ -155,10 +166,36 @@ pub fn main(
         Ok(g) => g,
         Err(why) => return fail(err, 2, &why),
     };
+    let only_for = |flag: &str, allowed: &str| -> Option<String> {
+        (given.values.contains_key(flag) && command != allowed)
+            .then(|| format!("--{flag} is for {allowed} only"))
+    };
+    if let Some(why) = only_for("ttl", "create").or_else(|| only_for("tail", "logs")) {
+        return fail(err, 2, &why);
+    }
     let request = match (command.as_str(), given.operands.as_slice()) {
-        ("create", [task]) => json!({"operation": "create", "task": task}),
+        ("create", [task]) => {
+            let mut r = json!({"operation": "create", "task": task});
+            if let Some(ttl) = given.values.get("ttl") {
+                // A bare number is seconds, as the controller reads it.
+                r["ttl"] = ttl.parse::<u64>().map_or_else(|_| json!(ttl), |n| json!(n));
+            }
+            r
+        }
         ("list", []) => json!({"operation": "list"}),
         ("stop", [id]) => json!({"operation": "stop", "worker_id": id}),
+        ("logs", [id]) => {
+            let mut r = json!({"operation": "logs", "worker_id": id});
+            if let Some(tail) = given.values.get("tail") {
+                match tail.parse::<u64>() {
+                    Ok(n) => r["tail"] = json!(n),
+                    Err(_) => {
+                        return fail(err, 2, &format!("--tail {tail:?} is not a number of lines"))
+                    }
+                }
+            }
+            r
+        }
         _ => {
             let operand = COMMANDS
                 .iter()
@@ -180,6 +217,12 @@ pub fn main(
         Ok(data) => data,
         Err(e) => return fail(err, 1, &e.to_string()),
     };
+    if command == "logs" && data["truncated"] == json!(true) && !given.switch("json") {
+        let _ = writeln!(
+            err,
+            "a2a-worker-controller logs: the output was cut to its last 1 MiB"
+        );
+    }
     let printed = if given.switch("json") {
         writeln!(
             out,
@@ -251,6 +294,8 @@ fn print_for_people(
                 ),
             }
         }
+        // The worker's own output, as it printed it.
+        "logs" => out.write_all(data["text"].as_str().unwrap_or("").as_bytes()),
         _ => {
             let w = &data["worker"];
             writeln!(

@@ -9,6 +9,7 @@ const COLUMNS: &[&str] = &[
     "BACKEND",
     "STATE",
     "CREATED",
+    "EXPIRES",
     "WHERE",
     "REASON",
 ];
@@ -43,6 +44,7 @@ fn row(w: &Value) -> Vec<String> {
         cell(&w["backend"]),
         cell(&w["state"]),
         cell(&w["created_at"]),
+        cell(&w["expires_at"]),
         cell(&Value::String(place)),
         cell(&w["reason"]),
     ]

@@ -56,8 +56,7 @@ pub struct Settings {
     pub sentry_proxy: Option<String>,
     pub max_workers: u32,
     pub worker_ready_timeout: Duration,
-    /// `WORKER_TTL` and `MAX_WORKER_TTL` (`None` for 0).
-    pub lifetime: crate::control::Lifetime,
+    pub lifetime: Lifetime,
     /// How often the reaper looks for expired workers.
     pub reap_interval: Duration,
     pub max_connections: usize,
@@ -68,6 +67,13 @@ pub struct Settings {
     pub anthropic_auth_token: Option<String>,
     /// The selected backend with exactly the settings it needs.
     pub backend: BackendSettings,
+}
+
+/// How long workers live: `WORKER_TTL` and `MAX_WORKER_TTL` (`None` for 0).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Lifetime {
+    pub default_ttl: Option<Duration>,
+    pub max_ttl: Option<Duration>,
 }
 
 /// The selected backend and its settings.
@@ -266,7 +272,7 @@ impl Raw {
     }
 
     /// `WORKER_TTL` within `MAX_WORKER_TTL` when both are set.
-    fn lifetime(&self) -> Result<crate::control::Lifetime, Error> {
+    fn lifetime(&self) -> Result<Lifetime, Error> {
         let default_ttl = self.optional_duration("WORKER_TTL")?;
         let max_ttl = self.optional_duration("MAX_WORKER_TTL")?;
         if let (Some(d), Some(m)) = (default_ttl, max_ttl) {
@@ -281,7 +287,7 @@ impl Raw {
                 ));
             }
         }
-        Ok(crate::control::Lifetime {
+        Ok(Lifetime {
             default_ttl,
             max_ttl,
         })
@@ -548,7 +554,7 @@ mod tests {
     #[test]
     fn worker_lifetimes_default_to_none_and_stay_within_their_ceiling() {
         let s = run(&[], base()).unwrap();
-        assert_eq!(s.lifetime, crate::control::Lifetime::default());
+        assert_eq!(s.lifetime, Lifetime::default());
         assert_eq!(s.reap_interval, Duration::from_secs(30));
         let s = run(
             &[

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[(&str, &[&str])] = &[
     (
         "leaf utilities",
-        &["time", "token", "hash", "metrics", "sentry"],
+        &["time", "token", "hash", "metrics", "sentry", "malloc"],
     ),
     (
         "wire types, HTTP, settings",
@@ -39,6 +39,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "backend::labels",
             "backend::worker_env",
             "backend::api_call",
+            "backend::tail",
             "backend::docker",
             "backend::docker::engine",
             "backend::docker::unix_socket",

@@ -86,6 +86,55 @@ fn create_list_stop_for_people_and_scripts() {
 }
 
 #[test]
+fn create_with_a_ttl_and_read_a_workers_logs() {
+    let c = crate::support::Builder::default()
+        .flag("-max-worker-ttl=2h")
+        .start();
+    let url = c.url();
+    let (code, out, err) = cli(&url, &["create", "expiring", "--ttl", "90m", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let data: Value = serde_json::from_str(&out).unwrap();
+    crate::secrets::remember(data["token"].as_str().unwrap());
+    let expires = data["worker"]["expires_at"].as_str().unwrap().to_string();
+    assert!(!expires.is_empty());
+    let (_, table, _) = cli(&url, &["list"]);
+    assert!(
+        table.lines().next().unwrap().contains("EXPIRES") && table.contains(&expires),
+        "{table}"
+    );
+    let (code, _, err) = cli(&url, &["create", "too long", "--ttl", "3h"]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("invalid_request: ttl 3h is longer than MAX_WORKER_TTL (2h)"),
+        "{err}"
+    );
+
+    let id = data["worker"]["worker_id"].as_str().unwrap();
+    let (code, out, err) = cli(&url, &["logs", id, "--tail", "2"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, format!("{id} line 2\n{id} line 3\n"));
+    let (code, _, err) = cli(&url, &["logs", "000000000000"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("not_found"), "{err}");
+    for (args, says) in [
+        (vec!["list", "--ttl", "1h"], "--ttl is for create only"),
+        (
+            vec!["create", "x", "--tail", "5"],
+            "--tail is for logs only",
+        ),
+        (
+            vec!["logs", id, "--tail", "many"],
+            "is not a number of lines",
+        ),
+        (vec!["logs"], "usage: a2a-worker-controller logs WORKER_ID"),
+    ] {
+        let (code, _, err) = cli(&url, &args);
+        assert_eq!(code, 2, "{args:?}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}
+
+#[test]
 fn a_refused_token_and_a_token_file() {
     let c = controller();
     let url = c.url();

@@ -58,7 +58,8 @@ async def main(base, token):
         check(len(data.get("token", "")) == 64, "create returns a 64-hex token")
         worker = data["worker"]
         check(sorted(worker) == sorted(["worker_id", "task", "a2a_url", "backend", "state",
-                                        "pane_id", "session_id", "created_at", "reason"]),
+                                        "pane_id", "session_id", "created_at", "reason",
+                                        "expires_at"]),
               f"worker fields: {sorted(worker)}")
 
         again = await client.get_task(GetTaskRequest(id=task.id))
