@@ -9,7 +9,7 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use crate::backend::{tail, Backend, BackendError, CreateSpec, Worker, WorkerState};
+use crate::backend::{tail, Backend, BackendError, CreateSpec, Progress, Worker, WorkerState};
 use crate::metrics::Metrics;
 use crate::sentry::Sentry;
 use crate::settings::Lifetime;
@@ -382,6 +382,16 @@ impl Control {
 
     /// Runs a parsed request (or reports a rejected one), logging and counting it.
     pub fn execute(&self, request: Result<ControlRequest, ControlError>, task_id: &str) -> Outcome {
+        self.execute_reporting(request, task_id, Progress::default())
+    }
+
+    /// The same, saying how a create goes through `progress` as it goes.
+    pub fn execute_reporting(
+        &self,
+        request: Result<ControlRequest, ControlError>,
+        task_id: &str,
+        progress: Progress,
+    ) -> Outcome {
         let started = Instant::now();
         let (operation, task, outcome, worker_id) = match request {
             Err(e) => (
@@ -396,7 +406,7 @@ impl Control {
                     ControlRequest::Create { task, .. } => task.clone(),
                     _ => String::new(),
                 };
-                let (outcome, worker_id) = self.run(req);
+                let (outcome, worker_id) = self.run(req, progress);
                 (op, task, outcome, worker_id)
             }
         };
@@ -410,7 +420,7 @@ impl Control {
         outcome
     }
 
-    fn run(&self, req: ControlRequest) -> (Outcome, String) {
+    fn run(&self, req: ControlRequest, progress: Progress) -> (Outcome, String) {
         match req {
             ControlRequest::List => match self.backend.list() {
                 Ok(mut workers) => {
@@ -438,11 +448,11 @@ impl Control {
                 ),
                 Err(e) => (Outcome::Failed(e.into()), worker_id),
             },
-            ControlRequest::Create { task, ttl } => self.create(task, ttl),
+            ControlRequest::Create { task, ttl } => self.create(task, ttl, progress),
         }
     }
 
-    fn create(&self, task: String, ttl: Option<Duration>) -> (Outcome, String) {
+    fn create(&self, task: String, ttl: Option<Duration>, progress: Progress) -> (Outcome, String) {
         let failed = |e: ControlError| (Outcome::Failed(e), String::new());
         if let Err(why) = self.backend.check_task(&task) {
             return (Outcome::Rejected(ControlError::invalid(why)), String::new());
@@ -486,6 +496,7 @@ impl Control {
             task,
             token,
             expires_at,
+            progress,
         };
         let result = self.backend.create(&spec);
         drop(admitted);

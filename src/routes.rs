@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 
 use crate::a2a::card::{AgentCard, CACHE_CONTROL};
-use crate::a2a::{response_err, Protocol, RpcError, ServiceParams};
+use crate::a2a::{response_err, Answer, Protocol, RpcError, ServiceParams};
 use crate::auth;
 use crate::control::Control;
 use crate::http::{Body, Handler, Request, Response, MAX_BODY};
@@ -85,7 +85,11 @@ impl Routes {
         }
         let headers = auth::strip_credentials(&req.headers);
         let params = ServiceParams::from_request(&headers, &req.query);
-        Response::new(200, "application/json", self.protocol.handle(&params, body))
+        match self.protocol.handle(&params, body) {
+            Answer::Json(text) => Response::new(200, "application/json", text),
+            Answer::Events(events) => Response::streamed(200, "text/event-stream", events)
+                .with_header("Cache-Control", "no-store"),
+        }
     }
 
     fn agent_card(&self, req: &Request) -> Response {

@@ -49,7 +49,7 @@ fn card_json(agent_name: &str, public_url: &str) -> Value {
             "protocolVersion": PROTOCOL_VERSION,
         }],
         "capabilities": {
-            "streaming": false,
+            "streaming": true,
             "pushNotifications": false,
             "extendedAgentCard": false,
             "extensions": [],

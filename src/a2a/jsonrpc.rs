@@ -5,8 +5,10 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
 use std::thread;
+use std::time::Duration;
 
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -16,12 +18,14 @@ use super::decode::{
     envelope, field, history_length, optional_string, parse_message, required_string, string_list,
     whole_number, ServiceParams,
 };
-use super::tasks::{self, Filter, TaskStore};
+use super::tasks::{self, Filter, TaskStore, Update};
 use super::types::{
     response_err, Artifact, DataPart, Message, Part, Role, RpcError, Task, TaskState, TaskStatus,
     PROTOCOL_VERSION,
 };
+use crate::backend::Progress;
 use crate::control::{self, Control, ControlError, ControlRequest, ErrorCode, Outcome};
+use crate::http::{Sink, Streamer};
 use crate::time::{now_millis, parse_rfc3339_millis, rfc3339_millis};
 use crate::token::{uuid_v4, Token};
 
@@ -46,20 +50,34 @@ impl Protocol {
         }
     }
 
-    /// Answers one JSON-RPC request body. Always returns a JSON-RPC response object, as the
-    /// JSON text to send.
-    pub fn handle(&self, params: &ServiceParams, body: &[u8]) -> String {
+    /// Answers one JSON-RPC request body: a JSON-RPC response object as the JSON text to send,
+    /// or, for the streaming methods, a stream of server-sent events (each one a JSON-RPC
+    /// response; an error before the stream starts is its one event).
+    pub fn handle(&self, params: &ServiceParams, body: &[u8]) -> Answer {
         let request: Value = match serde_json::from_slice(body) {
             Ok(v) => v,
-            Err(e) => return response_err(&Value::Null, &RpcError::parse_error(e)).to_string(),
+            Err(e) => {
+                return Answer::Json(
+                    response_err(&Value::Null, &RpcError::parse_error(e)).to_string(),
+                )
+            }
         };
         let (id, method, rpc_params) = match envelope(&request) {
             Ok(parts) => parts,
-            Err((id, e)) => return response_err(&id, &e).to_string(),
+            Err((id, e)) => return Answer::Json(response_err(&id, &e).to_string()),
+        };
+        let streaming = matches!(method, "SendStreamingMessage" | "SubscribeToTask");
+        let refuse = |e: RpcError| {
+            let text = response_err(&id, &e).to_string();
+            if streaming {
+                Answer::Events(Arc::new(OneEvent(text)))
+            } else {
+                Answer::Json(text)
+            }
         };
         if let Some(v) = &params.version {
             if v != PROTOCOL_VERSION {
-                return response_err(&id, &RpcError::version_not_supported(v)).to_string();
+                return refuse(RpcError::version_not_supported(v));
             }
         }
         if !params.extensions.is_empty() {
@@ -68,6 +86,14 @@ impl Protocol {
                 params.extensions
             );
         }
+        if streaming {
+            let need = rpc_params.ok_or_else(|| RpcError::invalid_params("params are required"));
+            let stream = need.and_then(|p| match method {
+                "SendStreamingMessage" => self.send_streaming(&id, p),
+                _ => self.subscribe(&id, p),
+            });
+            return stream.unwrap_or_else(refuse);
+        }
         let reply = self.dispatch(method, rpc_params).and_then(|result| {
             to_text(&Reply {
                 jsonrpc: "2.0",
@@ -75,7 +101,7 @@ impl Protocol {
                 result: &result,
             })
         });
-        reply.unwrap_or_else(|e| response_err(&id, &e).to_string())
+        Answer::Json(reply.unwrap_or_else(|e| response_err(&id, &e).to_string()))
     }
 
     fn dispatch(
@@ -89,9 +115,6 @@ impl Protocol {
             "GetTask" => self.get_task(need()?),
             "ListTasks" => self.list_tasks(params.unwrap_or(&Map::new())),
             "CancelTask" => self.cancel_task(need()?),
-            "SendStreamingMessage" | "SubscribeToTask" => Err(RpcError::unsupported(
-                "streaming is not supported (capabilities.streaming is false)",
-            )),
             "CreateTaskPushNotificationConfig"
             | "GetTaskPushNotificationConfig"
             | "ListTaskPushNotificationConfigs"
@@ -104,6 +127,96 @@ impl Protocol {
     }
 
     fn send_message(&self, params: &Map<String, Value>) -> Result<Box<RawValue>, RpcError> {
+        let Prepared {
+            base,
+            request,
+            history_length,
+            return_immediately,
+        } = self.prepare(params)?;
+        let task_id = base.id.clone();
+        if return_immediately && request.is_ok() && self.reserve_background() {
+            let now = now_millis();
+            let mut working = base.clone();
+            working.status.timestamp = rfc3339_millis(now);
+            self.tasks.insert(&working, None, now);
+            self.spawn_background(base, request, task_id);
+            return to_raw(&TaskResult {
+                task: &with_history(working, history_length),
+            });
+        }
+
+        let outcome = self.control.execute(request, &task_id);
+        let (task, token) = finish(base, outcome);
+        let status_millis = parse_rfc3339_millis(&task.status.timestamp).unwrap_or(0);
+        // The reply below delivers the token; the stored copy never holds it.
+        self.tasks.insert(&task, None, status_millis);
+        let mut task = task;
+        if let Some(token) = &token {
+            tasks::with_token(&mut task, token);
+        }
+        to_raw(&TaskResult {
+            task: &with_history(task, history_length),
+        })
+    }
+
+    /// `SendStreamingMessage`: the task is stored WORKING and its operation runs in the
+    /// background (a client that goes away neither cancels nor disturbs it); the stream is the
+    /// task, its progress, its artifact and its final status.
+    fn send_streaming(&self, id: &Value, params: &Map<String, Value>) -> Result<Answer, RpcError> {
+        let Prepared {
+            base,
+            request,
+            history_length,
+            ..
+        } = self.prepare(params)?;
+        let task_id = base.id.clone();
+        let now = now_millis();
+        let mut working = base.clone();
+        working.status.timestamp = rfc3339_millis(now);
+        self.tasks.insert(&working, None, now);
+        let subscribed = self.tasks.subscribe(&task_id);
+        if self.reserve_background() {
+            self.spawn_background(base, request, task_id.clone());
+        } else {
+            // No background place: the operation runs here, and the stream shows its end.
+            let outcome = self.control.execute(request, &task_id);
+            let (task, token) = finish(base, outcome);
+            let status_millis = parse_rfc3339_millis(&task.status.timestamp).unwrap_or(0);
+            self.tasks.update(&task, token, status_millis);
+        }
+        let (first, updates) = subscribed.ok_or_else(|| RpcError::task_not_found(&task_id))?;
+        Ok(Answer::Events(Arc::new(TaskEvents::new(
+            id.clone(),
+            with_history(first, history_length),
+            updates,
+        ))))
+    }
+
+    /// `SubscribeToTask`: the task as it is, then its changes until it ends. A finished task
+    /// has nothing more to tell (UnsupportedOperationError, as the specification says).
+    fn subscribe(&self, id: &Value, params: &Map<String, Value>) -> Result<Answer, RpcError> {
+        let task_id = required_string(params, &["id", "taskId", "task_id"], "id")?;
+        let (first, updates) = self
+            .tasks
+            .subscribe(&task_id)
+            .ok_or_else(|| RpcError::task_not_found(&task_id))?;
+        if first.status.state.is_terminal() {
+            return Err(RpcError::unsupported(&format!(
+                "task {task_id} is already {}: nothing more will happen (GetTask shows it)",
+                first.status.state.name()
+            ))
+            .with("taskId", task_id.clone()));
+        }
+        Ok(Answer::Events(Arc::new(TaskEvents::new(
+            id.clone(),
+            first,
+            updates,
+        ))))
+    }
+
+    /// What `SendMessage` and `SendStreamingMessage` share: the message checked, the task
+    /// made (WORKING, no timestamp yet), the control request read from it.
+    fn prepare(&self, params: &Map<String, Value>) -> Result<Prepared, RpcError> {
         let message = field(params, &["message"])
             .ok_or_else(|| RpcError::invalid_params("message is required"))?;
         let message = parse_message(message)?;
@@ -180,28 +293,11 @@ impl Protocol {
             metadata: None,
         };
 
-        if return_immediately && request.is_ok() && self.reserve_background() {
-            let now = now_millis();
-            let mut working = base.clone();
-            working.status.timestamp = rfc3339_millis(now);
-            self.tasks.insert(&working, None, now);
-            self.spawn_background(base, request, task_id);
-            return to_raw(&TaskResult {
-                task: &with_history(working, history_length),
-            });
-        }
-
-        let outcome = self.control.execute(request, &task_id);
-        let (task, token) = finish(base, outcome);
-        let status_millis = parse_rfc3339_millis(&task.status.timestamp).unwrap_or(0);
-        // The reply below delivers the token; the stored copy never holds it.
-        self.tasks.insert(&task, None, status_millis);
-        let mut task = task;
-        if let Some(token) = &token {
-            tasks::with_token(&mut task, token);
-        }
-        to_raw(&TaskResult {
-            task: &with_history(task, history_length),
+        Ok(Prepared {
+            base,
+            request,
+            history_length,
+            return_immediately,
         })
     }
 
@@ -223,11 +319,22 @@ impl Protocol {
         let tasks = Arc::clone(&self.tasks);
         let slot = BackgroundSlot(Arc::clone(&self.background));
         let fallback = base.clone();
+        let progress_base = base.clone();
         let run = move || {
             let _slot = slot;
             // A bug in the operation must not leave its task WORKING forever: the panic is
             // caught here as the HTTP layer catches a request handler's.
-            let outcome = catch_unwind(AssertUnwindSafe(|| control.execute(request, &task_id)))
+            // Each step the backend reports becomes the task's WORKING status, which
+            // subscribers hear as it happens.
+            let progress = {
+                let (tasks, base) = (Arc::clone(&tasks), progress_base.clone());
+                Progress::new(move |step: &str| {
+                    tasks.progress(&base.id, working_status(&base, step));
+                })
+            };
+            let outcome = catch_unwind(AssertUnwindSafe(|| {
+                control.execute_reporting(request, &task_id, progress)
+            }))
                 .unwrap_or_else(|_| {
                     log::error!("background operation for task {task_id} panicked; the task is marked failed");
                     Outcome::Failed(ControlError::new(
@@ -417,12 +524,177 @@ fn with_history(mut task: Task, history_length: Option<usize>) -> Task {
     task
 }
 
-/// A JSON-RPC success response; the result is already JSON text.
+/// What [`Protocol::handle`] answers.
+pub enum Answer {
+    /// A JSON-RPC response object.
+    Json(String),
+    /// Server-sent events (`text/event-stream`), each a JSON-RPC response.
+    Events(Arc<dyn Streamer>),
+}
+
+/// What `SendMessage` and `SendStreamingMessage` have once the message is checked.
+struct Prepared {
+    base: Task,
+    request: Result<ControlRequest, ControlError>,
+    history_length: Option<usize>,
+    return_immediately: bool,
+}
+
+/// A task's WORKING status whose agent message says what just happened.
+fn working_status(task: &Task, step: &str) -> TaskStatus {
+    TaskStatus {
+        state: TaskState::Working,
+        timestamp: rfc3339_millis(now_millis()),
+        message: Some(Message {
+            message_id: uuid_v4().unwrap_or_else(|_| format!("{}-progress", task.id)),
+            role: Role::Agent,
+            parts: vec![Part::text(step)],
+            context_id: Some(task.context_id.clone()),
+            task_id: Some(task.id.clone()),
+            metadata: None,
+        }),
+    }
+}
+
+/// How long a stream may stay silent before a comment line shows it (and the client) alive.
+const HEARTBEAT: Duration = Duration::from_secs(15);
+
+/// One SSE event: `data: <one JSON-RPC response>` and a blank line.
+fn sse(json: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(json.len() + 8);
+    out.extend_from_slice(b"data: ");
+    out.extend_from_slice(json.as_bytes());
+    out.extend_from_slice(b"\n\n");
+    out
+}
+
+/// A stream of one event (an error before any task existed).
+struct OneEvent(String);
+
+impl Streamer for OneEvent {
+    fn run(&self, sink: &mut dyn Sink) {
+        sink.send(&sse(&self.0));
+    }
+}
+
+/// A task's stream: the task, then each change (`StreamResponse`s), until it ends.
+struct TaskEvents {
+    id: Value,
+    first: Task,
+    updates: Mutex<Receiver<Update>>,
+}
+
+impl TaskEvents {
+    fn new(id: Value, first: Task, updates: Receiver<Update>) -> TaskEvents {
+        TaskEvents {
+            id,
+            first,
+            updates: Mutex::new(updates),
+        }
+    }
+
+    /// One `StreamResponse` as an SSE event; `false` once the client is gone.
+    fn send(&self, sink: &mut dyn Sink, result: &impl Serialize) -> bool {
+        match serde_json::to_string(&Reply {
+            jsonrpc: "2.0",
+            id: &self.id,
+            result,
+        }) {
+            Ok(text) => sink.send(&sse(&text)),
+            Err(e) => {
+                log::error!("a stream event could not be written: {e}");
+                false
+            }
+        }
+    }
+}
+
+impl Streamer for TaskEvents {
+    fn run(&self, sink: &mut dyn Sink) {
+        if !self.send(sink, &TaskResult { task: &self.first }) {
+            return;
+        }
+        if self.first.status.state.is_terminal() {
+            return;
+        }
+        let updates = self.updates.lock().unwrap_or_else(|p| p.into_inner());
+        let (task_id, context_id) = (&self.first.id, &self.first.context_id);
+        loop {
+            let delivered = match updates.recv_timeout(HEARTBEAT) {
+                Ok(Update::Status(status)) => {
+                    let end = status.state.is_terminal();
+                    let sent = self.send(
+                        sink,
+                        &StatusUpdate {
+                            status_update: StatusUpdateEvent {
+                                task_id,
+                                context_id,
+                                status: &status,
+                            },
+                        },
+                    );
+                    if end {
+                        return;
+                    }
+                    sent
+                }
+                Ok(Update::Artifact(artifact)) => self.send(
+                    sink,
+                    &ArtifactUpdate {
+                        artifact_update: ArtifactUpdateEvent {
+                            task_id,
+                            context_id,
+                            artifact: &artifact,
+                            last_chunk: true,
+                        },
+                    },
+                ),
+                Err(RecvTimeoutError::Timeout) => sink.send(b": still working\n\n"),
+                // The task was evicted (or the store is gone): nothing more will come.
+                Err(RecvTimeoutError::Disconnected) => return,
+            };
+            if !delivered {
+                return;
+            }
+        }
+    }
+}
+
 #[derive(Serialize)]
-struct Reply<'a> {
+#[serde(rename_all = "camelCase")]
+struct StatusUpdate<'a> {
+    status_update: StatusUpdateEvent<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct StatusUpdateEvent<'a> {
+    task_id: &'a str,
+    context_id: &'a str,
+    status: &'a TaskStatus,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ArtifactUpdate<'a> {
+    artifact_update: ArtifactUpdateEvent<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ArtifactUpdateEvent<'a> {
+    task_id: &'a str,
+    context_id: &'a str,
+    artifact: &'a Artifact,
+    last_chunk: bool,
+}
+
+/// A JSON-RPC success response.
+#[derive(Serialize)]
+struct Reply<'a, T: Serialize + ?Sized> {
     jsonrpc: &'static str,
     id: &'a Value,
-    result: &'a RawValue,
+    result: &'a T,
 }
 
 /// `SendMessage`'s result.

@@ -14,6 +14,6 @@ pub(crate) mod tasks;
 pub mod types;
 
 pub use decode::ServiceParams;
-pub use jsonrpc::Protocol;
+pub use jsonrpc::{Answer, Protocol};
 pub use tasks::TaskStore;
 pub use types::{response_err, response_ok, RpcError, PROTOCOL_VERSION};

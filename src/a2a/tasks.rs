@@ -9,11 +9,12 @@
 //! [`super::types::Artifact`]): several times smaller than a parsed value, and sent as it is.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Mutex;
 
 use serde_json::Value;
 
-use super::types::{Task, TaskState};
+use super::types::{Artifact, Task, TaskState, TaskStatus};
 use crate::token::Token;
 
 pub const DEFAULT_CAPACITY: usize = 1024;
@@ -55,6 +56,15 @@ struct Inner {
     order: VecDeque<String>,
     next_seq: u64,
     data_bytes: usize,
+    /// Who listens to which running task (streams); dropped when it ends.
+    watchers: HashMap<String, Vec<Sender<Update>>>,
+}
+
+/// A change of a running task, as its subscribers hear it.
+#[derive(Debug, Clone)]
+pub enum Update {
+    Status(TaskStatus),
+    Artifact(Artifact),
 }
 
 pub struct TaskStore {
@@ -92,6 +102,7 @@ impl TaskStore {
                 order: VecDeque::with_capacity(capacity.max(1) + 1),
                 next_seq: 1,
                 data_bytes: 0,
+                watchers: HashMap::new(),
             }),
             capacity: capacity.max(1),
             max_data_bytes,
@@ -111,14 +122,77 @@ impl TaskStore {
     }
 
     /// Replaces a task (a status change). Returns false if it was evicted meanwhile.
+    /// Subscribers hear its artifacts, then its status; a terminal status ends their streams.
+    /// A create's token goes to the first subscriber that takes the artifacts (it is then
+    /// delivered), else it stays for the first `GetTask` / `ListTasks` that shows them.
     pub fn update(&self, task: &Task, token: Option<Token>, status_millis: u64) -> bool {
         let entry = Box::new(Entry::new(task, token, status_millis));
         let mut inner = self.lock();
         if !inner.tasks.contains_key(&task.id) {
+            inner.watchers.remove(&task.id);
             return false;
         }
         self.put(&mut inner, entry, false);
+        let terminal = task.status.state.is_terminal();
+        let mut watchers = if terminal {
+            inner.watchers.remove(&task.id).unwrap_or_default()
+        } else {
+            inner.watchers.get(&task.id).cloned().unwrap_or_default()
+        };
+        let Some(entry) = inner.tasks.get_mut(&task.id) else {
+            return true;
+        };
+        watchers.retain(|w| {
+            let mut heard = true;
+            for artifact in &task.artifacts {
+                let mut artifact = artifact.clone();
+                if let Some(token) = entry.token.as_ref() {
+                    with_token_in(&mut artifact, token);
+                }
+                heard = w.send(Update::Artifact(artifact)).is_ok();
+                if heard {
+                    entry.token = None;
+                } else {
+                    break;
+                }
+            }
+            heard && w.send(Update::Status(task.status.clone())).is_ok()
+        });
+        if !terminal {
+            inner.watchers.insert(task.id.clone(), watchers);
+        }
         true
+    }
+
+    /// A step of a running task: its status (still working) says what happened, and its
+    /// subscribers hear it. Nothing for a task that is gone or already finished.
+    pub fn progress(&self, id: &str, status: TaskStatus) {
+        let mut inner = self.lock();
+        let next = inner.next_seq;
+        let Some(entry) = inner.tasks.get_mut(id) else {
+            return;
+        };
+        if entry.task.status.state.is_terminal() {
+            return;
+        }
+        entry.task.status = status.clone();
+        entry.seq = next;
+        inner.next_seq += 1;
+        if let Some(watchers) = inner.watchers.get_mut(id) {
+            watchers.retain(|w| w.send(Update::Status(status.clone())).is_ok());
+        }
+    }
+
+    /// The task as it is now (without artifacts: a running task has none) and a receiver of
+    /// its changes until it ends; `None` for an unknown task.
+    pub fn subscribe(&self, id: &str) -> Option<(Task, Receiver<Update>)> {
+        let mut inner = self.lock();
+        let task = view(inner.tasks.get_mut(id)?, false);
+        let (tx, rx) = std::sync::mpsc::channel();
+        if !task.status.state.is_terminal() {
+            inner.watchers.entry(id.to_string()).or_default().push(tx);
+        }
+        Some((task, rx))
     }
 
     /// Stores `entry` as the newest status change; a new task also goes to the end of the
@@ -157,6 +231,8 @@ impl TaskStore {
             let Some(id) = victim.and_then(|v| inner.order.remove(v)) else {
                 break;
             };
+            // Its streams end with it.
+            inner.watchers.remove(&id);
             if let Some(e) = inner.tasks.remove(&id) {
                 inner.data_bytes -= e.data_bytes;
             }
@@ -244,9 +320,12 @@ fn view(entry: &mut Entry, with_artifacts: bool) -> Task {
 /// Puts a create's token into its reply data (`artifacts[0].parts[0].data.token`): the one
 /// reply whose data is read back and written again (a create's data is one small worker).
 pub fn with_token(task: &mut Task, token: &Token) {
-    let Some(artifact) = task.artifacts.first_mut() else {
-        return;
-    };
+    if let Some(artifact) = task.artifacts.first_mut() {
+        with_token_in(artifact, token);
+    }
+}
+
+fn with_token_in(artifact: &mut Artifact, token: &Token) {
     let Ok(Value::Object(mut data)) = serde_json::from_str::<Value>(artifact.data().get()) else {
         return;
     };

@@ -64,6 +64,36 @@ impl fmt::Display for BackendKind {
     }
 }
 
+/// Where a backend reports how a create is going ("container created", "waiting for the
+/// worker's Agent Card", ...): one short line for people per step. Nothing when no one listens.
+#[derive(Clone, Default)]
+pub struct Progress(Option<std::sync::Arc<Report>>);
+
+/// What receives each step.
+type Report = dyn Fn(&str) + Send + Sync;
+
+impl Progress {
+    pub fn new(report: impl Fn(&str) + Send + Sync + 'static) -> Progress {
+        Progress(Some(std::sync::Arc::new(report)))
+    }
+
+    pub fn step(&self, what: &str) {
+        if let Some(report) = &self.0 {
+            report(what);
+        }
+    }
+}
+
+impl fmt::Debug for Progress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Progress(reported)"
+        } else {
+            "Progress(none)"
+        })
+    }
+}
+
 /// What `create` asks a backend to start.
 #[derive(Debug, Clone)]
 pub struct CreateSpec {
@@ -74,6 +104,8 @@ pub struct CreateSpec {
     /// When the reaper stops it (Unix seconds); `None`: it lives until stopped. Stored where
     /// ownership lives (a label, the state file), so every replica and every restart sees it.
     pub expires_at: Option<u64>,
+    /// Where to say how it is going.
+    pub progress: Progress,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

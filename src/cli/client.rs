@@ -3,6 +3,7 @@
 //! rejected task's `{"error": {"code", "message"}}`).
 
 use std::fmt;
+use std::io::{BufRead, BufReader};
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -62,20 +63,95 @@ impl Client {
 
     /// Sends one control request; the completed task's reply data.
     pub fn control(&self, request: Value) -> Result<Value, CallError> {
+        let mut response = self.post("SendMessage", request)?;
+        self.read_json(&mut response)
+    }
+
+    /// The same, streamed (`SendStreamingMessage`): each progress step the controller reports
+    /// goes to `step` as it happens.
+    pub fn control_streaming(
+        &self,
+        request: Value,
+        step: &mut dyn FnMut(&str),
+    ) -> Result<Value, CallError> {
+        let mut response = self.post("SendStreamingMessage", request)?;
+        let is_events = response
+            .headers()
+            .get("Content-Type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        if !is_events {
+            // A refusal before any stream (401), or a controller without streaming.
+            return self.read_json(&mut response);
+        }
+        let transport = |e: std::io::Error| CallError::Transport(format!("{}: {e}", self.endpoint));
+        let reader = BufReader::new(response.body_mut().as_reader());
+        let mut result = None;
+        for line in reader.lines() {
+            let line = line.map_err(transport)?;
+            let Some(data) = line.strip_prefix("data:") else {
+                continue;
+            };
+            let event: Value = serde_json::from_str(data.trim()).map_err(|_| {
+                CallError::Transport(format!("{} sent an event that is not JSON", self.endpoint))
+            })?;
+            if event.get("error").is_some() {
+                return read_reply(&event);
+            }
+            let r = &event["result"];
+            if let Some(a) = r.get("artifactUpdate") {
+                result = Some(a["artifact"]["parts"][0]["data"].clone());
+            }
+            let status = r
+                .get("statusUpdate")
+                .map(|u| &u["status"])
+                .or_else(|| r.get("task").map(|t| &t["status"]));
+            let Some(status) = status else { continue };
+            match status["state"].as_str() {
+                Some("TASK_STATE_WORKING") => {
+                    if let Some(text) = status["message"]["parts"][0]["text"].as_str() {
+                        step(text);
+                    }
+                }
+                Some("TASK_STATE_COMPLETED") => {
+                    return result.ok_or_else(|| {
+                        CallError::Transport("the stream ended without a result".into())
+                    })
+                }
+                Some(_) => return read_reply(&json!({"result": {"task": {"status": status}}})),
+                None => {}
+            }
+        }
+        Err(CallError::Transport(format!(
+            "{}: the stream ended before the operation did",
+            self.endpoint
+        )))
+    }
+
+    fn post(
+        &self,
+        method: &str,
+        request: Value,
+    ) -> Result<ureq::http::Response<ureq::Body>, CallError> {
         let id = uuid_v4().map_err(|e| CallError::Transport(format!("no message id: {e}")))?;
         let body = json!({
-            "jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+            "jsonrpc": "2.0", "id": 1, "method": method,
             "params": {"message": {"messageId": id, "role": "ROLE_USER",
                 "parts": [{"data": request}]}}
         });
         let auth = format!("Bearer {}", self.token);
-        let mut response = self
-            .agent
+        self.agent
             .post(&self.endpoint)
             .header("Authorization", &auth)
             .header("Content-Type", "application/json")
             .send(body.to_string())
-            .map_err(|e| CallError::Transport(format!("{}: {e}", self.endpoint)))?;
+            .map_err(|e| CallError::Transport(format!("{}: {e}", self.endpoint)))
+    }
+
+    fn read_json(
+        &self,
+        response: &mut ureq::http::Response<ureq::Body>,
+    ) -> Result<Value, CallError> {
         let status = response.status().as_u16();
         let text = response
             .body_mut()

@@ -9,7 +9,7 @@ mod client;
 mod output;
 
 use std::collections::HashMap;
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::time::Duration;
 
@@ -66,6 +66,11 @@ const FLAGS: &[Flag] = &[
         name: "show-token",
         value: None,
         help: "create: print the new worker's token",
+    },
+    Flag {
+        name: "progress",
+        value: None,
+        help: "create: print each step on stderr as it happens (the default on a terminal)",
     },
     Flag {
         name: "ttl",
@@ -213,7 +218,17 @@ pub fn main(
         Ok(c) => c,
         Err(why) => return fail(err, 2, &why),
     };
-    let data = match client.control(request) {
+    // A create is streamed; its steps go to stderr as they happen, for a person watching (a
+    // terminal) or when asked: a script's stderr stays the one line of a failure.
+    let show_progress = given.switch("progress") || std::io::stderr().is_terminal();
+    let result = if command == "create" && show_progress {
+        client.control_streaming(request, &mut |step| {
+            let _ = writeln!(err, "  {}", step.replace(|c: char| c.is_control(), "?"));
+        })
+    } else {
+        client.control(request)
+    };
+    let data = match result {
         Ok(data) => data,
         Err(e) => return fail(err, 1, &e.to_string()),
     };

@@ -96,7 +96,40 @@ pub struct Response {
     pub status: u16,
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
+    /// A body written while it is produced (`body` is then unused): sent chunked on this
+    /// connection's thread, and the connection closes after it.
+    pub stream: Option<Stream>,
 }
+
+/// Where a streamed body goes, piece by piece. `send` returns `false` once the client is gone
+/// (or stopped reading for the write timeout): the producer should stop.
+pub trait Sink {
+    fn send(&mut self, bytes: &[u8]) -> bool;
+}
+
+/// Produces a streamed body (server-sent events), on the connection's own thread: a stream
+/// counts as a connection against `max_connections` like any other.
+pub trait Streamer: Send + Sync {
+    fn run(&self, sink: &mut dyn Sink);
+}
+
+/// A [`Streamer`] in a response.
+#[derive(Clone)]
+pub struct Stream(pub std::sync::Arc<dyn Streamer>);
+
+impl std::fmt::Debug for Stream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Stream")
+    }
+}
+
+impl PartialEq for Stream {
+    fn eq(&self, other: &Stream) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for Stream {}
 
 impl Response {
     pub fn new(status: u16, content_type: &str, body: impl Into<Vec<u8>>) -> Response {
@@ -104,6 +137,19 @@ impl Response {
             status,
             headers: vec![("Content-Type".into(), content_type.into())],
             body: body.into(),
+            stream: None,
+        }
+    }
+
+    /// A streamed answer of `content_type` (e.g. `text/event-stream`).
+    pub fn streamed(
+        status: u16,
+        content_type: &str,
+        streamer: std::sync::Arc<dyn Streamer>,
+    ) -> Response {
+        Response {
+            stream: Some(Stream(streamer)),
+            ..Response::new(status, content_type, Vec::new())
         }
     }
 

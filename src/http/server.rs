@@ -11,7 +11,7 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use super::wire::{self, Framing, Source, Stop};
-use super::{Body, Error, Handler, Limits, Request, Response};
+use super::{Body, Error, Handler, Limits, Request, Response, Sink};
 
 /// How often a blocked read wakes up to notice a shutdown.
 const SLICE: Duration = Duration::from_millis(250);
@@ -242,6 +242,22 @@ impl Conn<'_> {
     }
 }
 
+/// A streamed body's pieces as chunks on the connection.
+struct ChunkSink<'a, 'b> {
+    conn: &'a mut Conn<'b>,
+    /// False once a write failed: nothing more is sent.
+    open: bool,
+}
+
+impl Sink for ChunkSink<'_, '_> {
+    fn send(&mut self, bytes: &[u8]) -> bool {
+        if self.open && !bytes.is_empty() {
+            self.open = self.conn.write(&wire::chunk(bytes));
+        }
+        self.open
+    }
+}
+
 struct BodySource<'a, 'b> {
     conn: &'a mut Conn<'b>,
     deadline: Instant,
@@ -410,6 +426,16 @@ fn serve_request(conn: &mut Conn<'_>, first: bool) -> Result<After, Stop> {
     let keep =
         keep_alive && !too_large && !wire::has_token(&response.headers, "Connection", "close");
     let bytes = wire::encode(&response, keep, is_head);
+    if let (Some(stream), false) = (&response.stream, is_head) {
+        if conn.write(&bytes) {
+            let mut sink = ChunkSink { conn, open: true };
+            stream.0.run(&mut sink);
+            if sink.open {
+                sink.conn.write(wire::LAST_CHUNK);
+            }
+        }
+        return Ok(After::Close);
+    }
     let written = conn.write(&bytes);
     Ok(match (written, keep, too_large) {
         (true, true, _) => After::KeepAlive,

@@ -342,19 +342,38 @@ pub(crate) fn encode(r: &Response, keep_alive: bool, head_only: bool) -> Vec<u8>
         }
     }
     let bodiless = r.status == 204 || r.status == 304 || (100..200).contains(&r.status);
-    if !bodiless {
+    let streamed = r.stream.is_some() && !bodiless;
+    if streamed {
+        // Its length is not known: chunked, and the connection ends with it.
+        push("Transfer-Encoding", "chunked");
+    } else if !bodiless {
         push("Content-Length", &r.body.len().to_string());
     }
     push(
         "Connection",
-        if keep_alive { "keep-alive" } else { "close" },
+        if keep_alive && !streamed {
+            "keep-alive"
+        } else {
+            "close"
+        },
     );
     out.extend_from_slice(b"\r\n");
-    if !bodiless && !head_only {
+    if !bodiless && !head_only && !streamed {
         out.extend_from_slice(&r.body);
     }
     out
 }
+
+/// One chunk of a chunked body (never empty: an empty chunk ends the body).
+pub(crate) fn chunk(bytes: &[u8]) -> Vec<u8> {
+    let mut out = format!("{:x}\r\n", bytes.len()).into_bytes();
+    out.extend_from_slice(bytes);
+    out.extend_from_slice(b"\r\n");
+    out
+}
+
+/// The end of a chunked body.
+pub(crate) const LAST_CHUNK: &[u8] = b"0\r\n\r\n";
 
 /// A header that cannot split the response: a token name and a value without control
 /// characters (no CR/LF injection).

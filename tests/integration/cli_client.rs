@@ -91,8 +91,15 @@ fn create_with_a_ttl_and_read_a_workers_logs() {
         .flag("-max-worker-ttl=2h")
         .start();
     let url = c.url();
-    let (code, out, err) = cli(&url, &["create", "expiring", "--ttl", "90m", "--json"]);
+    let (code, out, err) = cli(
+        &url,
+        &["create", "expiring", "--ttl", "90m", "--json", "--progress"],
+    );
     assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        err, "  fake: starting\n  fake: ready\n",
+        "each step on stderr as it streamed"
+    );
     let data: Value = serde_json::from_str(&out).unwrap();
     crate::secrets::remember(data["token"].as_str().unwrap());
     let expires = data["worker"]["expires_at"].as_str().unwrap().to_string();

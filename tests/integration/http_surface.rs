@@ -176,7 +176,7 @@ fn agent_card_v1_shape_and_validators() {
     );
     assert_eq!(
         card["capabilities"],
-        json!({"streaming": false, "pushNotifications": false, "extendedAgentCard": false, "extensions": []})
+        json!({"streaming": true, "pushNotifications": false, "extendedAgentCard": false, "extensions": []})
     );
     assert_eq!(
         card["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"],

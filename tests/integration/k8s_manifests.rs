@@ -75,6 +75,7 @@ fn pods() -> Vec<(String, Value)> {
                 token: Token::generate().unwrap(),
                 // 2030-03-17: the expiry label's value must pass the schema too.
                 expires_at: Some(1_900_000_000),
+                progress: Default::default(),
             };
             let url = format!(
                 "http://{pod}.a2a-workers.a2a.svc.cluster.local:{}",

@@ -26,6 +26,7 @@ mod observability;
 mod panic_policy;
 mod sdk_interop;
 mod secrets;
+mod streaming;
 mod support;
 mod tasks;
 mod token_files;

@@ -1,7 +1,8 @@
 //! Interoperability with the official A2A SDKs as real clients against a controller on a real
 //! socket: Python `a2a-sdk==1.3.0` and JavaScript `@a2a-js/sdk` 1.3.0 (Node.js). Each script
 //! reads the card, sends list and create with a bearer header, reads tasks back and checks a
-//! rejected request. `scripts/test.sh` installs both under `target/` and requires them; a bare
+//! rejected request; then, streaming, creates and lists and sees the progress events in order
+//! and a final state, and subscribes to a returnImmediately create and sees it finish. `scripts/test.sh` installs both under `target/` and requires them; a bare
 //! `cargo test` without them says it skipped.
 
 use std::path::{Path, PathBuf};
@@ -12,6 +13,8 @@ use crate::support::*;
 /// Runs one client script against a fresh controller whose public URL is its listener.
 fn run_client(program: &Path, script: &Path, ok_marker: &str) {
     let c = Builder::default().start_with_public_url_of_listener();
+    // Creates take a moment, so a subscriber to a returnImmediately create sees it run.
+    *c.backend.create_delay.lock().unwrap() = std::time::Duration::from_millis(300);
     let out = Command::new(program)
         .arg(script)
         .arg(c.url())

@@ -55,6 +55,7 @@ impl Backend for FakeBackend {
     fn create(&self, spec: &CreateSpec) -> Result<Worker, BackendError> {
         self.check_up()?;
         let delay = *self.create_delay.lock().unwrap();
+        spec.progress.step("fake: starting");
         std::thread::sleep(delay);
         if self.panic_next_create.swap(false, Ordering::SeqCst) {
             panic!("a bug in the backend's create");
@@ -89,6 +90,7 @@ impl Backend for FakeBackend {
         }
         .expiring(spec.expires_at);
         workers.insert(worker.worker_id.clone(), worker.clone());
+        spec.progress.step("fake: ready");
         Ok(worker)
     }
 

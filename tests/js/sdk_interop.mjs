@@ -59,4 +59,38 @@ const bad = await send({ operation: 'explode' });
 check(stateName(bad.status.state) === 7 || String(bad.status.state).endsWith('REJECTED'), `rejected: ${bad.status.state}`);
 const error = bad.status.message.parts[1].content.value.error;
 check(error.code === 'invalid_request', `error code ${JSON.stringify(error)}`);
+// Streaming: the task, each step as a WORKING status, the artifact, the final status.
+const WORKING = 2;
+const COMPLETED = 3;
+const isState = (s, n, name) => s === n || String(s).endsWith(name);
+const collect = async (stream) => {
+  const events = [];
+  for await (const e of stream) events.push(e);
+  return events;
+};
+const caseOf = (e) => e?.payload?.$case ?? Object.keys(e).find((k) => ['task', 'statusUpdate', 'artifactUpdate', 'message'].includes(k));
+const valueOf = (e) => e?.payload?.value ?? e[caseOf(e)];
+const streamed = await collect(client.sendMessageStream({
+  message: { messageId: 'm-stream', role: 1, parts: [{ content: { $case: 'data', value: { operation: 'create', task: 'js-streamed' } } }] },
+}));
+const kinds = streamed.map(caseOf);
+check(JSON.stringify(kinds) === JSON.stringify(['task', 'statusUpdate', 'statusUpdate', 'artifactUpdate', 'statusUpdate']), `create stream ${JSON.stringify(kinds)}`);
+check(isState(valueOf(streamed[0]).status.state, WORKING, 'WORKING'), 'the stream starts WORKING');
+const steps = streamed.slice(1, 3).map((e) => valueOf(e).status.message.parts[0].content.value);
+check(JSON.stringify(steps) === JSON.stringify(['fake: starting', 'fake: ready']), `progress ${JSON.stringify(steps)}`);
+const streamedData = valueOf(streamed[3]).artifact.parts[0].content.value;
+check(typeof streamedData.token === 'string' && streamedData.token.length === 64, 'the streamed create delivers the token');
+check(isState(valueOf(streamed[4]).status.state, COMPLETED, 'COMPLETED'), 'ends COMPLETED');
+
+// A returnImmediately create, then resubscribeTask sees the rest of it live.
+const started = await client.sendMessage({
+  message: { messageId: 'm-later', role: 1, parts: [{ content: { $case: 'data', value: { operation: 'create', task: 'js-later' } } }] },
+  configuration: { returnImmediately: true },
+});
+const startedTask = started?.payload?.$case === 'task' ? started.payload.value : started?.task ?? started;
+check(isState(startedTask.status.state, WORKING, 'WORKING'), `returned WORKING: ${startedTask.status.state}`);
+const sub = await collect(client.resubscribeTask({ id: startedTask.id }));
+const subKinds = sub.map(caseOf);
+check(subKinds[0] === 'task' && subKinds.includes('artifactUpdate'), `subscription ${JSON.stringify(subKinds)}`);
+check(isState(valueOf(sub[sub.length - 1]).status.state, COMPLETED, 'COMPLETED'), 'it finished');
 console.log('a2a-js interop: ok');

@@ -16,7 +16,10 @@ from google.protobuf import struct_pb2
 from google.protobuf.json_format import MessageToDict
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.helpers.proto_helpers import new_message
-from a2a.types import GetTaskRequest, ListTasksRequest, Part, Role, SendMessageRequest
+from a2a.types import (GetTaskRequest, ListTasksRequest, Part, Role, SendMessageRequest,
+                       SubscribeToTaskRequest)
+
+WORKING, COMPLETED = 2, 3  # TASK_STATE_WORKING, TASK_STATE_COMPLETED
 
 
 def check(cond, what):
@@ -24,11 +27,17 @@ def check(cond, what):
         raise SystemExit(f"interop check failed: {what}")
 
 
-async def send(client, data):
+def request(data, return_immediately=False):
     value = struct_pb2.Value()
     value.struct_value.update(data)
     msg = new_message([Part(data=value)], role=Role.ROLE_USER)
-    events = [e async for e in client.send_message(SendMessageRequest(message=msg))]
+    req = SendMessageRequest(message=msg)
+    req.configuration.return_immediately = return_immediately
+    return req
+
+
+async def send(client, data):
+    events = [e async for e in client.send_message(request(data))]
     check(len(events) == 1, f"one response, got {len(events)}")
     check(events[0].HasField("task"), "the result is a task")
     return events[0].task
@@ -42,7 +51,7 @@ async def main(base, token):
         check(card.supported_interfaces[0].protocol_version == "1.0", "protocolVersion 1.0")
         check([s.id for s in card.skills] == ["create", "list", "stop", "logs"], "skills")
         check("bearer" in card.security_schemes, "bearer scheme")
-        check(not card.capabilities.streaming, "no streaming")
+        check(card.capabilities.streaming, "streaming")
 
         factory = ClientFactory(ClientConfig(httpx_client=http, streaming=False))
         client = await factory.create_from_url(base)
@@ -73,6 +82,36 @@ async def main(base, token):
         check(bad.status.state == 7, f"REJECTED, got {bad.status.state}")  # TASK_STATE_REJECTED
         err = MessageToDict(bad.status.message.parts[1].data)["error"]
         check(err["code"] == "invalid_request", f"error code: {err}")
+
+        # Streaming: the task, each step as a WORKING status, the artifact, the final status.
+        streaming = await ClientFactory(ClientConfig(httpx_client=http, streaming=True)).create_from_url(base)
+        events = [e async for e in streaming.send_message(request({"operation": "create", "task": "streamed"}))]
+        kinds = [e.WhichOneof("payload") for e in events]
+        check(kinds == ["task", "status_update", "status_update", "artifact_update", "status_update"],
+              f"create stream: {kinds}")
+        check(events[0].task.status.state == WORKING, "the stream starts WORKING")
+        steps = [e.status_update.status.message.parts[0].text for e in events[1:3]]
+        check(steps == ["fake: starting", "fake: ready"], f"progress in order: {steps}")
+        check(all(e.status_update.status.state == WORKING for e in events[1:3]), "steps are WORKING")
+        data = MessageToDict(events[3].artifact_update.artifact.parts[0].data)
+        check(len(data.get("token", "")) == 64, "the streamed create delivers the token")
+        check(events[4].status_update.status.state == COMPLETED, "ends COMPLETED")
+        check(events[4].status_update.task_id == events[0].task.id, "one task throughout")
+
+        events = [e async for e in streaming.send_message(request({"operation": "list"}))]
+        kinds = [e.WhichOneof("payload") for e in events]
+        check(kinds == ["task", "artifact_update", "status_update"], f"list stream: {kinds}")
+        check(events[-1].status_update.status.state == COMPLETED, "list ends COMPLETED")
+
+        # A returnImmediately create, then a subscriber sees the rest of it live.
+        [started] = [e async for e in client.send_message(
+            request({"operation": "create", "task": "later"}, return_immediately=True))]
+        check(started.task.status.state == WORKING, f"returned WORKING: {started.task.status.state}")
+        events = [e async for e in streaming.subscribe(SubscribeToTaskRequest(id=started.task.id))]
+        kinds = [e.WhichOneof("payload") for e in events]
+        check(kinds[0] == "task" and kinds[-1] == "status_update", f"subscription: {kinds}")
+        check("artifact_update" in kinds, f"the subscriber sees the result: {kinds}")
+        check(events[-1].status_update.status.state == COMPLETED, "it finished")
     print("a2a-sdk interop: ok")
 
 

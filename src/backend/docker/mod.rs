@@ -245,6 +245,7 @@ impl Backend for DockerBackend {
                 Err(e) if is_name_conflict(&e) => return Err(self.existing(&name)),
                 Err(e) => return Err(redact(engine_error(e))),
             };
+            spec.progress.step("container created");
             if let Err(e) = self.engine.start(&id) {
                 self.remove_quietly(&id);
                 if let Some(hp) =
@@ -255,13 +256,16 @@ impl Backend for DockerBackend {
                 }
                 return Err(redact(engine_error(e)));
             }
+            spec.progress.step("container started");
             let state = if self.probe.disabled() {
                 WorkerState::Starting
             } else {
+                spec.progress.step("waiting for the worker's Agent Card");
                 if let Err(e) = self.wait_ready(&id, &url) {
                     self.remove_quietly(&id);
                     return Err(redact(e));
                 }
+                spec.progress.step("the worker answers: ready");
                 WorkerState::Running
             };
             // The engine's creation time, as list will report it.

@@ -340,10 +340,13 @@ impl Backend for K8sBackend {
             }) => return Err(self.existing(&name)),
             Err(e) => return Err(redact(api_error(e))),
         };
+        spec.progress.step("pod created");
         let state = if self.ready_timeout.is_zero() {
             WorkerState::Starting
         } else {
+            spec.progress.step("waiting for the pod to be ready");
             self.wait_ready(&name).map_err(redact)?;
+            spec.progress.step("the pod is ready");
             WorkerState::Running
         };
         let created_at =

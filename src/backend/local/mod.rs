@@ -328,6 +328,7 @@ impl Backend for LocalBackend {
         records.push(record.clone());
         store.save(&records).map_err(state_error)?;
         let argv = self.argv(&spec.task, &file, &spec.worker_id);
+        spec.progress.step("opening a tab in WezTerm");
         let pane = match self.cli.spawn(&gui, &self.task_dir, &argv) {
             Ok(pane) => pane,
             Err(e) => {
@@ -346,6 +347,7 @@ impl Backend for LocalBackend {
             }
         };
         record.pane_id = Some(pane);
+        spec.progress.step(&format!("tab opened (pane {pane})"));
         if let Some(last) = records.last_mut() {
             *last = record.clone();
         }

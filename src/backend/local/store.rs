@@ -246,7 +246,18 @@ mod tests {
         assert_eq!(dir_mode, 0o700);
         assert!(!temp_path(&path).exists());
         drop(store);
-        let (_, again) = Store::open(&path).unwrap();
+        // Another test thread that forks in the moment the lock file is open holds a copy of
+        // its descriptor (and the lock) until its child execs: try again for a moment.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        let again = loop {
+            match Store::open(&path) {
+                Ok((_, again)) => break again,
+                Err(StoreError::Held { .. }) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(10))
+                }
+                Err(e) => panic!("{e}"),
+            }
+        };
         assert_eq!(again.len(), 2);
         let _ = fs::remove_dir_all(&d);
     }
