@@ -590,3 +590,54 @@ fn the_controller_image_is_small_unprivileged_and_labelled() {
     eprintln!("controller image: {size} bytes");
     assert!(size <= 5_000_000, "the image is {size} bytes, over 5 MB");
 }
+
+/// A create streamed against the real engine: each step the Docker backend takes, in order,
+/// then the worker, then the end; and a stop streamed the same way.
+#[test]
+fn a_streamed_create_reports_each_step_on_the_real_engine() {
+    use crate::streaming::{control_message, stream};
+    let Some(socket) = docker_socket() else {
+        return;
+    };
+    let id = controller_id("stream");
+    let _cleanup = Cleanup::new(&socket, &id);
+    let p = Proc::start(&socket, &id, &[]);
+    let (r, events) = stream(
+        p.addr,
+        "SendStreamingMessage",
+        control_message(json!({"operation": "create", "task": "streamed"})),
+    );
+    assert_eq!(r.header("Content-Type"), Some("text/event-stream"));
+    let steps: Vec<&str> = events
+        .iter()
+        .filter_map(|e| {
+            e["result"]["statusUpdate"]["status"]["message"]["parts"][0]["text"].as_str()
+        })
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            "container created",
+            "container started",
+            "waiting for the worker's Agent Card",
+            "the worker answers: ready"
+        ]
+    );
+    let artifact = events
+        .iter()
+        .find_map(|e| e["result"].get("artifactUpdate"))
+        .expect("the result");
+    let data = &artifact["artifact"]["parts"][0]["data"];
+    crate::secrets::remember(data["token"].as_str().unwrap());
+    assert_eq!(data["worker"]["state"], "running");
+    let last = &events.last().unwrap()["result"]["statusUpdate"]["status"];
+    assert_eq!(last["state"], "TASK_STATE_COMPLETED");
+    let (_, events) = stream(
+        p.addr,
+        "SendStreamingMessage",
+        control_message(json!({"operation": "stop", "worker_id": data["worker"]["worker_id"]})),
+    );
+    let last = &events.last().unwrap()["result"]["statusUpdate"]["status"];
+    assert_eq!(last["state"], "TASK_STATE_COMPLETED");
+    assert!(worker_ids(&p).is_empty());
+}

@@ -256,7 +256,34 @@ fn expired_pods_are_reaped_by_either_controller_without_errors() {
     let a = start(&standin, &pki, &id, &["-reap-interval=1s"]);
     let b = start(&standin, &pki, &id, &["-reap-interval=1s"]);
     let api = api(&standin, &pki);
-    let short = reply_data(&a.control(json!({"operation": "create", "task": "short", "ttl": 2})));
+    // Created by a stream: the Kubernetes backend's steps in order, then the worker.
+    let (_, events) = crate::streaming::stream(
+        a.addr,
+        "SendStreamingMessage",
+        crate::streaming::control_message(
+            json!({"operation": "create", "task": "short", "ttl": 2}),
+        ),
+    );
+    let steps: Vec<&str> = events
+        .iter()
+        .filter_map(|e| {
+            e["result"]["statusUpdate"]["status"]["message"]["parts"][0]["text"].as_str()
+        })
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            "pod created",
+            "waiting for the pod to be ready",
+            "the pod is ready"
+        ]
+    );
+    let short = events
+        .iter()
+        .find_map(|e| e["result"].get("artifactUpdate"))
+        .map(|a| a["artifact"]["parts"][0]["data"].clone())
+        .expect("the created worker");
+    crate::secrets::remember(short["token"].as_str().unwrap());
     reply_data(&a.control(json!({"operation": "create", "task": "kept"})));
     let expires = a2a_worker_controller::time::parse_rfc3339_millis(
         short["worker"]["expires_at"].as_str().unwrap_or(""),

@@ -615,8 +615,27 @@ fn tabs_expire_and_show_their_output() {
     wez.task("short", None);
     wez.task("chatty", None);
     let mut p = Proc::launch("local-ttl", wez.args(&["-reap-interval=1s"]), wez.env());
-    let short =
-        reply_data(&p.control(json!({"operation": "create", "task": "short", "ttl": "3s"})));
+    // Created by a stream: the local backend's steps, then the worker.
+    let (_, events) = crate::streaming::stream(
+        p.addr,
+        "SendStreamingMessage",
+        crate::streaming::control_message(
+            json!({"operation": "create", "task": "short", "ttl": "3s"}),
+        ),
+    );
+    let steps: Vec<&str> = events
+        .iter()
+        .filter_map(|e| {
+            e["result"]["statusUpdate"]["status"]["message"]["parts"][0]["text"].as_str()
+        })
+        .collect();
+    assert_eq!(steps.first(), Some(&"opening a tab in WezTerm"));
+    assert!(steps[1].starts_with("tab opened (pane "), "{steps:?}");
+    let short = events
+        .iter()
+        .find_map(|e| e["result"].get("artifactUpdate"))
+        .map(|a| a["artifact"]["parts"][0]["data"].clone())
+        .expect("the created worker");
     let expires = short["worker"]["expires_at"].as_str().unwrap().to_string();
     assert!(!expires.is_empty());
     let chatty = create(&p, "chatty");

@@ -25,7 +25,7 @@ fn raw_request(addr: SocketAddr, body: &str) -> Vec<u8> {
 }
 
 /// The events of one streamed answer (read to its end), and the response.
-fn stream(addr: SocketAddr, method: &str, params: Value) -> (HttpResponse, Vec<Value>) {
+pub fn stream(addr: SocketAddr, method: &str, params: Value) -> (HttpResponse, Vec<Value>) {
     let r = raw_exchange(addr, &raw_request(addr, &rpc_body(method, params)));
     let events = events_of(&r.text());
     (r, events)
@@ -52,7 +52,7 @@ fn kind(event: &Value) -> &str {
         .unwrap_or("other")
 }
 
-fn control_message(data: Value) -> Value {
+pub fn control_message(data: Value) -> Value {
     json!({"message": message(vec![json!({"data": data})])})
 }
 

@@ -82,6 +82,14 @@ const streamedData = valueOf(streamed[3]).artifact.parts[0].content.value;
 check(typeof streamedData.token === 'string' && streamedData.token.length === 64, 'the streamed create delivers the token');
 check(isState(valueOf(streamed[4]).status.state, COMPLETED, 'COMPLETED'), 'ends COMPLETED');
 
+const streamedWorker = streamedData.worker.worker_id;
+const stopped = await collect(client.sendMessageStream({
+  message: { messageId: 'm-stop', role: 1, parts: [{ content: { $case: 'data', value: { operation: 'stop', worker_id: streamedWorker } } }] },
+}));
+const stopKinds = stopped.map(caseOf);
+check(JSON.stringify(stopKinds) === JSON.stringify(['task', 'artifactUpdate', 'statusUpdate']), `stop stream ${JSON.stringify(stopKinds)}`);
+check(isState(valueOf(stopped[2]).status.state, COMPLETED, 'COMPLETED'), 'stop ends COMPLETED');
+
 // A returnImmediately create, then resubscribeTask sees the rest of it live.
 const started = await client.sendMessage({
   message: { messageId: 'm-later', role: 1, parts: [{ content: { $case: 'data', value: { operation: 'create', task: 'js-later' } } }] },

@@ -102,6 +102,13 @@ async def main(base, token):
         kinds = [e.WhichOneof("payload") for e in events]
         check(kinds == ["task", "artifact_update", "status_update"], f"list stream: {kinds}")
         check(events[-1].status_update.status.state == COMPLETED, "list ends COMPLETED")
+        listed = MessageToDict(events[1].artifact_update.artifact.parts[0].data)["workers"]
+        streamed_id = [w["worker_id"] for w in listed if w["task"] == "streamed"][0]
+        events = [e async for e in streaming.send_message(
+            request({"operation": "stop", "worker_id": streamed_id}))]
+        kinds = [e.WhichOneof("payload") for e in events]
+        check(kinds == ["task", "artifact_update", "status_update"], f"stop stream: {kinds}")
+        check(events[-1].status_update.status.state == COMPLETED, "stop ends COMPLETED")
 
         # A returnImmediately create, then a subscriber sees the rest of it live.
         [started] = [e async for e in client.send_message(
