@@ -11,7 +11,9 @@
 //!   calls made directly (create, start, inspect; list by label, stop, remove), interleaved.
 //! - resident memory idle, peak (VmHWM) while 64 and then 256 keep-alive clients list for 8 s,
 //!   at 0 and 30 workers, and what stays after they leave;
-//! - start to the first `/healthz` answer, and the binary's size.
+//! - start to the first `/healthz` answer, and the binary's size;
+//! - how soon after the worker's first Agent Card answer (the echo worker logs its time; read
+//!   back with the `logs` operation) `create` returns, with the readiness wait on.
 //!
 //! It never fails on a slow machine: it reports.
 
@@ -356,6 +358,46 @@ fn docker_bench_controller_against_its_engine() {
             ms(d)
         ),
         "≤ ×1.05",
+    );
+    drop(cleanup);
+
+    // Readiness: how soon after the worker's first Agent Card answer (which the echo worker
+    // logs with the time) create returns, the readiness wait on.
+    let ready_id = format!("{id}-ready");
+    let cleanup = Cleanup::new(&socket, &ready_id);
+    let q = Proc::start(&socket, &ready_id, &[]);
+    let mut lags = Vec::new();
+    for i in 0..create_rounds {
+        let created =
+            reply_data(&q.control(json!({"operation": "create", "task": format!("ready {i}")})));
+        let returned = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        let worker_id = created["worker"]["worker_id"].clone();
+        let logs = reply_data(&q.control(json!({"operation": "logs", "worker_id": worker_id})));
+        let first = logs["text"].as_str().unwrap_or("").lines().find_map(|l| {
+            l.strip_prefix("a2a-echo-worker: first Agent Card answer at ")?
+                .strip_suffix(" ms")?
+                .parse::<u64>()
+                .ok()
+        });
+        if let Some(first) = first {
+            lags.push(Duration::from_millis(returned.saturating_sub(first)));
+        }
+        reply_data(&q.control(json!({"operation": "stop", "worker_id": worker_id})));
+    }
+    let worst = lags.iter().max().copied().unwrap_or_default();
+    let median = p50(lags.clone());
+    println!("BENCH create returned after the worker's first card answer: p50 {median:?}, max {worst:?} (n={})", lags.len());
+    row(
+        "`create` returns after the worker's first Agent Card answer",
+        &format!(
+            "p50 {:.1} ms, max {:.1} ms (n={})",
+            ms(median),
+            ms(worst),
+            lags.len()
+        ),
+        "≤ ~20 ms",
     );
     drop(cleanup);
 }
