@@ -24,24 +24,12 @@ use serde_json::{json, Value};
 struct Echo {
     card: Vec<u8>,
     token: String,
-    /// Whether the Agent Card was asked for yet (its first answer is logged, with the time,
-    /// so benchmarks can measure how soon after it a create returns).
-    card_served: std::sync::atomic::AtomicBool,
 }
 
 impl Handler for Echo {
     fn handle(&self, req: Request) -> Response {
         match (req.method.as_str(), req.path.as_str()) {
             ("GET" | "HEAD", "/.well-known/agent-card.json") => {
-                if !self
-                    .card_served
-                    .swap(true, std::sync::atomic::Ordering::SeqCst)
-                {
-                    let millis = std::time::SystemTime::now()
-                        .duration_since(std::time::UNIX_EPOCH)
-                        .map_or(0, |d| d.as_millis());
-                    eprintln!("a2a-echo-worker: first Agent Card answer at {millis} ms");
-                }
                 Response::new(200, "application/json", self.card.clone())
             }
             ("GET" | "HEAD", "/healthz") => Response::text(200, "ok"),
@@ -206,7 +194,6 @@ fn main() -> ExitCode {
     let echo = Echo {
         card: card(&name, &url),
         token,
-        card_served: std::sync::atomic::AtomicBool::new(false),
     };
     let serving = match Server::bind(addr).and_then(|s| s.serve(Arc::new(echo), Limits::default()))
     {
@@ -216,7 +203,12 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    eprintln!("a2a-echo-worker: serving {url} on {addr}");
+    // With the time it could first answer, so benchmarks can measure how soon after it a
+    // create returns.
+    let millis = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    eprintln!("a2a-echo-worker: serving {url} on {addr} (answering from {millis} ms)");
     wait_for_signal();
     serving.shutdown(std::time::Duration::from_secs(5));
     ExitCode::SUCCESS
