@@ -29,6 +29,8 @@ export A2A_REQUIRE_DOCKER=1 LOAD_SECONDS=${LOAD_SECONDS:-60} LOAD_CLIENTS=${LOAD
 rows=$(mktemp)
 cleanup+=("rm -f $rows")
 row() { echo "ROW|$1|$2|$3" >>"$rows"; }
+# ratio_row FIGURE A B TARGET: the row "×A/B (A vs B)".
+ratio_row() { row "$1" "×$(python3 -c "print(f'{$2/$3:.2f}')") ($2 vs $3)" "$4"; }
 
 cargo build --release --locked --quiet --bin a2a-worker-controller
 cargo test --release --locked --quiet --test integration docker_bench -- --ignored --nocapture 2>&1 \
@@ -72,8 +74,8 @@ EOF
   sleep 0.3
   nginx_rate=$(wrk_rate "http://127.0.0.1:$nport/.well-known/agent-card.json")
   echo "BENCH card: nginx $nginx_rate requests/s"
-  row "Agent Card requests/s, 64 keep-alive connections (wrk): controller ÷ nginx" \
-    "×$(python3 -c "print(f'{$rate/$nginx_rate:.2f}')") ($rate vs $nginx_rate)" "≥ ×0.7"
+  ratio_row "Agent Card requests/s, 64 keep-alive connections (wrk): controller ÷ nginx" \
+    "$rate" "$nginx_rate" "≥ ×0.7"
 
   # tiny_http: its own project, lockfile and target directory, never the product's.
   mkdir -p "$dir/tiny-http-card/src"
@@ -123,8 +125,8 @@ EOF
     sleep 0.3
     tiny_rate=$(wrk_rate "http://127.0.0.1:$tport/.well-known/agent-card.json")
     echo "BENCH card: tiny_http $tiny_rate requests/s"
-    row "Agent Card requests/s: controller ÷ tiny_http 0.12, keep-alive" \
-      "×$(python3 -c "print(f'{$rate/$tiny_rate:.2f}')") ($rate vs $tiny_rate)" "(reference)"
+    ratio_row "Agent Card requests/s: controller ÷ tiny_http 0.12, keep-alive" \
+      "$rate" "$tiny_rate" "(reference)"
     # tiny_http writes a response in pieces without TCP_NODELAY: on a kept-alive connection
     # each answer waits for the client's delayed ACK (~40 ms). A new connection per request
     # does not wait, so that is measured too, for both.
@@ -132,8 +134,8 @@ EOF
     close_rate=$(wrk_rate -H "Connection: close" "http://127.0.0.1:$port/.well-known/agent-card.json")
     tiny_close_rate=$(wrk_rate -H "Connection: close" "http://127.0.0.1:$tport/.well-known/agent-card.json")
     echo "BENCH card, a new connection per request: controller $close_rate, tiny_http $tiny_close_rate requests/s"
-    row "Agent Card requests/s: controller ÷ tiny_http 0.12, a new connection per request" \
-      "×$(python3 -c "print(f'{$close_rate/$tiny_close_rate:.2f}')") ($close_rate vs $tiny_close_rate)" "(reference)"
+    ratio_row "Agent Card requests/s: controller ÷ tiny_http 0.12, a new connection per request" \
+      "$close_rate" "$tiny_close_rate" "(reference)"
   else
     echo "BENCH card: tiny_http not built (needs crates.io); not measured"
   fi

@@ -78,6 +78,21 @@ pub fn read_body(
     response.body_mut().with_config().limit(limit).read_to_vec()
 }
 
+/// The last `lines` lines of a log response's body, read as a stream (see [`super::tail`]);
+/// Docker's frames decoded when `framed`.
+pub fn log_tail(
+    response: &mut http::Response<ureq::Body>,
+    lines: u32,
+    framed: bool,
+) -> std::io::Result<super::Logs> {
+    let mut reader = response
+        .body_mut()
+        .with_config()
+        .limit(super::tail::MAX_LOG_READ)
+        .reader();
+    super::tail::read_tail(&mut reader, lines, framed)
+}
+
 /// Percent-encodes everything but RFC 3986's unreserved characters (label selectors, filters,
 /// names in query strings).
 pub fn percent_encode(s: &str) -> String {

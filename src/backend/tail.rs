@@ -10,6 +10,27 @@ use super::Logs;
 pub const MAX_LOG_BYTES: usize = 1 << 20;
 /// The most lines a caller may ask for.
 pub const MAX_TAIL_LINES: u32 = 10_000;
+/// Logs are read as a stream, keeping only their end; this bounds how much is read at all.
+pub const MAX_LOG_READ: u64 = 256 << 20;
+
+/// The last `lines` lines of what `source` gives until its end, within [`MAX_LOG_BYTES`];
+/// Docker's log frames decoded when `framed`.
+pub fn read_tail(source: &mut impl Read, lines: u32, framed: bool) -> std::io::Result<Logs> {
+    let mut tail = Tail::new(MAX_LOG_BYTES);
+    let mut demux = framed.then(Demux::new);
+    let mut chunk = vec![0u8; 16 * 1024];
+    loop {
+        match source.read(&mut chunk) {
+            Ok(0) => return Ok(tail.finish(lines)),
+            Ok(n) => match demux.as_mut() {
+                Some(d) => d.push(&chunk[..n], &mut tail),
+                None => tail.push(&chunk[..n]),
+            },
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
 
 /// Keeps the last `keep` bytes of what is pushed into it.
 pub struct Tail {
@@ -34,19 +55,6 @@ impl Tail {
             let extra = self.buf.len() - self.keep;
             self.buf.drain(..extra);
             self.cut = true;
-        }
-    }
-
-    /// Reads `source` to its end through the tail.
-    pub fn read_from(&mut self, source: &mut impl Read) -> std::io::Result<()> {
-        let mut chunk = vec![0u8; 16 * 1024];
-        loop {
-            match source.read(&mut chunk) {
-                Ok(0) => return Ok(()),
-                Ok(n) => self.push(&chunk[..n]),
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
         }
     }
 
@@ -143,19 +151,6 @@ impl Demux {
                     self.header[7],
                 ]) as usize;
                 self.header.clear();
-            }
-        }
-    }
-
-    /// Reads `source` to its end, demultiplexing into `out`.
-    pub fn read_from(&mut self, source: &mut impl Read, out: &mut Tail) -> std::io::Result<()> {
-        let mut chunk = vec![0u8; 16 * 1024];
-        loop {
-            match source.read(&mut chunk) {
-                Ok(0) => return Ok(()),
-                Ok(n) => self.push(&chunk[..n], out),
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
             }
         }
     }

@@ -608,12 +608,7 @@ fn a_streamed_create_reports_each_step_on_the_real_engine() {
         control_message(json!({"operation": "create", "task": "streamed"})),
     );
     assert_eq!(r.header("Content-Type"), Some("text/event-stream"));
-    let steps: Vec<&str> = events
-        .iter()
-        .filter_map(|e| {
-            e["result"]["statusUpdate"]["status"]["message"]["parts"][0]["text"].as_str()
-        })
-        .collect();
+    let steps = crate::streaming::steps(&events);
     assert_eq!(
         steps,
         [
@@ -623,11 +618,7 @@ fn a_streamed_create_reports_each_step_on_the_real_engine() {
             "the worker answers: ready"
         ]
     );
-    let artifact = events
-        .iter()
-        .find_map(|e| e["result"].get("artifactUpdate"))
-        .expect("the result");
-    let data = &artifact["artifact"]["parts"][0]["data"];
+    let data = &crate::streaming::result_data(&events);
     crate::secrets::remember(data["token"].as_str().unwrap());
     assert_eq!(data["worker"]["state"], "running");
     let last = &events.last().unwrap()["result"]["statusUpdate"]["status"];

@@ -264,12 +264,7 @@ fn expired_pods_are_reaped_by_either_controller_without_errors() {
             json!({"operation": "create", "task": "short", "ttl": 2}),
         ),
     );
-    let steps: Vec<&str> = events
-        .iter()
-        .filter_map(|e| {
-            e["result"]["statusUpdate"]["status"]["message"]["parts"][0]["text"].as_str()
-        })
-        .collect();
+    let steps = crate::streaming::steps(&events);
     assert_eq!(
         steps,
         [
@@ -278,11 +273,7 @@ fn expired_pods_are_reaped_by_either_controller_without_errors() {
             "the pod is ready"
         ]
     );
-    let short = events
-        .iter()
-        .find_map(|e| e["result"].get("artifactUpdate"))
-        .map(|a| a["artifact"]["parts"][0]["data"].clone())
-        .expect("the created worker");
+    let short = crate::streaming::result_data(&events);
     crate::secrets::remember(short["token"].as_str().unwrap());
     reply_data(&a.control(json!({"operation": "create", "task": "kept"})));
     let expires = a2a_worker_controller::time::parse_rfc3339_millis(

@@ -623,19 +623,10 @@ fn tabs_expire_and_show_their_output() {
             json!({"operation": "create", "task": "short", "ttl": "3s"}),
         ),
     );
-    let steps: Vec<&str> = events
-        .iter()
-        .filter_map(|e| {
-            e["result"]["statusUpdate"]["status"]["message"]["parts"][0]["text"].as_str()
-        })
-        .collect();
+    let steps = crate::streaming::steps(&events);
     assert_eq!(steps.first(), Some(&"opening a tab in WezTerm"));
     assert!(steps[1].starts_with("tab opened (pane "), "{steps:?}");
-    let short = events
-        .iter()
-        .find_map(|e| e["result"].get("artifactUpdate"))
-        .map(|a| a["artifact"]["parts"][0]["data"].clone())
-        .expect("the created worker");
+    let short = crate::streaming::result_data(&events);
     let expires = short["worker"]["expires_at"].as_str().unwrap().to_string();
     assert!(!expires.is_empty());
     let chatty = create(&p, "chatty");

@@ -44,6 +44,25 @@ fn events_of(text: &str) -> Vec<Value> {
         .collect()
 }
 
+/// The texts of the WORKING steps in a task's stream, in order.
+pub fn steps(events: &[Value]) -> Vec<&str> {
+    events
+        .iter()
+        .filter_map(|e| {
+            e["result"]["statusUpdate"]["status"]["message"]["parts"][0]["text"].as_str()
+        })
+        .collect()
+}
+
+/// The reply data a stream's artifact carried.
+pub fn result_data(events: &[Value]) -> Value {
+    events
+        .iter()
+        .find_map(|e| e["result"].get("artifactUpdate"))
+        .map(|a| a["artifact"]["parts"][0]["data"].clone())
+        .expect("the stream's result")
+}
+
 fn kind(event: &Value) -> &str {
     let r = &event["result"];
     ["task", "statusUpdate", "artifactUpdate"]

@@ -13,7 +13,6 @@ use serde_json::Value;
 
 use super::unix_socket;
 use crate::backend::api_call::{self, one_line, percent_encode, Method};
-use crate::backend::tail::{Demux, Tail, MAX_LOG_BYTES};
 use crate::backend::Logs;
 
 /// The newest API version this client knows; all calls used are unchanged from 1.41 on.
@@ -22,8 +21,6 @@ pub const NEWEST_API: (u32, u32) = (1, 47);
 pub const OLDEST_API: (u32, u32) = (1, 40);
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(15);
 const MAX_RESPONSE: u64 = 32 << 20;
-/// Logs are read as a stream, keeping only their end; this bounds how much is read at all.
-const MAX_LOG_READ: u64 = 256 << 20;
 const LOGS_TIMEOUT: Duration = Duration::from_secs(30);
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -277,7 +274,7 @@ impl Engine {
     }
 
     /// The last `lines` lines of a container's output (stdout and stderr as they
-    /// interleaved), read as a stream and kept within [`MAX_LOG_BYTES`].
+    /// interleaved), read as a stream and kept within [`crate::backend::tail::MAX_LOG_BYTES`].
     pub fn logs(&self, id: &str, lines: u32) -> Result<Logs, EngineError> {
         let prefix = self.prefix()?;
         let url = format!(
@@ -293,16 +290,8 @@ impl Engine {
             let body = api_call::read_body(&mut response, 64 << 10).map_err(unreachable)?;
             return Err(status_error(status, &body));
         }
-        let mut tail = Tail::new(MAX_LOG_BYTES);
-        let mut reader = response
-            .body_mut()
-            .with_config()
-            .limit(MAX_LOG_READ)
-            .reader();
-        Demux::new()
-            .read_from(&mut reader, &mut tail)
-            .map_err(|e| EngineError::Unreachable(format!("reading the logs: {e}")))?;
-        Ok(tail.finish(lines))
+        api_call::log_tail(&mut response, lines, true)
+            .map_err(|e| EngineError::Unreachable(format!("reading the logs: {e}")))
     }
 
     pub fn ping(&self) -> Result<(), EngineError> {

@@ -20,15 +20,12 @@ use ureq::tls::{Certificate, ClientCert, PemItem, PrivateKey, RootCerts, TlsConf
 
 pub use crate::backend::api_call::Method;
 use crate::backend::api_call::{self, one_line};
-use crate::backend::tail::{Tail, MAX_LOG_BYTES};
 use crate::backend::Logs;
 use crate::settings::K8sSettings;
 
 const CALL_TIMEOUT: Duration = Duration::from_secs(15);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const MAX_RESPONSE: u64 = 32 << 20;
-/// A log is read as a stream, keeping only its end; this bounds how much is read at all.
-const MAX_LOG_READ: u64 = 256 << 20;
 const LOG_TIMEOUT: Duration = Duration::from_secs(30);
 /// The longest `Retry-After` honoured (once) before giving up with `TooManyRequests`.
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(10);
@@ -433,7 +430,7 @@ impl Api {
     }
 
     /// A `pods/log` read: the last `lines` lines (the path carries `tailLines`), read as a
-    /// stream and kept within [`MAX_LOG_BYTES`].
+    /// stream and kept within [`crate::backend::tail::MAX_LOG_BYTES`].
     pub fn log_tail(&self, path: &str, lines: u32) -> Result<Logs, ApiError> {
         let mut response = self.respond(Method::Get, path, None, LOG_TIMEOUT)?;
         let status = response.status().as_u16();
@@ -442,15 +439,8 @@ impl Api {
                 .map_err(|e| self.unreachable(e))?;
             return Err(status_error(status, &body));
         }
-        let mut tail = Tail::new(MAX_LOG_BYTES);
-        let mut reader = response
-            .body_mut()
-            .with_config()
-            .limit(MAX_LOG_READ)
-            .reader();
-        tail.read_from(&mut reader)
-            .map_err(|e| self.unreachable(format!("reading the log: {e}")))?;
-        Ok(tail.finish(lines))
+        api_call::log_tail(&mut response, lines, false)
+            .map_err(|e| self.unreachable(format!("reading the log: {e}")))
     }
 
     /// One watch (`path` carries `watch=1`): `on_event(type, object)` sees each event until it
