@@ -16,6 +16,30 @@ fn lines(logs: &Value) -> Vec<String> {
         .collect()
 }
 
+/// The worker's logs once the engine has them all: its logger copies the output
+/// asynchronously, so right after create the last lines may not be there yet. The echo worker
+/// prints its serving line after the known lines; ask until that line is in.
+fn logs_when_complete(p: &Proc, worker: &str) -> Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let logs = reply_data(
+            &p.control(json!({"operation": "logs", "worker_id": worker, "tail": 10000})),
+        );
+        if logs["text"]
+            .as_str()
+            .unwrap_or("")
+            .contains("a2a-echo-worker: serving")
+        {
+            return logs;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the serving line never reached the logs"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
 #[test]
 fn logs_are_the_last_lines_decoded_bounded_and_only_for_our_workers() {
     let Some(socket) = docker_socket() else {
@@ -29,8 +53,7 @@ fn logs_are_the_last_lines_decoded_bounded_and_only_for_our_workers() {
     let worker = created["worker"]["worker_id"].as_str().unwrap().to_string();
 
     // 300 known lines (odd ones on stdout, even ones on stderr), then the serving line.
-    let all =
-        reply_data(&p.control(json!({"operation": "logs", "worker_id": worker, "tail": 10000})));
+    let all = logs_when_complete(&p, &worker);
     assert_eq!(all["worker_id"], worker.as_str());
     assert_eq!(all["truncated"], false);
     let text = all["text"].as_str().unwrap();
@@ -101,7 +124,7 @@ fn logs_are_the_last_lines_decoded_bounded_and_only_for_our_workers() {
     let _flood_cleanup = Cleanup::new(&socket, &format!("{id}-flood"));
     let w = reply_data(&q.control(json!({"operation": "create", "task": "flood"})));
     let w = w["worker"]["worker_id"].as_str().unwrap().to_string();
-    let cut = reply_data(&q.control(json!({"operation": "logs", "worker_id": w, "tail": 10000})));
+    let cut = logs_when_complete(&q, &w);
     let text = cut["text"].as_str().unwrap();
     assert_eq!(cut["truncated"], true);
     assert!(
