@@ -2,7 +2,8 @@
 //! (completed / rejected / failed) and the guarantees this layer owns (see `backend/mod.rs` for
 //! the split of responsibilities). One log line and one metric sample per operation.
 
-use std::sync::{Arc, Mutex};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -328,15 +329,51 @@ pub fn ttl_for(
     }
 }
 
-/// What one pass of the reaper did.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Reaped {
-    /// Workers stopped by this pass.
-    pub stopped: Vec<String>,
-    /// Expired workers that were already gone (another replica stopped them first).
-    pub already_gone: usize,
-    /// Expired workers whose stop failed (they are tried again next pass).
-    pub failed: usize,
+/// The reaper of one controller: every `interval` (and once at start, for workers that
+/// expired while no controller ran) it stops the workers whose TTL has passed. Every replica
+/// runs one; they need no coordination (a worker another replica stopped first is simply
+/// gone). A list that fails is said once, and again when it works. Dropping this stops the
+/// reaper before its next pass.
+pub struct Reaper {
+    /// Held only to be dropped: that ends the reaper.
+    _stop: mpsc::Sender<()>,
+}
+
+impl Reaper {
+    pub fn start(control: Arc<Control>, interval: Duration) -> Reaper {
+        let (stop, stopped) = mpsc::channel::<()>();
+        let run = move || {
+            let mut failing = false;
+            loop {
+                match catch_unwind(AssertUnwindSafe(|| control.reap())) {
+                    Ok(Ok(())) if failing => {
+                        failing = false;
+                        log::info!("reaper: listing workers works again");
+                    }
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) if !failing => {
+                        failing = true;
+                        log::warn!(
+                            "reaper: cannot list workers, trying again every {}s: {e}",
+                            interval.as_secs()
+                        );
+                    }
+                    Ok(Err(_)) => {}
+                    Err(_) => log::error!(
+                        "reaper: a pass stopped on an internal error; trying again next pass"
+                    ),
+                }
+                match stopped.recv_timeout(interval) {
+                    Err(mpsc::RecvTimeoutError::Timeout) => {}
+                    Ok(()) | Err(mpsc::RecvTimeoutError::Disconnected) => return,
+                }
+            }
+        };
+        if let Err(e) = std::thread::Builder::new().name("reaper".into()).spawn(run) {
+            log::error!("cannot start the reaper (expired workers will not be stopped): {e}");
+        }
+        Reaper { _stop: stop }
+    }
 }
 
 /// The operation layer over one backend.
@@ -516,8 +553,7 @@ impl Control {
     /// (each logged and counted as operation `reap`). A worker that is already gone when its
     /// stop arrives (another replica reaped it first) is not an error.
     /// Fails only when the workers cannot be listed.
-    pub fn reap(&self) -> Result<Reaped, BackendError> {
-        let mut reaped = Reaped::default();
+    pub fn reap(&self) -> Result<(), BackendError> {
         let workers = self.backend.list()?;
         let now = time::now_millis();
         for w in workers {
@@ -536,21 +572,16 @@ impl Control {
                         w.task,
                         w.expires_at
                     );
-                    reaped.stopped.push(w.worker_id.clone());
                     completed(&OneWorker { worker }, None)
                 }
                 Err(BackendError::NotFound) => {
-                    reaped.already_gone += 1;
                     log::debug!(
                         "reaper: worker {} was already gone (stopped elsewhere)",
                         w.worker_id
                     );
                     continue;
                 }
-                Err(e) => {
-                    reaped.failed += 1;
-                    Outcome::Failed(e.into())
-                }
+                Err(e) => Outcome::Failed(e.into()),
             };
             let ids = Ids {
                 task_id: "reaper",
@@ -559,7 +590,7 @@ impl Control {
             };
             self.record("reap", &ids, &outcome, started.elapsed());
         }
-        Ok(reaped)
+        Ok(())
     }
 
     /// Reserves a place under `MAX_WORKERS`: listed workers plus creates in flight. The place

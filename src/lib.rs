@@ -4,12 +4,13 @@
 //!
 //! ```text
 //! lib.rs, main.rs      composition root: settings → backend → control → protocol → routes → http
-//! cli/                 the command line for people: create / list / stop against a running
+//! cli/                 the command line for people: create / list / stop / logs against a running
 //!                      controller, and `check` (settings and backend, then exit)
 //! settings/            flags and environment, validated once (specs, values, backends)
 //! routes, auth         which path reaches what; bearer authentication, Content-Type
 //! a2a/                 A2A v1.0 JSON-RPC: types, decode, jsonrpc, tasks, card
-//! control              create / list / stop over the seam: validation, MAX_WORKERS, logs
+//! control              create / list / stop / logs over the seam: validation, MAX_WORKERS,
+//!                      TTLs and the reaper, log lines
 //! backend/             the seam (trait, Worker, BackendError, BackendKind), shared container
 //!                      pieces (probe, labels, worker_env), one folder per backend: docker/,
 //!                      k8s/, local/
@@ -141,7 +142,7 @@ pub struct Running {
     addr: SocketAddr,
     serving: http::Serving,
     /// Dropped at shutdown: the reaper stops before its next pass.
-    _reaper: std::sync::mpsc::Sender<()>,
+    _reaper: control::Reaper,
 }
 
 impl Running {
@@ -170,7 +171,7 @@ pub fn start(settings: &Settings, backend: Arc<dyn Backend>) -> Result<Running, 
         control::Control::new(backend, Arc::clone(&metrics), sentry, settings.max_workers)
             .with_lifetime(settings.lifetime),
     );
-    let reaper = start_reaper(Arc::clone(&control), settings.reap_interval);
+    let reaper = control::Reaper::start(Arc::clone(&control), settings.reap_interval);
     let tasks = Arc::new(a2a::TaskStore::new(a2a::tasks::DEFAULT_CAPACITY));
     let routes = routes::Routes {
         protocol: a2a::Protocol::new(Arc::clone(&control), tasks),
@@ -203,47 +204,6 @@ pub fn start(settings: &Settings, backend: Arc<dyn Backend>) -> Result<Running, 
         serving,
         _reaper: reaper,
     })
-}
-
-/// Every `interval` (and once at startup, for workers that expired while no controller ran),
-/// stops the workers whose TTL has passed. Every replica runs one; they need no coordination
-/// (a worker another replica stopped first is simply gone). Runs until the returned sender is
-/// dropped. A list that fails is said once, and again when it works.
-fn start_reaper(control: Arc<control::Control>, interval: Duration) -> std::sync::mpsc::Sender<()> {
-    use std::panic::{catch_unwind, AssertUnwindSafe};
-    use std::sync::mpsc::{channel, RecvTimeoutError};
-    let (stop, stopped) = channel::<()>();
-    let run = move || {
-        let mut failing = false;
-        loop {
-            match catch_unwind(AssertUnwindSafe(|| control.reap())) {
-                Ok(Ok(_)) if failing => {
-                    failing = false;
-                    log::info!("reaper: listing workers works again");
-                }
-                Ok(Ok(_)) => {}
-                Ok(Err(e)) if !failing => {
-                    failing = true;
-                    log::warn!(
-                        "reaper: cannot list workers, trying again every {}s: {e}",
-                        interval.as_secs()
-                    );
-                }
-                Ok(Err(_)) => {}
-                Err(_) => log::error!(
-                    "reaper: a pass stopped on an internal error; trying again next pass"
-                ),
-            }
-            match stopped.recv_timeout(interval) {
-                Err(RecvTimeoutError::Timeout) => {}
-                Ok(()) | Err(RecvTimeoutError::Disconnected) => return,
-            }
-        }
-    };
-    if let Err(e) = std::thread::Builder::new().name("reaper".into()).spawn(run) {
-        log::error!("cannot start the reaper (expired workers will not be stopped): {e}");
-    }
-    stop
 }
 
 /// Runs the controller until SIGTERM or SIGINT.

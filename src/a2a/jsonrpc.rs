@@ -135,10 +135,7 @@ impl Protocol {
         } = self.prepare(params)?;
         let task_id = base.id.clone();
         if return_immediately && request.is_ok() && self.reserve_background() {
-            let now = now_millis();
-            let mut working = base.clone();
-            working.status.timestamp = rfc3339_millis(now);
-            self.tasks.insert(&working, None, now);
+            let working = self.store_working(&base);
             self.spawn_background(base, request, task_id);
             return to_raw(&TaskResult {
                 task: &with_history(working, history_length),
@@ -146,8 +143,7 @@ impl Protocol {
         }
 
         let outcome = self.control.execute(request, &task_id);
-        let (task, token) = finish(base, outcome);
-        let status_millis = parse_rfc3339_millis(&task.status.timestamp).unwrap_or(0);
+        let (task, token, status_millis) = finish(base, outcome);
         // The reply below delivers the token; the stored copy never holds it.
         self.tasks.insert(&task, None, status_millis);
         let mut task = task;
@@ -170,18 +166,14 @@ impl Protocol {
             ..
         } = self.prepare(params)?;
         let task_id = base.id.clone();
-        let now = now_millis();
-        let mut working = base.clone();
-        working.status.timestamp = rfc3339_millis(now);
-        self.tasks.insert(&working, None, now);
+        self.store_working(&base);
         let subscribed = self.tasks.subscribe(&task_id);
         if self.reserve_background() {
             self.spawn_background(base, request, task_id.clone());
         } else {
             // No background place: the operation runs here, and the stream shows its end.
             let outcome = self.control.execute(request, &task_id);
-            let (task, token) = finish(base, outcome);
-            let status_millis = parse_rfc3339_millis(&task.status.timestamp).unwrap_or(0);
+            let (task, token, status_millis) = finish(base, outcome);
             self.tasks.update(&task, token, status_millis);
         }
         let (first, updates) = subscribed.ok_or_else(|| RpcError::task_not_found(&task_id))?;
@@ -301,6 +293,15 @@ impl Protocol {
         })
     }
 
+    /// Stores the task as it starts (WORKING, stamped now); returns that copy.
+    fn store_working(&self, base: &Task) -> Task {
+        let now = now_millis();
+        let mut working = base.clone();
+        working.status.timestamp = rfc3339_millis(now);
+        self.tasks.insert(&working, None, now);
+        working
+    }
+
     fn reserve_background(&self) -> bool {
         self.background
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
@@ -342,8 +343,7 @@ impl Protocol {
                         "the operation stopped on an internal error; list shows whether a worker was created",
                     ))
                 });
-            let (task, token) = finish(base, outcome);
-            let status_millis = parse_rfc3339_millis(&task.status.timestamp).unwrap_or(0);
+            let (task, token, status_millis) = finish(base, outcome);
             if !tasks.update(&task, token, status_millis) {
                 log::warn!(
                     "task {task_id} was evicted before its operation finished; its result (and any worker token) was not kept"
@@ -358,8 +358,7 @@ impl Protocol {
                 ErrorCode::Internal,
                 "the operation could not be started; nothing was done",
             );
-            let (task, _) = finish(fallback, Outcome::Failed(failure));
-            let status_millis = parse_rfc3339_millis(&task.status.timestamp).unwrap_or(0);
+            let (task, _, status_millis) = finish(fallback, Outcome::Failed(failure));
             self.tasks.update(&task, None, status_millis);
         }
     }
@@ -473,10 +472,11 @@ impl Drop for BackgroundSlot {
     }
 }
 
-/// Completes a task from an operation's outcome; returns the token to deliver, if any.
-fn finish(mut task: Task, outcome: Outcome) -> (Task, Option<Token>) {
-    let now = rfc3339_millis(now_millis());
-    task.status.timestamp = now;
+/// Completes a task from an operation's outcome; returns the token to deliver, if any, and
+/// the status time (milliseconds) the store orders by.
+fn finish(mut task: Task, outcome: Outcome) -> (Task, Option<Token>, u64) {
+    let now = now_millis();
+    task.status.timestamp = rfc3339_millis(now);
     let outcome_kind = outcome.label();
     let agent_message = |text: String, data: Value, task: &Task| Message {
         message_id: uuid_v4().unwrap_or_else(|_| format!("{}-status", task.id)),
@@ -494,7 +494,7 @@ fn finish(mut task: Task, outcome: Outcome) -> (Task, Option<Token>) {
                 name: "result".into(),
                 parts: [DataPart { data }],
             }];
-            (task, token)
+            (task, token, now)
         }
         Outcome::Rejected(e) | Outcome::Failed(e) => {
             let (state, verb) = if matches!(outcome_kind, "rejected") {
@@ -510,7 +510,7 @@ fn finish(mut task: Task, outcome: Outcome) -> (Task, Option<Token>) {
             );
             task.history.push(msg.clone());
             task.status.message = Some(msg);
-            (task, None)
+            (task, None, now)
         }
     }
 }

@@ -133,12 +133,7 @@ impl TaskStore {
             return false;
         }
         self.put(&mut inner, entry, false);
-        let terminal = task.status.state.is_terminal();
-        let mut watchers = if terminal {
-            inner.watchers.remove(&task.id).unwrap_or_default()
-        } else {
-            inner.watchers.get(&task.id).cloned().unwrap_or_default()
-        };
+        let mut watchers = inner.watchers.remove(&task.id).unwrap_or_default();
         let Some(entry) = inner.tasks.get_mut(&task.id) else {
             return true;
         };
@@ -158,7 +153,8 @@ impl TaskStore {
             }
             heard && w.send(Update::Status(task.status.clone())).is_ok()
         });
-        if !terminal {
+        // Streams of a task still running listen on.
+        if !task.status.state.is_terminal() && !watchers.is_empty() {
             inner.watchers.insert(task.id.clone(), watchers);
         }
         true

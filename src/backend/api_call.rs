@@ -107,8 +107,6 @@ pub fn percent_encode(s: &str) -> String {
     out
 }
 
-/// An engine's error text as one line of at most 300 characters (control characters become
-/// spaces), for messages people read.
 /// The I/O buffer size of the engine clients, each way, and the most a response head may
 /// take. ureq's defaults (128 KiB each way) cost 256 KiB per concurrent engine call.
 pub const BUFFER_SIZE: usize = 16 * 1024;
@@ -133,6 +131,8 @@ pub fn agent_config(
         .user_agent(concat!("a2a-worker-controller/", env!("CARGO_PKG_VERSION")))
 }
 
+/// An engine's error text as one line of at most 300 characters (control characters become
+/// spaces), for messages people read.
 pub fn one_line(text: &str) -> String {
     let line: String = text
         .chars()

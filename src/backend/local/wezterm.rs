@@ -112,7 +112,7 @@ impl Cli {
     pub fn get_text(&self, gui: &Path, pane_id: u64, back: u32) -> Result<String, CliError> {
         let id = pane_id.to_string();
         let start = format!("-{back}");
-        match self.run(
+        self.run(
             gui,
             &[
                 "get-text".as_ref(),
@@ -121,12 +121,7 @@ impl Cli {
                 "--start-line".as_ref(),
                 start.as_ref(),
             ],
-        ) {
-            Err(CliError::Failed(why)) if why.contains("no such pane") => {
-                Err(CliError::Failed(format!("no such pane {pane_id}")))
-            }
-            other => other,
-        }
+        )
     }
 
     /// Runs `<program> cli --no-auto-start <args>` for the GUI at `gui`; its stdout.
