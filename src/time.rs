@@ -17,16 +17,22 @@ pub fn millis_of(t: SystemTime) -> u64 {
 /// `2026-11-29T20:30:09.802Z`
 pub fn rfc3339_millis(ms: u64) -> String {
     let (y, mo, d, h, mi, s) = civil(ms / 1000);
-    format!(
-        "{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{:03}Z",
-        ms % 1000
+    sized(
+        24,
+        format_args!(
+            "{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{:03}Z",
+            ms % 1000
+        ),
     )
 }
 
 /// `2026-11-29T20:30:09Z` (whole seconds, for RFC 3339 fields such as `created_at`).
 pub fn rfc3339_secs(secs: u64) -> String {
     let (y, mo, d, h, mi, s) = civil(secs);
-    format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}Z")
+    sized(
+        20,
+        format_args!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}Z"),
+    )
 }
 
 /// `Sun, 29 Nov 2026 20:30:09 GMT` (RFC 9110 IMF-fixdate).
@@ -37,10 +43,22 @@ pub fn http_date(secs: u64) -> String {
     ];
     let (y, mo, d, h, mi, s) = civil(secs);
     let weekday = DAYS[((secs / 86_400) % 7) as usize];
-    format!(
-        "{weekday}, {d:02} {} {y:04} {h:02}:{mi:02}:{s:02} GMT",
-        MONTHS[(mo - 1) as usize]
+    sized(
+        29,
+        format_args!(
+            "{weekday}, {d:02} {} {y:04} {h:02}:{mi:02}:{s:02} GMT",
+            MONTHS[(mo - 1) as usize]
+        ),
     )
+}
+
+/// Formatted text in one allocation of `capacity` (the length of a four-digit-year stamp);
+/// `format!` guesses low for padded fields and grows the string two or three times.
+fn sized(capacity: usize, args: std::fmt::Arguments) -> String {
+    use std::fmt::Write;
+    let mut text = String::with_capacity(capacity);
+    let _ = text.write_fmt(args);
+    text
 }
 
 /// Parses an RFC 3339 timestamp (any fraction length, `Z` or a numeric offset) into

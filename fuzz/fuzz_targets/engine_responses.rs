@@ -7,7 +7,7 @@ use libfuzzer_sys::fuzz_target;
 fuzz_target!(|data: &[u8]| {
     if let Ok(list) = parse_list(data) {
         for c in &list {
-            let _ = c.name();
+            let _ = c.name().len();
         }
     }
     if let Ok(inspect) = parse_inspect(data) {

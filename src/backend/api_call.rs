@@ -2,6 +2,7 @@
 //! call: the method, one way to send a request with a per-call timeout, a capped body read,
 //! query-value encoding, and one-line error texts.
 
+use std::io::Read;
 use std::time::Duration;
 
 use ureq::http;
@@ -70,13 +71,33 @@ pub fn send(
     }
 }
 
-/// The whole body, refusing more than `limit` bytes.
+/// The whole body, refusing more than `limit` bytes. The buffer is sized once, from
+/// `Content-Length` when the engine sends one (a chunked answer starts at [`BODY_START`]):
+/// grown from empty, a 30-container list would be copied ten times on its way in.
 pub fn read_body(
     response: &mut http::Response<ureq::Body>,
     limit: u64,
 ) -> Result<Vec<u8>, ureq::Error> {
-    response.body_mut().with_config().limit(limit).read_to_vec()
+    let hint = response
+        .body()
+        .content_length()
+        .unwrap_or(BODY_START)
+        .min(limit)
+        .min(MAX_HINT);
+    let mut body = Vec::with_capacity(hint as usize);
+    response
+        .body_mut()
+        .with_config()
+        .limit(limit)
+        .reader()
+        .read_to_end(&mut body)?;
+    Ok(body)
 }
+
+/// Where a body of unknown length starts (a 30-container list is 31 KB).
+const BODY_START: u64 = 16 << 10;
+/// The most a stated length reserves before the bytes arrive.
+const MAX_HINT: u64 = 1 << 20;
 
 /// The last `lines` lines of a log response's body, read as a stream (see [`super::tail`]);
 /// Docker's frames decoded when `framed`.
@@ -96,12 +117,15 @@ pub fn log_tail(
 /// Percent-encodes everything but RFC 3986's unreserved characters (label selectors, filters,
 /// names in query strings).
 pub fn percent_encode(s: &str) -> String {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
     let mut out = String::with_capacity(s.len() * 3);
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
             out.push(b as char);
         } else {
-            out.push_str(&format!("%{b:02X}"));
+            out.push('%');
+            out.push(HEX[(b >> 4) as usize] as char);
+            out.push(HEX[(b & 0xf) as usize] as char);
         }
     }
     out

@@ -3,8 +3,12 @@
 //! deterministic container name that makes "one worker per task" atomic in the engine.
 //! No credential is ever written to a label.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::collections::HashMap;
+use std::fmt;
+
+use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde::Deserialize;
 
 use crate::hash::{fnv1a64, FNV_OFFSET};
 
@@ -55,18 +59,92 @@ pub struct Owned {
     pub expires_at: Option<u64>,
 }
 
+/// This controller's labels on an object, read from its label map; every other label is
+/// skipped without being copied (an engine's list carries a map per container).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Ours {
+    owner: Option<String>,
+    worker_id: Option<String>,
+    task: Option<String>,
+    expires_at: Option<u64>,
+}
+
+impl<'de> Deserialize<'de> for Ours {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Ours, D::Error> {
+        deserializer.deserialize_map(OursVisitor)
+    }
+}
+
+struct OursVisitor;
+
+impl<'de> Visitor<'de> for OursVisitor {
+    type Value = Ours;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a map of labels")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Ours, A::Error> {
+        let mut ours = Ours::default();
+        while let Some(Text(key)) = map.next_key::<Text>()? {
+            let slot = match key.as_ref() {
+                OWNER => &mut ours.owner,
+                WORKER_ID => &mut ours.worker_id,
+                TASK => &mut ours.task,
+                EXPIRES_AT => {
+                    // Not a number: as if absent (the worker is then not reaped).
+                    let Text(value) = map.next_value::<Text>()?;
+                    ours.expires_at = value.parse().ok();
+                    continue;
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                    continue;
+                }
+            };
+            let Text(value) = map.next_value::<Text>()?;
+            *slot = Some(value.into_owned());
+        }
+        Ok(ours)
+    }
+}
+
+/// A JSON string borrowed from the input when it has no escapes, copied when it has.
+struct Text<'de>(Cow<'de, str>);
+
+impl<'de> Deserialize<'de> for Text<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Text<'de>, D::Error> {
+        struct TextVisitor;
+        impl<'de> Visitor<'de> for TextVisitor {
+            type Value = Text<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Text<'de>, E> {
+                Ok(Text(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Text<'de>, E> {
+                Ok(Text(Cow::Owned(v.to_string())))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Text<'de>, E> {
+                Ok(Text(Cow::Owned(v)))
+            }
+        }
+        deserializer.deserialize_str(TextVisitor)
+    }
+}
+
 /// The worker's identity if the labels carry this controller's marker and a worker id;
 /// `None` for anything else, however it is named.
-pub fn owned(labels: Option<&HashMap<String, String>>, controller_id: &str) -> Option<Owned> {
+pub fn owned(labels: Option<Ours>, controller_id: &str) -> Option<Owned> {
     let labels = labels?;
-    if labels.get(OWNER).map(String::as_str) != Some(controller_id) {
+    if labels.owner.as_deref() != Some(controller_id) {
         return None;
     }
-    let worker_id = labels.get(WORKER_ID).filter(|w| !w.is_empty())?.clone();
     Some(Owned {
-        worker_id,
-        task: labels.get(TASK).cloned().unwrap_or_default(),
-        expires_at: labels.get(EXPIRES_AT).and_then(|v| v.parse().ok()),
+        worker_id: labels.worker_id.filter(|w| !w.is_empty())?,
+        task: labels.task.unwrap_or_default(),
+        expires_at: labels.expires_at,
     })
 }
 
@@ -245,28 +323,46 @@ mod tests {
 
     #[test]
     fn ownership_needs_the_marker() {
-        let mut l: HashMap<String, String> =
-            for_worker("me", "w1", "t", None).into_iter().collect();
+        let read = |l: &BTreeMap<String, String>| -> Option<Ours> {
+            Some(serde_json::from_value(serde_json::json!(l)).expect("a label map reads"))
+        };
+        let mut l = for_worker("me", "w1", "t", None);
         assert_eq!(l.len(), 3, "exactly three labels without a TTL");
         assert_eq!(
-            owned(Some(&l), "me"),
+            owned(read(&l), "me"),
             Some(Owned {
                 worker_id: "w1".into(),
                 task: "t".into(),
                 expires_at: None,
             })
         );
-        let expiring: HashMap<String, String> = for_worker("me", "w1", "t", Some(1_900_000_000))
-            .into_iter()
-            .collect();
+        let expiring = for_worker("me", "w1", "t", Some(1_900_000_000));
         assert_eq!(expiring[EXPIRES_AT], "1900000000");
         assert_eq!(
-            owned(Some(&expiring), "me").and_then(|o| o.expires_at),
+            owned(read(&expiring), "me").and_then(|o| o.expires_at),
             Some(1_900_000_000)
         );
-        assert_eq!(owned(Some(&l), "someone-else"), None);
+        assert_eq!(owned(read(&l), "someone-else"), None);
         l.remove(OWNER);
-        assert_eq!(owned(Some(&l), "me"), None);
+        assert_eq!(owned(read(&l), "me"), None);
         assert_eq!(owned(None, "me"), None);
+    }
+
+    #[test]
+    fn reads_only_its_own_labels_escaped_or_not() {
+        // Other labels of any shape are skipped; an escaped key or value still reads.
+        let text = r#"{"com.example/x": "1", "a2a-worker-controller\/owner": "me",
+            "a2a-worker-controller/worker-id": "w\u0031", "a2a-worker-controller/task": "fix \"it\"",
+            "a2a-worker-controller/expires-at": "soon", "other": "a2a-worker-controller/owner"}"#;
+        let ours: Ours = serde_json::from_str(text).expect("labels read");
+        assert_eq!(
+            owned(Some(ours), "me"),
+            Some(Owned {
+                worker_id: "w1".into(),
+                task: "fix \"it\"".into(),
+                expires_at: None,
+            })
+        );
+        assert!(serde_json::from_str::<Ours>(r#"{"a2a-worker-controller/owner": 7}"#).is_err());
     }
 }

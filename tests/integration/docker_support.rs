@@ -13,7 +13,10 @@ use std::sync::{Arc, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use a2a_worker_controller::testing::{owner_selector, Engine, Summary};
+use std::collections::HashMap;
+
+use a2a_worker_controller::testing::{owner_selector, Engine};
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::support::{request, Controls, HttpResponse, TOKEN};
@@ -102,20 +105,38 @@ impl Cleanup {
         }
     }
 
-    /// Containers with this controller's owner label, as the engine has them.
-    pub fn owned(&self) -> Vec<Summary> {
-        self.engine
+    /// Containers with this controller's owner label, as the engine has them (all their
+    /// labels, read here rather than by the controller's own reader).
+    pub fn owned(&self) -> Vec<Container> {
+        let listing = self
+            .engine
             .list(&owner_selector(&self.controller_id))
-            .expect("engine list")
+            .expect("engine list");
+        serde_json::from_slice(listing.as_bytes()).expect("the engine's list is JSON")
     }
+}
+
+/// A container as the engine lists it: its id and every label.
+#[derive(Debug, Deserialize)]
+pub struct Container {
+    #[serde(rename = "Id")]
+    pub id: String,
+    #[serde(rename = "Labels", default)]
+    pub labels: Option<HashMap<String, String>>,
 }
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
-        if let Ok(list) = self.engine.list(&owner_selector(&self.controller_id)) {
-            for c in list {
-                let _ = self.engine.remove(&c.id);
-            }
+        let listed = self.engine.list(&owner_selector(&self.controller_id));
+        let ids: Vec<String> = listed
+            .ok()
+            .and_then(|l| serde_json::from_slice::<Vec<Container>>(l.as_bytes()).ok())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|c| c.id)
+            .collect();
+        for id in ids {
+            let _ = self.engine.remove(&id);
         }
         for id in &self.extra {
             let _ = self.engine.remove(id);

@@ -2,17 +2,20 @@
 //! the engine's Unix socket, explicit timeouts on every call, the API version negotiated
 //! once from `/version`, and failures classified by status code.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use serde::de::{IgnoredAny, SeqAccess, Visitor};
 use serde::Deserialize;
 use serde_json::Value;
 
 use super::unix_socket;
 use crate::backend::api_call::{self, one_line, percent_encode, Method};
+use crate::backend::labels::Ours;
 use crate::backend::Logs;
 
 /// The newest API version this client knows; all calls used are unchanged from 1.41 on.
@@ -56,45 +59,88 @@ impl EngineError {
     }
 }
 
-/// `GET /containers/json` items (the fields used).
+/// `GET /containers/json` items (the fields used), borrowing their text from the engine's
+/// answer (a [`Listing`]); only this controller's labels are read.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default)]
-pub struct Summary {
-    #[serde(rename = "Id")]
-    pub id: String,
-    #[serde(rename = "Names")]
-    pub names: Option<Vec<String>>,
+pub struct Summary<'a> {
+    #[serde(rename = "Id", borrow)]
+    pub id: Cow<'a, str>,
+    #[serde(rename = "Names", borrow)]
+    names: FirstName<'a>,
     #[serde(rename = "Labels")]
-    pub labels: Option<HashMap<String, String>>,
-    #[serde(rename = "State")]
-    pub state: String,
+    pub labels: Option<Ours>,
+    #[serde(rename = "State", borrow)]
+    pub state: Cow<'a, str>,
     #[serde(rename = "Created")]
     pub created: i64,
-    #[serde(rename = "Ports")]
-    pub ports: Option<Vec<Port>>,
+    #[serde(rename = "Ports", borrow)]
+    pub ports: Option<Vec<Port<'a>>>,
 }
 
-impl Summary {
-    pub fn name(&self) -> String {
+impl Summary<'_> {
+    /// The container's name, without the engine's leading `/`.
+    pub fn name(&self) -> &str {
         self.names
-            .as_ref()
-            .and_then(|n| n.first())
-            .map(|n| n.trim_start_matches('/').to_string())
-            .unwrap_or_default()
+            .0
+            .as_deref()
+            .unwrap_or("")
+            .trim_start_matches('/')
+    }
+}
+
+/// The first of a container's names (the engine lists one per container; links add more).
+#[derive(Debug, Clone, Default)]
+struct FirstName<'a>(Option<Cow<'a, str>>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for FirstName<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Names;
+        impl<'de> Visitor<'de> for Names {
+            type Value = FirstName<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a list of names")
+            }
+            fn visit_unit<E>(self) -> Result<FirstName<'de>, E> {
+                Ok(FirstName(None))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<FirstName<'de>, A::Error> {
+                let first = seq.next_element::<Name>()?.map(|n| n.0);
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(FirstName(first))
+            }
+        }
+        #[derive(Deserialize)]
+        struct Name<'a>(#[serde(borrow)] Cow<'a, str>);
+        deserializer.deserialize_any(Names)
     }
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default)]
-pub struct Port {
-    #[serde(rename = "IP")]
-    pub ip: Option<String>,
+pub struct Port<'a> {
+    #[serde(rename = "IP", borrow)]
+    pub ip: Option<Cow<'a, str>>,
     #[serde(rename = "PrivatePort")]
     pub private_port: u16,
     #[serde(rename = "PublicPort")]
     pub public_port: Option<u16>,
-    #[serde(rename = "Type")]
-    pub kind: String,
+    #[serde(rename = "Type", borrow)]
+    pub kind: Cow<'a, str>,
+}
+
+/// An engine's `GET /containers/json` answer as it came; the containers borrow from it.
+pub struct Listing(Vec<u8>);
+
+impl Listing {
+    pub fn containers(&self) -> Result<Vec<Summary<'_>>, EngineError> {
+        parse_list(&self.0)
+    }
+
+    /// The answer's bytes, as the engine sent them.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
 }
 
 /// `GET /containers/{id}/json` (the fields used).
@@ -149,7 +195,7 @@ impl Inspect {
 #[serde(default)]
 pub struct InspectConfig {
     #[serde(rename = "Labels")]
-    pub labels: Option<HashMap<String, String>>,
+    pub labels: Option<Ours>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -380,7 +426,7 @@ impl Engine {
     }
 
     /// All containers (running or not) matching every `key=value` label selector.
-    pub fn list(&self, label_selectors: &[String]) -> Result<Vec<Summary>, EngineError> {
+    pub fn list(&self, label_selectors: &[String]) -> Result<Listing, EngineError> {
         let filters = serde_json::json!({ "label": label_selectors }).to_string();
         let path = format!(
             "/containers/json?all=1&filters={}",
@@ -390,7 +436,7 @@ impl Engine {
         if status != 200 {
             return Err(status_error(status, &body));
         }
-        parse_list(&body)
+        Ok(Listing(body))
     }
 
     /// A container by id or name; `None` when it does not exist.
@@ -435,7 +481,7 @@ pub fn negotiate_version(daemon: &str, daemon_min: Option<&str>) -> Result<Strin
     Ok(format!("v{}.{}", chosen.0, chosen.1))
 }
 
-pub fn parse_list(body: &[u8]) -> Result<Vec<Summary>, EngineError> {
+pub fn parse_list(body: &[u8]) -> Result<Vec<Summary<'_>>, EngineError> {
     serde_json::from_slice(body).map_err(|e| EngineError::Protocol(format!("container list: {e}")))
 }
 
@@ -503,10 +549,16 @@ mod tests {
     fn parses_engine_json_leniently() {
         let list = br#"[{"Id":"abc","Names":["/n"],"Labels":null,"State":"exited","Created":5,"Ports":null,"Extra":1}]"#;
         let items = parse_list(list).unwrap();
+        assert_eq!((items[0].name(), items[0].state.as_ref()), ("n", "exited"));
+        // Names absent, null or empty; text with escapes (copied, not borrowed) reads the same.
+        let odd = br#"[{"Id":"a\u0062c"},{"Names":null},{"Names":[]},{"Names":["/x\/y","/z"],"State":"r\u0075nning"}]"#;
+        let items = parse_list(odd).unwrap();
+        assert_eq!(items[0].id, "abc");
         assert_eq!(
-            (items[0].name().as_str(), items[0].state.as_str()),
-            ("n", "exited")
+            items.iter().map(Summary::name).collect::<Vec<_>>(),
+            ["", "", "", "x/y"]
         );
+        assert_eq!(items[3].state, "running");
         let inspect = br#"{"Id":"abc","State":{"Status":"exited","ExitCode":137,"OOMKilled":true},
             "HostConfig":{"PortBindings":{"9090/tcp":[{"HostIp":"127.0.0.1","HostPort":"4000"}]}}}"#;
         let i = parse_inspect(inspect).unwrap();

@@ -54,10 +54,18 @@ impl DockerBackend {
     }
 
     fn url_for(&self, name: &str, host_port: Option<u16>) -> String {
-        match (&self.docker.network, host_port) {
-            (Some(_), _) | (None, None) => format!("http://{name}:{}", self.container.port),
-            (None, Some(hp)) => format!("http://{}", SocketAddr::new(self.docker.publish_host, hp)),
-        }
+        use std::fmt::Write;
+        // One allocation: this runs for every worker of every list.
+        let mut url = String::with_capacity(name.len() + 56);
+        let _ = match (&self.docker.network, host_port) {
+            (Some(_), _) | (None, None) => write!(url, "http://{name}:{}", self.container.port),
+            (None, Some(hp)) => write!(
+                url,
+                "http://{}",
+                SocketAddr::new(self.docker.publish_host, hp)
+            ),
+        };
+        url
     }
 
     fn container_config(&self, spec: &CreateSpec, url: &str, host_port: Option<u16>) -> Value {
@@ -112,7 +120,7 @@ impl DockerBackend {
         loop {
             match self.engine.inspect(name) {
                 Ok(Some(found)) => {
-                    let labels = found.config.as_ref().and_then(|c| c.labels.as_ref());
+                    let labels = found.config.and_then(|c| c.labels);
                     return match labels::owned(labels, &self.controller_id) {
                         Some(owned) => BackendError::WorkerExists {
                             worker_id: owned.worker_id,
@@ -161,28 +169,30 @@ impl DockerBackend {
         })
     }
 
-    /// The container of a worker this controller owns, and the worker; `NotFound` otherwise.
-    fn owned_container(&self, worker_id: &str) -> Result<(Summary, Worker), BackendError> {
-        let found = self
+    /// The container id of a worker this controller owns, and the worker; `NotFound` otherwise.
+    fn owned_container(&self, worker_id: &str) -> Result<(String, Worker), BackendError> {
+        let listing = self
             .engine
             .list(&labels::worker_selector(&self.controller_id, worker_id))
             .map_err(engine_error)?;
-        found
+        let containers = listing.containers().map_err(engine_error)?;
+        containers
             .into_iter()
-            .find_map(|c| {
+            .find_map(|mut c| {
                 let w = self
-                    .worker_of(&c)
+                    .worker_of(&mut c)
                     .ok()
                     .flatten()
                     .filter(|w| w.worker_id == worker_id)?;
-                Some((c, w))
+                Some((c.id.into_owned(), w))
             })
             .ok_or(BackendError::NotFound)
     }
 
     /// A listed container as a worker; `None` for containers this controller does not own.
-    fn worker_of(&self, c: &Summary) -> Result<Option<Worker>, BackendError> {
-        let Some(owned) = labels::owned(c.labels.as_ref(), &self.controller_id) else {
+    /// Its labels are taken out of the summary (they move into the worker).
+    fn worker_of(&self, c: &mut Summary) -> Result<Option<Worker>, BackendError> {
+        let Some(owned) = labels::owned(c.labels.take(), &self.controller_id) else {
             return Ok(None);
         };
         let name = c.name();
@@ -203,7 +213,7 @@ impl DockerBackend {
         }
         let created_at = rfc3339_secs(c.created.max(0) as u64);
         Ok(Some(Worker {
-            a2a_url: self.url_for(&name, host_port),
+            a2a_url: self.url_for(name, host_port),
             reason,
             ..Worker::new(
                 BackendKind::Docker,
@@ -294,13 +304,15 @@ impl Backend for DockerBackend {
     }
 
     fn list(&self) -> Result<Vec<Worker>, BackendError> {
-        let containers = self
+        let listing = self
             .engine
             .list(&labels::owner_selector(&self.controller_id))
             .map_err(engine_error)?;
+        let mut containers = listing.containers().map_err(engine_error)?;
         let mut workers = Vec::with_capacity(containers.len());
-        for c in &containers {
+        for c in &mut containers {
             if let Some(w) = self.worker_of(c)? {
+                let c: &Summary = c;
                 workers.push((c.created, c.name(), w));
             }
         }
@@ -311,15 +323,15 @@ impl Backend for DockerBackend {
     fn stop(&self, worker_id: &str) -> Result<Worker, BackendError> {
         let (container, worker) = self.owned_container(worker_id)?;
         self.engine
-            .stop(&container.id, STOP_GRACE_SECS)
+            .stop(&container, STOP_GRACE_SECS)
             .map_err(engine_error)?;
-        self.engine.remove(&container.id).map_err(engine_error)?;
+        self.engine.remove(&container).map_err(engine_error)?;
         Ok(worker)
     }
 
     fn logs(&self, worker_id: &str, lines: u32) -> Result<Logs, BackendError> {
         let (container, _) = self.owned_container(worker_id)?;
-        self.engine.logs(&container.id, lines).map_err(engine_error)
+        self.engine.logs(&container, lines).map_err(engine_error)
     }
 
     fn health(&self) -> Result<(), BackendError> {

@@ -176,7 +176,7 @@ impl K8sBackend {
 
     /// A pod as a worker; `None` when this controller does not own it.
     fn worker_of(&self, pod: &Pod) -> Option<Worker> {
-        let owned = labels::owned(pod.metadata.labels.as_ref(), &self.controller_id)?;
+        let owned = labels::owned(pod.metadata.labels.clone(), &self.controller_id)?;
         // The label holds a label-safe form of the task; the annotation holds the task.
         let task = pod
             .metadata

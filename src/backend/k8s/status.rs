@@ -7,6 +7,7 @@ use std::collections::HashMap;
 
 use serde::Deserialize;
 
+use crate::backend::labels::Ours;
 use crate::backend::WorkerState;
 
 /// Waiting reasons that mean the image cannot be pulled: create fails `image_not_found`.
@@ -35,7 +36,7 @@ pub struct Pod {
 #[serde(default, rename_all = "camelCase")]
 pub struct Metadata {
     pub name: String,
-    pub labels: Option<HashMap<String, String>>,
+    pub labels: Option<Ours>,
     pub annotations: Option<HashMap<String, String>>,
     pub creation_timestamp: String,
 }
