@@ -95,11 +95,14 @@ impl Protocol {
             return stream.unwrap_or_else(refuse);
         }
         let reply = self.dispatch(method, rpc_params).and_then(|result| {
-            to_text(&Reply {
-                jsonrpc: "2.0",
-                id: &id,
-                result: &result,
-            })
+            to_text(
+                &Reply {
+                    jsonrpc: "2.0",
+                    id: &id,
+                    result: &result,
+                },
+                result.get().len(),
+            )
         });
         Answer::Json(reply.unwrap_or_else(|e| response_err(&id, &e).to_string()))
     }
@@ -717,6 +720,13 @@ fn to_raw(result: &impl Serialize) -> Result<Box<RawValue>, RpcError> {
     serde_json::value::to_raw_value(result).map_err(|e| RpcError::internal(&e.to_string()))
 }
 
-fn to_text(reply: &impl Serialize) -> Result<String, RpcError> {
-    serde_json::to_string(reply).map_err(|e| RpcError::internal(&e.to_string()))
+fn to_text<T: Serialize + ?Sized>(
+    reply: &Reply<'_, T>,
+    size_hint: usize,
+) -> Result<String, RpcError> {
+    // Written into a buffer of about its final size: grown from empty, a list's reply would be
+    // copied a handful of times.
+    let mut out = Vec::with_capacity(size_hint + 64);
+    serde_json::to_writer(&mut out, reply).map_err(|e| RpcError::internal(&e.to_string()))?;
+    String::from_utf8(out).map_err(|e| RpcError::internal(&e.to_string()))
 }

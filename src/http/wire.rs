@@ -320,7 +320,15 @@ pub(crate) fn has_token(headers: &[(String, String)], name: &str, token: &str) -
 
 /// The bytes of a response; `Content-Length`, `Connection` and `Date` are this layer's.
 pub(crate) fn encode(r: &Response, keep_alive: bool, head_only: bool) -> Vec<u8> {
-    let mut out = format!("HTTP/1.1 {} {}\r\n", r.status, reason(r.status)).into_bytes();
+    // Head and body in one allocation (a list's reply is kilobytes; grown from the status
+    // line it would be copied a handful of times).
+    let head: usize = 160
+        + r.headers
+            .iter()
+            .map(|(n, v)| n.len() + v.len() + 4)
+            .sum::<usize>();
+    let mut out = Vec::with_capacity(head + if head_only { 0 } else { r.body.len() });
+    out.extend_from_slice(format!("HTTP/1.1 {} {}\r\n", r.status, reason(r.status)).as_bytes());
     let mut push = |name: &str, value: &str| {
         out.extend_from_slice(name.as_bytes());
         out.extend_from_slice(b": ");

@@ -37,6 +37,19 @@ fn status_kib(pid: u32, field: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// CPU time all of `pid`'s live threads have used, in nanoseconds (`/proc/PID/task/*/schedstat`;
+/// threads that have ended are not counted).
+fn cpu_ns(pid: u32) -> u64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    tasks
+        .filter_map(Result::ok)
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
+}
+
 fn mib(kib: u64) -> f64 {
     kib as f64 / 1024.0
 }
@@ -274,6 +287,19 @@ fn docker_bench_controller_against_its_engine() {
             exchange(&mut once, &request, &mut buf).expect("controller answers");
             fresh.push(started.elapsed());
         }
+        // The controller's own CPU per list, from its threads' run time (the keep-alive
+        // connection's thread lives through all of these): steadier than a wall-clock ratio
+        // on a machine whose engine runs at different speeds from one minute to the next.
+        let before = cpu_ns(p.pid());
+        for _ in 0..rounds {
+            exchange(&mut conn, &request, &mut buf).expect("controller answers");
+        }
+        let cpu_us = cpu_ns(p.pid()).saturating_sub(before) as f64 / rounds as f64 / 1000.0;
+        row(
+            &format!("controller CPU per `list`, {workers} workers"),
+            &format!("{cpu_us:.0} µs"),
+            "(reference)",
+        );
         let check = reply_data(&p.control(json!({"operation": "list"})));
         assert_eq!(check["workers"].as_array().map(Vec::len), Some(workers));
         let (d, c, v, f) = (p50(direct), p50(client), p50(via), p50(fresh));
