@@ -331,7 +331,7 @@ impl Protocol {
             // Each step the backend reports becomes the task's WORKING status, which
             // subscribers hear as it happens.
             let progress = {
-                let (tasks, base) = (Arc::clone(&tasks), progress_base.clone());
+                let (tasks, base) = (Arc::clone(&tasks), progress_base);
                 Progress::new(move |step: &str| {
                     tasks.progress(&base.id, working_status(&base, step));
                 })
@@ -598,14 +598,15 @@ impl TaskEvents {
 
     /// One `StreamResponse` as an SSE event; `false` once the client is gone.
     fn send(&self, sink: &mut dyn Sink, result: &impl Serialize) -> bool {
-        match serde_json::to_string(&Reply {
+        let reply = Reply {
             jsonrpc: "2.0",
             id: &self.id,
             result,
-        }) {
+        };
+        match to_text(&reply, 0) {
             Ok(text) => sink.send(&sse(&text)),
             Err(e) => {
-                log::error!("a stream event could not be written: {e}");
+                log::error!("a stream event could not be written: {}", e.message);
                 false
             }
         }

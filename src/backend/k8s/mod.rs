@@ -167,16 +167,19 @@ impl K8sBackend {
         }
         let pods = self.select(&labels::worker_selector(&self.controller_id, worker_id))?;
         pods.into_iter()
-            .find_map(|p| {
-                let w = self.worker_of(&p).filter(|w| w.worker_id == worker_id)?;
+            .find_map(|mut p| {
+                let w = self
+                    .worker_of(&mut p)
+                    .filter(|w| w.worker_id == worker_id)?;
                 Some((p, w))
             })
             .ok_or(BackendError::NotFound)
     }
 
     /// A pod as a worker; `None` when this controller does not own it.
-    fn worker_of(&self, pod: &Pod) -> Option<Worker> {
-        let owned = labels::owned(pod.metadata.labels.clone(), &self.controller_id)?;
+    /// Its labels are taken out of the pod (they move into the worker).
+    fn worker_of(&self, pod: &mut Pod) -> Option<Worker> {
+        let owned = labels::owned(pod.metadata.labels.take(), &self.controller_id)?;
         // The label holds a label-safe form of the task; the annotation holds the task.
         let task = pod
             .metadata
@@ -204,7 +207,7 @@ impl K8sBackend {
     /// The answer to a name collision: the task's existing worker, if this controller owns it.
     fn existing(&self, name: &str) -> BackendError {
         match self.get(name) {
-            Ok(Some(pod)) => match self.worker_of(&pod) {
+            Ok(Some(mut pod)) => match self.worker_of(&mut pod) {
                 Some(w) => BackendError::WorkerExists {
                     worker_id: w.worker_id,
                     state: w.state,
@@ -365,8 +368,8 @@ impl Backend for K8sBackend {
     }
 
     fn list(&self) -> Result<Vec<Worker>, BackendError> {
-        let pods = self.select(&labels::owner_selector(&self.controller_id))?;
-        Ok(pods.iter().filter_map(|p| self.worker_of(p)).collect())
+        let mut pods = self.select(&labels::owner_selector(&self.controller_id))?;
+        Ok(pods.iter_mut().filter_map(|p| self.worker_of(p)).collect())
     }
 
     fn stop(&self, worker_id: &str) -> Result<Worker, BackendError> {
