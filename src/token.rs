@@ -69,17 +69,8 @@ pub fn uuid_v4() -> io::Result<String> {
     b[6] = (b[6] & 0x0f) | 0x40;
     b[8] = (b[8] & 0x3f) | 0x80;
     let h = hex(&b);
-    let mut id = String::with_capacity(36);
-    for (i, part) in [&h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32]]
-        .into_iter()
-        .enumerate()
-    {
-        if i > 0 {
-            id.push('-');
-        }
-        id.push_str(part);
-    }
-    Ok(id)
+    // `join` sizes the string once.
+    Ok([&h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32]].join("-"))
 }
 
 pub fn hex(bytes: &[u8]) -> String {
