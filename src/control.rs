@@ -59,6 +59,7 @@ pub enum ErrorCode {
     ImageNotFound,
     NotReady,
     Capacity,
+    RejectedByCluster,
     Internal,
 }
 
@@ -104,6 +105,8 @@ impl From<BackendError> for ControlError {
             BackendError::NotFound => ControlError::new(ErrorCode::NotFound, message),
             BackendError::ImageNotFound(_) => ControlError::new(ErrorCode::ImageNotFound, message),
             BackendError::NotReady(_) => ControlError::new(ErrorCode::NotReady, message),
+            BackendError::Rejected(_) => ControlError::new(ErrorCode::RejectedByCluster, message),
+            BackendError::Capacity(_) => ControlError::new(ErrorCode::Capacity, message),
             BackendError::Internal(_) => ControlError::new(ErrorCode::Internal, message),
         }
     }
@@ -551,7 +554,8 @@ impl Control {
 
     /// Stops every listed worker whose expiry has passed, through the same stop as a caller's
     /// (each logged and counted as operation `reap`). A worker that is already gone when its
-    /// stop arrives (another replica reaped it first) is not an error.
+    /// stop arrives (another replica reaped it first) is not an error; one already being
+    /// removed (`stopping`) was stopped by an earlier pass, and is left alone.
     /// Fails only when the workers cannot be listed.
     pub fn reap(&self) -> Result<(), BackendError> {
         let workers = self.backend.list()?;
@@ -560,7 +564,7 @@ impl Control {
             let Some(expiry) = time::parse_rfc3339_millis(&w.expires_at) else {
                 continue;
             };
-            if expiry > now {
+            if expiry > now || w.state == WorkerState::Stopping {
                 continue;
             }
             let started = Instant::now();
@@ -598,7 +602,15 @@ impl Control {
     fn admit(&self) -> Result<Admitted<'_>, ControlError> {
         let mut in_flight = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
         if self.max_workers > 0 {
-            let existing = self.backend.list().map_err(ControlError::from)?.len() as u64;
+            // A worker being removed (`stopping`) is on its way out: it holds its task, not a
+            // place.
+            let existing = self
+                .backend
+                .list()
+                .map_err(ControlError::from)?
+                .iter()
+                .filter(|w| w.state != WorkerState::Stopping)
+                .count() as u64;
             if existing + u64::from(*in_flight) >= u64::from(self.max_workers) {
                 return Err(ControlError::new(
                     ErrorCode::Capacity,

@@ -83,6 +83,9 @@ pub enum Error {
     K8s(backend::k8s::api::ConfigError),
     /// The local backend's program, task directory or state file is unusable.
     Local(backend::local::ConfigError),
+    /// The backend's engine refuses the workers this configuration would start (the
+    /// startup dry run): one line naming the setting.
+    Refused(String),
     Sentry(sentry::Error),
     Signals(std::io::Error),
 }
@@ -93,6 +96,7 @@ impl fmt::Display for Error {
             Error::Http(e) => e.fmt(f),
             Error::K8s(e) => e.fmt(f),
             Error::Local(e) => e.fmt(f),
+            Error::Refused(why) => f.write_str(why),
             Error::Sentry(e) => write!(f, "sentry: {e}"),
             Error::Signals(e) => write!(f, "cannot install signal handlers: {e}"),
         }
@@ -214,6 +218,7 @@ pub fn run(settings: &Settings) -> Result<(), Error> {
     let mut signals =
         signal_hook::iterator::Signals::new([SIGTERM, SIGINT]).map_err(Error::Signals)?;
     let backend = build_backend(settings)?;
+    backend.validate().map_err(Error::Refused)?;
     let kind = backend.kind();
     let running = start(settings, backend)?;
     log::info!(

@@ -114,6 +114,10 @@ pub enum WorkerState {
     Starting,
     Running,
     Exited,
+    /// Being removed: stopped, but its engine has not finished removing it (a Kubernetes pod
+    /// in its grace period, a container Docker is removing). It holds its task's name until it
+    /// is gone, and does not count against `MAX_WORKERS`.
+    Stopping,
     Unknown,
 }
 
@@ -123,6 +127,7 @@ impl WorkerState {
             WorkerState::Starting => "starting",
             WorkerState::Running => "running",
             WorkerState::Exited => "exited",
+            WorkerState::Stopping => "stopping",
             WorkerState::Unknown => "unknown",
         }
     }
@@ -200,8 +205,13 @@ pub enum BackendError {
     NotFound,
     /// The worker image is not present on the engine.
     ImageNotFound(String),
-    /// The worker did not become ready in time and was removed.
+    /// The worker did not become ready in time (what became of it is in the text).
     NotReady(String),
+    /// The cluster's admission refused the worker this configuration builds (Kubernetes'
+    /// PodSecurity or ServiceAccount admission): the engine's own words.
+    Rejected(String),
+    /// The engine's own quota is exhausted (a Kubernetes ResourceQuota).
+    Capacity(String),
     /// Anything else the engine refused.
     Internal(String),
 }
@@ -218,6 +228,8 @@ impl fmt::Display for BackendError {
             BackendError::NotFound => f.write_str("no such worker"),
             BackendError::ImageNotFound(image) => write!(f, "worker image {image} not found"),
             BackendError::NotReady(why) => write!(f, "worker did not become ready: {why}"),
+            BackendError::Rejected(why) => write!(f, "the cluster rejected the worker: {why}"),
+            BackendError::Capacity(why) => write!(f, "no capacity for the worker: {why}"),
             BackendError::Internal(why) => write!(f, "backend error: {why}"),
         }
     }
@@ -226,6 +238,21 @@ impl fmt::Display for BackendError {
 impl std::error::Error for BackendError {}
 
 impl BackendError {
+    /// The same error with `note` added to its text (what became of what the failed call
+    /// had made); an error without text is returned as it is.
+    pub fn with_note(self, note: &str) -> BackendError {
+        let add = |s: String| format!("{s}; {note}");
+        match self {
+            BackendError::Unavailable(s) => BackendError::Unavailable(add(s)),
+            BackendError::ImageNotFound(s) => BackendError::ImageNotFound(add(s)),
+            BackendError::NotReady(s) => BackendError::NotReady(add(s)),
+            BackendError::Rejected(s) => BackendError::Rejected(add(s)),
+            BackendError::Capacity(s) => BackendError::Capacity(add(s)),
+            BackendError::Internal(s) => BackendError::Internal(add(s)),
+            other @ (BackendError::WorkerExists { .. } | BackendError::NotFound) => other,
+        }
+    }
+
     /// The same error with every occurrence of `token` replaced: engine messages may quote
     /// what they were given, and a worker's token never leaves the backend in an error.
     pub fn redact(self, token: &Token) -> BackendError {
@@ -238,8 +265,33 @@ impl BackendError {
             BackendError::Unavailable(s) => BackendError::Unavailable(clean(s)),
             BackendError::ImageNotFound(s) => BackendError::ImageNotFound(clean(s)),
             BackendError::NotReady(s) => BackendError::NotReady(clean(s)),
+            BackendError::Rejected(s) => BackendError::Rejected(clean(s)),
+            BackendError::Capacity(s) => BackendError::Capacity(clean(s)),
             BackendError::Internal(s) => BackendError::Internal(clean(s)),
             other @ (BackendError::WorkerExists { .. } | BackendError::NotFound) => other,
+        }
+    }
+}
+
+/// One line of `check`: what was asked, and whether it passed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    pub ok: bool,
+    pub what: String,
+}
+
+impl Finding {
+    pub fn ok(what: impl Into<String>) -> Finding {
+        Finding {
+            ok: true,
+            what: what.into(),
+        }
+    }
+
+    pub fn failed(what: impl fmt::Display) -> Finding {
+        Finding {
+            ok: false,
+            what: what.to_string(),
         }
     }
 }
@@ -266,6 +318,24 @@ pub trait Backend: Send + Sync {
 
     /// Whether the engine answers (for `/readiness`).
     fn health(&self) -> Result<(), BackendError>;
+
+    /// What `check` proves, one finding per line: by default that the engine answers. A
+    /// backend that can ask its engine more (permissions, a dry run of the worker it would
+    /// start) says each in its own line.
+    fn check(&self) -> Vec<Finding> {
+        vec![match self.health() {
+            Ok(()) => Finding::ok("answers"),
+            Err(e) => Finding::failed(e),
+        }]
+    }
+
+    /// A dry run at startup of what every create will send (where the engine offers one):
+    /// `Err` is a configuration the engine will always refuse, and stops startup. An engine
+    /// that cannot be asked now is not a refusal (the controller starts and says so in
+    /// `/readiness`).
+    fn validate(&self) -> Result<(), String> {
+        Ok(())
+    }
 
     /// Whether [`Backend::create`] refuses a second worker per task atomically in the engine.
     fn atomic_task_uniqueness(&self) -> bool {

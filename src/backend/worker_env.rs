@@ -22,9 +22,15 @@ pub fn environment(
         pair("LISTEN", format!(":{}", container.port)),
         pair("WORKER_ID", spec.worker_id.clone()),
         pair("WORKER_TASK", spec.task.clone()),
-        pair("ANTHROPIC_BASE_URL", container.anthropic_base_url.clone()),
         pair("ANTHROPIC_MODEL", container.anthropic_model.clone()),
     ];
+    // None on Kubernetes unless set: the Docker default names a host no cluster has.
+    if !container.anthropic_base_url.is_empty() {
+        env.insert(
+            env.len() - 1,
+            pair("ANTHROPIC_BASE_URL", container.anthropic_base_url.clone()),
+        );
+    }
     if let Some(token) = anthropic_auth_token {
         env.push(pair("ANTHROPIC_AUTH_TOKEN", token.to_string()));
     }

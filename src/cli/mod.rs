@@ -16,7 +16,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use self::client::Client;
-use crate::backend::{BackendError, BackendKind};
+use crate::backend::{BackendKind, Finding};
 use crate::settings::{self, read_secret_file, Command};
 use crate::time::parse_duration;
 
@@ -313,12 +313,23 @@ fn print_for_people(
         "logs" => out.write_all(data["text"].as_str().unwrap_or("").as_bytes()),
         _ => {
             let w = &data["worker"];
-            writeln!(
-                out,
-                "stopped worker {} (task {})",
-                output::cell(&w["worker_id"]),
-                output::cell(&w["task"])
-            )
+            // A worker whose engine removes it gracefully (a pod's grace period) is stopping.
+            if w["state"] == "stopping" {
+                writeln!(
+                    out,
+                    "stopping worker {} (task {}): {}",
+                    output::cell(&w["worker_id"]),
+                    output::cell(&w["task"]),
+                    output::cell(&w["reason"])
+                )
+            } else {
+                writeln!(
+                    out,
+                    "stopped worker {} (task {})",
+                    output::cell(&w["worker_id"]),
+                    output::cell(&w["task"])
+                )
+            }
         }
     }
 }
@@ -364,25 +375,28 @@ fn check(
         }
     };
     let kind = backend.kind();
-    match backend.health() {
-        Ok(()) => {
-            let _ = writeln!(out, "backend {kind}: answers");
-            0
-        }
-        // The local backend starts without a GUI (launchd runs it at login, often before
-        // WezTerm): not a configuration error, but worth saying.
-        Err(e @ BackendError::Unavailable(_)) if kind == BackendKind::Local => {
+    let findings = backend.check();
+    // The local backend starts without a GUI (launchd runs it at login, often before
+    // WezTerm): not a configuration error, but worth saying.
+    if kind == BackendKind::Local {
+        if let [Finding { ok: false, what }] = findings.as_slice() {
             let _ = writeln!(
                 out,
-                "backend {kind}: configured; {e} (the controller starts anyway and creates once a GUI runs)"
+                "backend {kind}: configured; {what} (the controller starts anyway and creates once a GUI runs)"
             );
-            0
-        }
-        Err(e) => {
-            let _ = writeln!(err, "backend {kind}: {e}");
-            1
+            return 0;
         }
     }
+    let mut failed = false;
+    for f in &findings {
+        if f.ok {
+            let _ = writeln!(out, "backend {kind}: {}", f.what);
+        } else {
+            failed = true;
+            let _ = writeln!(err, "backend {kind}: FAILED: {}", f.what);
+        }
+    }
+    u8::from(failed)
 }
 
 #[cfg(test)]

@@ -359,10 +359,21 @@ impl Raw {
                 container: self.container()?,
                 docker: self.docker()?,
             },
-            "k8s" | "kubernetes" | "k3s" => BackendSettings::K8s {
-                container: self.container()?,
-                k8s: self.k8s()?,
-            },
+            "k8s" | "kubernetes" | "k3s" => {
+                let mut container = self.container()?;
+                // The compiled-in default (host.docker.internal) is Docker's name for the
+                // host: no cluster has it. Pods get the variable only when it is set.
+                if self.0.get("WORKER_ANTHROPIC_BASE_URL").is_none_or(|v| v.trim().is_empty()) {
+                    container.anthropic_base_url = String::new();
+                    warnings.push(
+                        "WORKER_ANTHROPIC_BASE_URL is not set: worker pods get no ANTHROPIC_BASE_URL (the default, http://host.docker.internal:8788, does not exist in a cluster); set it to the model gateway's in-cluster URL".into(),
+                    );
+                }
+                BackendSettings::K8s {
+                    container,
+                    k8s: self.k8s()?,
+                }
+            }
             "local" => BackendSettings::Local(self.local()?),
             other => {
                 return Err(invalid(

@@ -209,7 +209,7 @@ pub(super) const SPECS: &[Spec] = &[
         Container,
         "WORKER_ANTHROPIC_BASE_URL",
         DEFAULT_ANTHROPIC_BASE_URL,
-        "ANTHROPIC_BASE_URL given to workers",
+        "ANTHROPIC_BASE_URL given to workers (k8s: none unless set)",
     ),
     s(
         Container,
@@ -253,7 +253,7 @@ pub(super) const SPECS: &[Spec] = &[
         K8s,
         "K8S_NAMESPACE",
         "",
-        "namespace for worker pods (default: the service account's)",
+        "namespace for worker pods (default: the service account's in a cluster; \"default\" with K8S_API_URL)",
     ),
     s(
         K8s,

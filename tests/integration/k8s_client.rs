@@ -230,8 +230,24 @@ fn pods_through_a_rotating_token_and_status_reasons() {
     );
     assert_eq!(list("a2a-worker-controller%2Fowner%3Dme"), ["w-1"]);
 
+    // Graceful deletion, as the real server does it (delete200.b, get_after_delete.b): 200
+    // with the pod still there and deletionTimestamp set; a second DELETE is 200 too; the
+    // pod is gone only once the kubelet confirms. Grace 0 removes it at once.
+    let (status, body) = api
+        .call(K8sMethod::Delete, &format!("{pods}/w-1?gracePeriodSeconds=10"), None)
+        .unwrap();
+    assert_eq!(status, 200);
+    let answered: Value = serde_json::from_slice(&body).unwrap();
+    assert!(answered["metadata"]["deletionTimestamp"].is_string(), "{answered}");
+    assert_eq!(answered["metadata"]["deletionGracePeriodSeconds"], 10);
+    let (status, body) = api
+        .call(K8sMethod::Get, &format!("{pods}/w-1"), None)
+        .unwrap();
+    assert_eq!(status, 200, "still there in its grace period");
+    let still: Value = serde_json::from_slice(&body).unwrap();
+    assert!(still["metadata"]["deletionTimestamp"].is_string());
     let (status, _) = api
-        .call(K8sMethod::Delete, &format!("{pods}/w-1"), None)
+        .call(K8sMethod::Delete, &format!("{pods}/w-1?gracePeriodSeconds=0"), None)
         .unwrap();
     assert_eq!(status, 200);
     let gone = api

@@ -83,6 +83,19 @@ fn refused_at_startup(args: &[String]) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// Waits (at most 10 s) until the stand-in's kubelet has confirmed every deletion.
+pub fn wait_until_no_pods(api: &K8sApi) {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !pods(api).is_empty() {
+        assert!(
+            std::time::Instant::now() < until,
+            "pods left: {:?}",
+            pods(api)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
 fn worker_ids(p: &Proc) -> Vec<String> {
     reply_data(&p.control(json!({"operation": "list"})))["workers"]
         .as_array()
@@ -172,10 +185,23 @@ fn create_list_stop_and_tokens_stay_in_the_pod_environment() {
     assert_eq!(listed["workers"][0]["state"], "running");
     assert_eq!(listed["workers"][0]["expires_at"], worker["expires_at"]);
     assert!(!listed.to_string().contains(&token));
+    // Stopping is graceful, as on a real API server: the pod stays in its grace period until
+    // the kubelet confirms, and is `stopping` until then; a second stop deletes nothing more.
     let stopped =
         reply_data(&p.control(json!({"operation": "stop", "worker_id": worker["worker_id"]})));
     assert_eq!(stopped["worker"]["worker_id"], worker["worker_id"]);
-    assert!(pods(&api).is_empty());
+    assert_eq!(stopped["worker"]["state"], "stopping", "{stopped}");
+    assert!(
+        stopped["worker"]["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("stopping since "),
+        "{stopped}"
+    );
+    let again =
+        reply_data(&p.control(json!({"operation": "stop", "worker_id": worker["worker_id"]})));
+    assert_eq!(again["worker"]["state"], "stopping", "{again}");
+    wait_until_no_pods(&api);
     p.expect_failure(
         json!({"operation": "stop", "worker_id": worker["worker_id"]}),
         "not_found",
@@ -366,10 +392,16 @@ fn failing_pods_are_reported_and_removed_and_refusals_are_clear() {
         &id,
         &["-worker-image=registry.example/pull-fails:1"],
     );
+    // The reply says the pod was left, and why (defect: it was left silently).
     p.expect_failure_saying(
         json!({"operation": "create", "task": "pull"}),
         "image_not_found",
-        &["ImagePullBackOff"],
+        &[
+            "ImagePullBackOff",
+            "was left",
+            "RBAC",
+            "cannot delete resource \"pods\"",
+        ],
     );
     drop(p);
     // RBAC denies delete here, so the failed pod stays (and the log says why); the next
@@ -401,6 +433,8 @@ fn failing_pods_are_reported_and_removed_and_refusals_are_clear() {
         &["CrashLoopBackOff", "exited with code 3"],
     );
     assert!(pods(&api).is_empty(), "the failed pod was removed");
+    let e = p.log_text();
+    assert!(!e.contains("was left"), "{e}");
     let p = start(
         &standin,
         &pki,
@@ -695,7 +729,7 @@ fn a_rotated_token_file_keeps_the_controller_working() {
     set(&accepted, "token-three");
     let r = p.get("/readiness");
     assert_eq!(r.status, 503);
-    assert!(r.text().contains("401"), "{}", r.text());
+    assert!(r.text().contains("credentials"), "{}", r.text());
     p.expect_failure_saying(
         json!({"operation": "list"}),
         "backend_unavailable",
@@ -742,7 +776,7 @@ fn pod_templates_and_pods_that_cannot_start() {
         (
             "registry.example/unschedulable:1",
             "not_ready",
-            "Insufficient memory",
+            "cannot be scheduled: 0/1 nodes are available: 1 Insufficient memory",
         ),
         (
             "registry.example/config-error:1",
@@ -754,7 +788,11 @@ fn pod_templates_and_pods_that_cannot_start() {
             &standin,
             &pki,
             &id,
-            &[&flag, &format!("-worker-image={image}")],
+            &[
+                &flag,
+                &format!("-worker-image={image}"),
+                "-worker-ready-timeout=1s",
+            ],
         );
         let e = p.expect_failure(json!({"operation": "create", "task": image}), code);
         assert!(e["message"].as_str().unwrap().contains(reason), "{e}");
@@ -790,7 +828,10 @@ fn check_asks_the_api_server_with_the_credentials() {
     args.push("-worker-image=a2a-echo-worker:dev".into());
     let (code, out, err) = crate::cli_client::check(&args, &crate::cli_client::CHECK_ENV);
     assert_eq!(code, Some(0), "{out}{err}");
-    assert!(out.contains("backend k8s: answers"), "{out}");
+    assert!(
+        out.contains("answers (namespace a2a)") && out.contains("may watch pods"),
+        "{out}"
+    );
     // A CA that is not the cluster's: the TLS handshake fails, and check says so.
     args.push(format!(
         "-k8s-ca-file={}",

@@ -115,6 +115,7 @@ impl Drop for Pki {
 pub struct Standin {
     pub url: String,
     child: Child,
+    said: BufReader<std::process::ChildStdout>,
 }
 
 impl Standin {
@@ -136,15 +137,26 @@ impl Standin {
             .spawn()
             .expect("the stand-in starts");
         let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
+        let mut said = BufReader::new(child.stdout.take().unwrap());
+        said.read_line(&mut line).unwrap();
         let url = line
             .trim()
             .strip_prefix("listening ")
             .unwrap_or_else(|| panic!("stand-in said {line:?}"))
             .to_string();
-        Standin { url, child }
+        Standin { url, child, said }
+    }
+
+    /// Tells the stand-in's simulated cluster to change (`node-down`, `outage 3`, ...; the
+    /// commands are in its header) and waits until it has.
+    pub fn send(&mut self, command: &str) {
+        use std::io::Write;
+        let stdin = self.child.stdin.as_mut().expect("the stand-in's stdin");
+        writeln!(stdin, "{command}").unwrap();
+        stdin.flush().unwrap();
+        let mut line = String::new();
+        self.said.read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), "ok", "the stand-in did not take {command:?}");
     }
 }
 

@@ -1,64 +1,82 @@
-"""A stand-in Kubernetes API server for the controller's tests (no real API server can run on
-these machines). It follows the Kubernetes API reference for the calls the controller makes,
-and only those:
+"""A stand-in Kubernetes API server for the controller's tests (CI cannot run a real one). It
+answers the calls the controller makes as a real kube-apiserver 1.36.2 did when this project
+recorded it (`../shared/reference/k8s-real/`, "rec" below: `responses/NAME.{h,b}` raw answers,
+`sNN-*.txt` transcripts), and where the recordings are silent, as the Kubernetes sources say.
+A scheduler, a kubelet and a node controller are simulated in one thread.
 
-- HTTPS with a server certificate signed by a CA made in the test; clients authenticate with a
-  client certificate signed by that CA (the user is its CN) or a bearer token equal to the
-  current contents of --token-file (re-read on every request, so the test can rotate it).
-  Otherwise 401 with a `Status` whose reason is `Unauthorized`.
-- Core v1 pods, namespaced: `POST /api/v1/namespaces/{ns}/pods` → 201 with the stored pod;
-  409 `AlreadyExists` on a name collision; 422 `Invalid` when the name is not a DNS-1123
-  label. `GET .../pods?labelSelector=&fieldSelector=` → `PodList` (label selectors `k=v`, `k!=v`,
-  `k`, `!k`, comma = and; field selectors `metadata.name=` and `metadata.namespace=`). `GET .../pods/{name}` → 200 or 404 `NotFound`. `DELETE .../pods/{name}` → 200 with
-  the pod, or 404 `NotFound`.
-- Watch: `GET .../pods?watch=1&fieldSelector=...&labelSelector=...&timeoutSeconds=N` streams
-  one JSON event per line, chunked: `ADDED` for each matching pod at the start (a watch without
-  a resourceVersion starts from the current state), then `MODIFIED` whenever a pod's status
-  changes and `DELETED` when it goes; the stream ends after timeoutSeconds (default 30).
-- "RBAC": verbs given with --deny are answered 403 `Forbidden`, with the API server's message
-  ('pods "x" is forbidden: User "u" cannot delete resource "pods" in API group "" in the
-  namespace "ns"').
-- Pods move Pending → Running with the `Ready` condition True after --ready-after seconds; an
-  image whose name contains `pull-fails` stays Pending with the container waiting in
-  `ImagePullBackOff`; one containing `crashes` runs, then shows `CrashLoopBackOff` with the
-  last termination's exit code; `unschedulable` stays Pending with `PodScheduled` False,
-  reason `Unschedulable`; `config-error` stays Pending waiting in `CreateContainerConfigError`.
-- --throttle-once answers the first pod request 429 `TooManyRequests` with `Retry-After: 1`.
-- Discovery, as kubectl reads it before any call (the legacy, non-aggregated form): `/api`
-  (APIVersions), `/api/v1` (APIResourceList with pods), `/apis` (an empty APIGroupList), and
-  `/version`.
-- Logs: `GET .../pods/{name}/log?container=&tailLines=` → text/plain: --log-lines lines
-  `<pod> line <i>`; the last tailLines of them; 400 `BadRequest` when `container` names none of
-  the pod's containers (or is missing with several); 404 for a missing pod. RBAC verb `get` on
-  `pods/log` (--deny log refuses it).
-- --record DIR appends the verb of every authorized pod request to DIR/verbs and writes every
-  pod body sent to create as DIR/pod-N.json, so the tests can check the RBAC Role against the
-  calls really made and validate every body against the official schemas.
+What it mimics, and from where:
+
+| behaviour | source |
+|---|---|
+| TLS; a client certificate (user = CN) or a bearer token equal to --token-file (re-read each request); else 401 `Unauthorized` | rec unauth.b |
+| create 201 with the stored pod (uid, resourceVersion, creationTimestamp, generation, defaults: terminationGracePeriodSeconds 30, serviceAccountName default, status Pending) | rec create201.b, worker-pod-as-stored.yaml |
+| 409 `AlreadyExists` `pods "x" already exists`; `object is being deleted: ...` while the old pod is in its grace period | rec create409.b, s04; apiserver registry/store.go |
+| 422 `Invalid` with `details.causes`: a name that is not a DNS-1123 subdomain, a container without an image | rec create422name.b, create422noimage.b |
+| `Warning: 299` for a deprecated `beta.kubernetes.io/` node selector label (s15 tpl-deprecated); unknown fields: `Warning: 299 - "unknown field \\"spec.x\\""` by default (`fieldValidation=Warn`), none with `Ignore`, 400 `BadRequest` `Pod in version "v1" cannot be handled as a Pod: strict decoding error: ...` with `Strict` (the issue said 422; handlers/create.go's transformDecodeError answers 400) | rec s15b; apiserver handlers/create.go, rest.go |
+| `dryRun=All`: validation and admission run, nothing is stored | apiserver handlers/create.go |
+| PodSecurity `restricted` (namespace label, --psa or `psa restricted`): 403 `Forbidden` `violates PodSecurity "restricted:latest": ...` with the real check texts | rec create403psa.b, s15 |
+| ResourceQuota: 403 `exceeded quota: q-pods, requested: pods=1, used: pods=N, limited: pods=N`; `failed quota: q-mem: must specify limits.memory for: worker` | rec s27-quota.txt |
+| ServiceAccount admission: 403 `error looking up service account ns/sa: serviceaccount "sa" not found` | plugin/pkg/admission/serviceaccount |
+| list: equality and set-based label selectors (`=`, `==`, `!=`, `in`, `notin`, `k`, `!k`); 400 `found 'x', expected: ',' or 'end of string'` for malformed ones | rec list_eq.b, list_in.b, list_notin.b, list_badsel.b, list_badvalue.b |
+| field selectors `metadata.name`, `metadata.namespace`, `status.phase`, `spec.nodeName`; 400 `field label not supported: X` | rec field_phase.b, field_node.b, field_bad.b |
+| `limit` / `continue` (with `remainingItemCount`) | rec limit1.b |
+| get 200 / 404 `NotFound` `pods "x" not found` | rec get200.b, get404.b |
+| graceful deletion: a bound, unfinished pod answers 200 with `deletionTimestamp` (= now + grace) and `deletionGracePeriodSeconds`, GET still 200, watch MODIFIED; DELETED only when the kubelet confirms (never while its node is down); a repeated DELETE only shortens the grace; an unbound or finished pod, or grace 0, goes at once | rec delete200.b, get_after_delete.b, watch.b, s04, s20b; registry/rest/delete.go, pod/strategy.go |
+| delete `preconditions.uid` mismatch: 409 `Conflict` | registry/rest/delete.go |
+| watch (`watch=1`): chunked JSON lines; `ADDED` for current pods without `resourceVersion`, else the events after it; `410 Expired` `too old resource version: R (OLDEST)` as an `ERROR` event for a compacted version; `BOOKMARK`s with `allowWatchBookmarks`; ends after `timeoutSeconds` | rec watch.b, watchbm.b |
+| scheduler: binds a pod to `standin-node`; an image containing `unschedulable` stays Pending with `PodScheduled=False`, reason `Unschedulable`, the scheduler's message and a `FailedScheduling` event, until `schedulable` (an autoscaler added a node) or --schedulable-after | rec s28-scheduler.txt, s09 |
+| kubelet: Running and Ready after --ready-after s; images with `pull-fails` (ImagePullBackOff), `crashes` (CrashLoopBackOff, exit 3), `config-error` (CreateContainerConfigError), `never-ready` (Ready=False `ContainersNotReady: containers with unready status: [worker]` and an `Unhealthy` `Readiness probe failed: ...` event); confirms deletions after --confirm-after s | rec s09-notready.txt |
+| node down (`node-down`): nothing is confirmed; the node controller sets its pods' `Ready` to `False` with no reason, `ContainersReady` unchanged; `pods/log` answers 500 with the dial error | rec s20-node-down.txt, s10c |
+| `pods/log`: text; 204 with no body for a pod without a node; 400 `container X is not valid for pod P` | rec log_nohost.h, log_badcontainer.b |
+| API priority and fairness: 429 `text/plain` `Too many requests, please try again later.` with `Retry-After: 1` (--throttle-once, `throttle N`) | rec s26-apf429.txt |
+| RBAC (--deny, `deny ...`): 403 `pods "x" is forbidden: User "u" cannot VERB resource "R" in API group "" in the namespace "ns"`; `SelfSubjectAccessReview` answers `allowed` the same way | rec s13-rbac-a.txt, noauth_dummy.b |
+| an API server restart (`outage S`): the port refuses connections for S s, open streams are cut, the store survives | rec s23-apiserver-restart.txt |
+| discovery for kubectl (`/api`, `/api/v1`, `/apis`, `/version`) | kubectl's legacy discovery |
+| events: `GET .../events?fieldSelector=involvedObject.name=P,type=Warning` | core v1 Event |
+
+Unknown fields are found with the official OpenAPI-derived schemas that kubernetes-validate
+ships (v1.36 strict), the same the manifest test validates with.
+
+Commands on stdin, one per line, each answered `ok` on stdout once applied: `node-down`,
+`node-up`, `schedulable`, `outage SECONDS`, `throttle N`, `deny VERB,...` (`-` for none),
+`psa restricted|privileged`, `quota pods=N`, `quota memory`, `quota none`. The stand-in exits
+when stdin closes.
 
 Usage: k8s_standin.py --cert F --key F --ca F [--token-file F] [--deny VERB,...] [--ready-after S]
-                  [--throttle-once] [--record DIR] [--log-lines N]
-Prints `listening https://127.0.0.1:PORT` once it serves; stops on SIGTERM or stdin closing.
+    [--confirm-after S] [--schedulable-after S] [--throttle-once] [--psa LEVEL] [--record DIR]
+    [--log-lines N]
+Prints `listening https://127.0.0.1:PORT` once it serves.
 """
 
 import argparse
+import base64
+import copy
 import json
 import os
 import re
+import socket
 import ssl
 import sys
 import threading
 import time
 import uuid
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
-DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-PODS = re.compile(r"^/api/v1/namespaces/([^/]+)/pods(?:/([^/]+)(/log)?)?$")
+SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+PODS = re.compile(r"^/api/v1/namespaces/([^/]+)/(pods|events)(?:/([^/]+)(/log)?)?$")
+NODE = "standin-node"
+HISTORY = 2000  # events kept for watches from a resourceVersion
+NAME_MSG = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
+            "and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation "
+            "is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')")
+UNSCHEDULABLE = ("0/1 nodes are available: 1 Insufficient memory. preemption: 0/1 nodes are available: "
+                 "1 No preemption victims found for incoming pod.")
 
 
-def now_rfc3339():
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+def rfc3339(t=None):
+    return (t or datetime.now(timezone.utc)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def status(code, reason, message, details=None):
@@ -69,82 +87,293 @@ def status(code, reason, message, details=None):
     return code, body
 
 
-def fields_match(pod, selector):
-    for term in filter(None, (t.strip() for t in selector.split(","))):
-        k, _, v = term.partition("=")
-        v = v.lstrip("=")
-        negate = k.endswith("!")
-        k = k.rstrip("!")
-        actual = {"metadata.name": pod["metadata"].get("name"),
-                  "metadata.namespace": pod["metadata"].get("namespace")}.get(k)
-        if (actual == v) == negate:
+class SelectorError(Exception):
+    pass
+
+
+def parse_selector(text):
+    """A label selector as the API server's parser reads it: a list of (key, op, values)."""
+    tokens = re.findall(r"\s*(==|!=|=|!|\(|\)|,|[^\s=!(),]+)", text)
+    reqs, i = [], 0
+
+    def tok(j):
+        return tokens[j] if j < len(tokens) else None
+
+    while i < len(tokens):
+        if tok(i) == "!":
+            if tok(i + 1) in (None, ",", "(", ")", "=", "==", "!="):
+                raise SelectorError(f"found '{tok(i + 1) or 'end of string'}', expected: identifier")
+            reqs.append((tok(i + 1), "!", []))
+            i += 2
+        else:
+            key = tok(i)
+            if key in (",", "(", ")", "=", "==", "!="):
+                raise SelectorError(f"found '{key}', expected: !, identifier, or 'end of string'")
+            op = tok(i + 1)
+            if op in ("=", "==", "!="):
+                value = tok(i + 2)
+                if value in (",", None):
+                    value, i = "", i + 2
+                elif value in ("(", ")", "=", "==", "!=", "!"):
+                    raise SelectorError(f"found '{value}', expected: identifier")
+                else:
+                    i += 3
+                reqs.append((key, "!=" if op == "!=" else "=", [value]))
+            elif op in ("in", "notin"):
+                if tok(i + 2) != "(":
+                    raise SelectorError(f"found '{tok(i + 2) or 'end of string'}', expected: '('")
+                j, values = i + 3, []
+                while tok(j) not in (")", None):
+                    if tok(j) != ",":
+                        values.append(tok(j))
+                    j += 1
+                if tok(j) is None:
+                    raise SelectorError("found 'end of string', expected: ')'")
+                reqs.append((key, op, values))
+                i = j + 1
+            else:
+                reqs.append((key, "exists", []))
+                i += 1
+        if tok(i) not in (None, ","):
+            raise SelectorError(f"found '{tok(i)}', expected: ',' or 'end of string'")
+        i += 1
+    return reqs
+
+
+def labels_match(labels, reqs):
+    for key, op, values in reqs:
+        has, v = key in labels, labels.get(key)
+        if op == "=" and v != values[0]:
+            return False
+        if op == "!=" and v == values[0]:
+            return False
+        if op == "in" and v not in values:
+            return False
+        if op == "notin" and has and v in values:
+            return False
+        if op == "exists" and not has:
+            return False
+        if op == "!" and has:
             return False
     return True
 
 
-def matches(labels, selector):
-    for term in filter(None, (t.strip() for t in selector.split(","))):
-        if "!=" in term:
-            k, v = term.split("!=", 1)
-            if labels.get(k) == v:
-                return False
-        elif "=" in term:
-            k, v = term.split("=", 1)
-            k = k.rstrip("=")
-            if labels.get(k) != v:
-                return False
-        elif term.startswith("!"):
-            if term[1:] in labels:
-                return False
-        elif term not in labels:
-            return False
-    return True
+POD_FIELDS = {"metadata.name": lambda p: p["metadata"].get("name"),
+              "metadata.namespace": lambda p: p["metadata"].get("namespace"),
+              "status.phase": lambda p: p.get("status", {}).get("phase", ""),
+              "spec.nodeName": lambda p: p.get("spec", {}).get("nodeName", "")}
+EVENT_FIELDS = {"involvedObject.name": lambda e: e["involvedObject"]["name"],
+                "type": lambda e: e["type"], "reason": lambda e: e["reason"],
+                "metadata.namespace": lambda e: e["metadata"]["namespace"]}
+
+
+def parse_fields(text, known):
+    terms = []
+    for term in filter(None, (t.strip() for t in text.split(","))):
+        m = re.match(r"^([^=!]+)(==|=|!=)(.*)$", term)
+        if not m:
+            raise SelectorError(f"invalid selector: '{text}'; can't understand '{term}'")
+        if m.group(1) not in known:
+            raise SelectorError(f"field label not supported: {m.group(1)}")
+        terms.append((known[m.group(1)], m.group(2) == "!=", m.group(3)))
+    return terms
+
+
+def fields_match(obj, terms):
+    return all((f(obj) == v) != negate for f, negate, v in terms)
+
+
+class Schema:
+    """Unknown-field detection with kubernetes-validate's strict schemas (OpenAPI v1.36)."""
+
+    def __init__(self):
+        import kubernetes_validate
+        base = os.path.join(os.path.dirname(kubernetes_validate.__file__), "kubernetes-json-schema")
+        version = "v1.36.0-local-strict"
+        if not os.path.isdir(os.path.join(base, version)):
+            version = sorted(v for v in os.listdir(base) if v.endswith("-local-strict"))[-1]
+        with open(os.path.join(base, version, "_definitions.json")) as f:
+            self.defs = json.load(f)["$defs"]
+
+    def resolve(self, s):
+        while isinstance(s, dict):
+            if "$ref" in s:
+                s = self.defs[s["$ref"].rsplit("/", 1)[-1]]
+            elif any(k in s for k in ("allOf", "anyOf", "oneOf")) and "properties" not in s:
+                s = next((x for k in ("allOf", "anyOf", "oneOf") for x in s.get(k, []) if isinstance(x, dict)
+                          and ("$ref" in x or "properties" in x)), {})
+            else:
+                break
+        return s
+
+    def unknown(self, value, schema=None, path=""):
+        schema = self.resolve(schema or {"$ref": "#/$defs/io.k8s.api.core.v1.Pod"})
+        out = []
+        if isinstance(value, dict) and "properties" in schema:
+            for k, v in value.items():
+                if k in schema["properties"]:
+                    out += self.unknown(v, schema["properties"][k], f"{path}.{k}" if path else k)
+                else:
+                    out.append(f"{path}.{k}" if path else k)
+        elif isinstance(value, dict) and isinstance(schema.get("additionalProperties"), dict):
+            for k, v in value.items():
+                out += self.unknown(v, schema["additionalProperties"], f"{path}.{k}")
+        elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+            for i, v in enumerate(value):
+                out += self.unknown(v, schema["items"], f"{path}[{i}]")
+        return out
+
+
+def restricted_violations(pod):
+    """PodSecurity `restricted:latest`, the checks and texts of pod-security-admission."""
+    spec = pod.get("spec", {})
+    psc = spec.get("securityContext") or {}
+    containers = [c for k in ("initContainers", "containers") for c in spec.get(k) or []]
+    out = []
+    host_ports = [(c["name"], p["hostPort"]) for c in containers for p in c.get("ports") or [] if p.get("hostPort")]
+    if host_ports:
+        out.append("hostPort (" + ", ".join(f'container "{n}" uses hostPort {p}' for n, p in host_ports) + ")")
+    priv = [c["name"] for c in containers if (c.get("securityContext") or {}).get("privileged")]
+    if priv:
+        out.append("privileged (" + ", ".join(f'container "{n}" must not set securityContext.privileged=true' for n in priv) + ")")
+    bad = {"hostPath", "nfs", "iscsi", "glusterfs", "rbd", "cephfs", "flexVolume", "cinder", "flocker", "fc",
+           "azureFile", "vsphereVolume", "quobyte", "azureDisk", "portworxVolume", "photonPersistentDisk",
+           "scaleIO", "storageos", "gcePersistentDisk", "awsElasticBlockStore", "gitRepo"}
+    vols = [(v["name"], t) for v in spec.get("volumes") or [] for t in v if t in bad]
+    if vols:
+        out.append("restricted volume types (" + ", ".join(f'volume "{n}" uses restricted volume type "{t}"' for n, t in vols) + ")")
+    ape = [c["name"] for c in containers if (c.get("securityContext") or {}).get("allowPrivilegeEscalation") is not False]
+    if ape:
+        out.append("allowPrivilegeEscalation != false (" + ", ".join(f'container "{n}" must set securityContext.allowPrivilegeEscalation=false' for n in ape) + ")")
+    caps = [c["name"] for c in containers if "ALL" not in ((c.get("securityContext") or {}).get("capabilities") or {}).get("drop", [])]
+    if caps:
+        out.append("unrestricted capabilities (" + ", ".join(f'container "{n}" must set securityContext.capabilities.drop=["ALL"]' for n in caps) + ")")
+    nonroot = [c["name"] for c in containers if not (c.get("securityContext") or {}).get("runAsNonRoot", psc.get("runAsNonRoot"))]
+    if nonroot:
+        out.append("runAsNonRoot != true (" + ", ".join(f'pod or container "{n}" must set securityContext.runAsNonRoot=true' for n in nonroot) + ")")
+    seccomp = [c["name"] for c in containers
+               if ((c.get("securityContext") or {}).get("seccompProfile") or psc.get("seccompProfile") or {}).get("type") not in ("RuntimeDefault", "Localhost")]
+    if seccomp:
+        out.append("seccompProfile (" + ", ".join(f'pod or container "{n}" must set securityContext.seccompProfile.type to "RuntimeDefault" or "Localhost"' for n in seccomp) + ")")
+    return out
 
 
 class Store:
-    def __init__(self, ready_after):
-        self.lock = threading.Lock()
-        self.pods = {}  # (ns, name) -> (pod, created monotonic)
-        self.ready_after = ready_after
-        self.version = 1
+    """Pods and events, with every change recorded for watches. The simulated kubelet,
+    scheduler and node controller change pods only through `put` (MODIFIED) and `remove`
+    (DELETED), as the real ones do through the API."""
 
-    def view(self, pod, created):
-        """The pod with its status as of now."""
-        pod = json.loads(json.dumps(pod))
-        age = time.monotonic() - created
-        image = pod["spec"]["containers"][0].get("image", "")
-        name = pod["spec"]["containers"][0].get("name", "worker")
-        st = {"phase": "Pending", "conditions": [], "startTime": pod["metadata"]["creationTimestamp"]}
-        if "pull-fails" in image:
-            st["containerStatuses"] = [{"name": name, "ready": False, "restartCount": 0, "image": image,
-                                        "imageID": "", "state": {"waiting": {
-                                            "reason": "ImagePullBackOff",
-                                            "message": f'Back-off pulling image "{image}"'}}}]
-        elif "unschedulable" in image:
-            st["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-                                 "message": "0/1 nodes are available: 1 Insufficient memory."}]
-        elif "config-error" in image:
-            st["containerStatuses"] = [{"name": name, "ready": False, "restartCount": 0, "image": image,
-                                        "imageID": "", "state": {"waiting": {
-                                            "reason": "CreateContainerConfigError",
-                                            "message": 'secret "missing" not found'}}}]
-        elif "crashes" in image and age >= self.ready_after:
-            st["phase"] = "Running"
-            st["podIP"] = "10.42.0.9"
-            st["conditions"] = [{"type": "Ready", "status": "False", "reason": "ContainersNotReady"}]
-            st["containerStatuses"] = [{"name": name, "ready": False, "restartCount": 2, "image": image,
-                                        "imageID": "", "state": {"waiting": {
-                                            "reason": "CrashLoopBackOff",
-                                            "message": "back-off 20s restarting failed container"}},
-                                        "lastState": {"terminated": {"exitCode": 3, "reason": "Error"}}}]
-        elif age >= self.ready_after:
-            st["phase"] = "Running"
-            st["podIP"] = "10.42.0.7"
-            st["conditions"] = [{"type": "Ready", "status": "True"}]
-            st["containerStatuses"] = [{"name": name, "ready": True, "restartCount": 0, "image": image,
-                                        "imageID": "", "state": {"running": {"startedAt": pod["metadata"]["creationTimestamp"]}}}]
-        pod["status"] = st
-        return pod
+    def __init__(self, opts):
+        self.opts = opts
+        self.lock = threading.Condition()
+        self.pods = {}  # (ns, name) -> pod
+        self.meta = {}  # uid -> {"bound": t, "deleted": t, ...}
+        self.events = []  # core v1 Events
+        self.history = []  # (rv, type, pod)
+        self.version = 400  # like a server that has run a while (rec watchbm.b)
+        self.oldest = self.version
+        self.node_up = True
+        self.schedulable = False
+        self.schedulable_at = time.monotonic() + (opts.schedulable_after or 0)
+
+    def bump(self):
+        self.version += 1
+        return str(self.version)
+
+    def record(self, kind, pod):
+        self.history.append((self.version, kind, copy.deepcopy(pod)))
+        if len(self.history) > HISTORY:
+            self.history.pop(0)
+            self.oldest = self.history[0][0] - 1
+        self.lock.notify_all()
+
+    def put(self, pod, kind="MODIFIED"):
+        pod["metadata"]["resourceVersion"] = self.bump()
+        self.pods[(pod["metadata"]["namespace"], pod["metadata"]["name"])] = pod
+        self.record(kind, pod)
+
+    def remove(self, pod):
+        del self.pods[(pod["metadata"]["namespace"], pod["metadata"]["name"])]
+        pod["metadata"]["resourceVersion"] = self.bump()
+        self.record("DELETED", pod)
+
+    def event(self, pod, reason, message):
+        md = pod["metadata"]
+        self.events.append({"kind": "Event", "apiVersion": "v1", "type": "Warning", "reason": reason,
+                            "message": message, "lastTimestamp": rfc3339(), "count": 1,
+                            "metadata": {"name": f"{md['name']}.{uuid.uuid4().hex[:16]}", "namespace": md["namespace"]},
+                            "involvedObject": {"kind": "Pod", "name": md["name"], "namespace": md["namespace"], "uid": md["uid"]}})
+
+    def tick(self):
+        """One step of the scheduler, the kubelet and the node controller."""
+        now = time.monotonic()
+        if not self.schedulable and now >= self.schedulable_at and self.opts.schedulable_after is not None:
+            self.schedulable = True
+        for pod in list(self.pods.values()):
+            md, spec, st = pod["metadata"], pod["spec"], pod["status"]
+            m = self.meta.setdefault(md["uid"], {})
+            image = spec["containers"][0].get("image", "")
+            name = spec["containers"][0].get("name", "worker")
+            if md.get("deletionTimestamp"):
+                if self.node_up and now - m.get("deleted", now) >= self.opts.confirm_after:
+                    self.remove(pod)
+                continue
+            if not spec.get("nodeName"):
+                if "unschedulable" in image and not self.schedulable:
+                    if not m.get("unschedulable"):
+                        m["unschedulable"] = True
+                        st["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                             "message": UNSCHEDULABLE, "lastTransitionTime": rfc3339()}]
+                        self.event(pod, "FailedScheduling", UNSCHEDULABLE)
+                        self.put(pod)
+                    continue
+                spec["nodeName"] = NODE
+                st["conditions"] = [{"type": "PodScheduled", "status": "True", "lastTransitionTime": rfc3339()}]
+                m["bound"] = now
+                self.put(pod)
+                continue
+            if not self.node_up:
+                ready = next((c for c in st.get("conditions", []) if c["type"] == "Ready"), None)
+                if st.get("phase") == "Running" and ready and (ready["status"] != "False" or ready.get("reason")):
+                    ready["status"] = "False"
+                    ready.pop("reason", None)
+                    ready.pop("message", None)
+                    self.put(pod)
+                continue
+            if now - m.get("bound", now) < self.opts.ready_after or m.get("kubelet") == (image, self.node_up):
+                continue
+            m["kubelet"] = (image, self.node_up)
+            started = rfc3339()
+            cs = {"name": name, "ready": False, "restartCount": 0, "image": image, "imageID": "", "started": False}
+            conds = [{"type": "PodReadyToStartContainers", "status": "True"}, {"type": "Initialized", "status": "True"},
+                     {"type": "PodScheduled", "status": "True"}]
+            not_ready = [{"type": "Ready", "status": "False", "reason": "ContainersNotReady",
+                          "message": f"containers with unready status: [{name}]"},
+                         {"type": "ContainersReady", "status": "False", "reason": "ContainersNotReady",
+                          "message": f"containers with unready status: [{name}]"}]
+            if "pull-fails" in image:
+                st.update(phase="Pending", conditions=conds + not_ready)
+                cs["state"] = {"waiting": {"reason": "ImagePullBackOff", "message": f'Back-off pulling image "{image}"'}}
+            elif "config-error" in image:
+                st.update(phase="Pending", conditions=conds + not_ready)
+                cs["state"] = {"waiting": {"reason": "CreateContainerConfigError", "message": 'secret "missing" not found'}}
+            elif "crashes" in image:
+                st.update(phase="Running", podIP="10.42.0.9", conditions=conds + not_ready)
+                cs.update(restartCount=2, state={"waiting": {"reason": "CrashLoopBackOff",
+                                                             "message": "back-off 20s restarting failed container"}},
+                          lastState={"terminated": {"exitCode": 3, "reason": "Error"}})
+            elif "never-ready" in image:
+                st.update(phase="Running", podIP="10.42.0.8", conditions=conds + not_ready)
+                cs.update(started=True, state={"running": {"startedAt": started}})
+                self.event(pod, "Unhealthy", 'Readiness probe failed: Get "http://10.42.0.8:9090/.well-known/agent-card.json": '
+                                             'dial tcp 10.42.0.8:9090: connect: connection refused')
+            else:
+                st.update(phase="Running", podIP="10.42.0.7", conditions=conds + [
+                    {"type": "Ready", "status": "True"}, {"type": "ContainersReady", "status": "True"}])
+                cs.update(ready=True, started=True, state={"running": {"startedAt": started}})
+            st["containerStatuses"] = [cs]
+            st["startTime"] = started
+            self.put(pod)
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -154,12 +383,34 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, fmt, *args):
         pass
 
+    def setup(self):
+        super().setup()
+        with self.server.state.conns_lock:
+            self.server.state.conns.add(self.connection)
+
+    def finish(self):
+        try:
+            super().finish()
+        finally:
+            with self.server.state.conns_lock:
+                self.server.state.conns.discard(self.connection)
+
     def send_json(self, code, body, extra=None):
         data = json.dumps(body).encode()
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
-        for k, v in (extra or {}).items():
+        for k, v in (extra or []):
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def send_text(self, code, text, extra=None):
+        data = text.encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "text/plain; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        for k, v in (extra or []):
             self.send_header(k, v)
         self.end_headers()
         self.wfile.write(data)
@@ -179,141 +430,303 @@ class Handler(BaseHTTPRequestHandler):
                     return "system:serviceaccount:a2a:a2a-worker-controller"
         return None
 
+    def forbidden(self, user, verb, resource, ns, name):
+        """--deny VERB refuses that verb on pods (and pods/log); `log` refuses pods/log,
+        `events` refuses events."""
+        deny = self.server.state.deny
+        if resource == "events":
+            return "events" in deny
+        return verb in deny or (resource == "pods/log" and "log" in deny)
+
     def handle_any(self, method):
-        opts, store = self.server.opts, self.server.store
+        opts, state, store = self.server.opts, self.server.state, self.server.store
         url = urlsplit(self.path)
-        query = {k: v[0] for k, v in parse_qs(url.query).items()}
+        query = {k: v[0] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
         user = self.user()
         if user is None:
             return self.send_json(*status(401, "Unauthorized", "Unauthorized"))
-        if method == "GET" and url.path in ("/api", "/api/", "/apis", "/apis/", "/api/v1", "/api/v1/", "/version"):
+        if method == "GET" and url.path.rstrip("/") in ("/api", "/apis", "/api/v1", "/version"):
             return self.send_json(200, self.discovery(url.path.rstrip("/")))
+        if method == "POST" and url.path == "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews":
+            return self.access_review(user, raw)
         m = PODS.match(url.path)
         if not m:
             return self.send_json(*status(404, "NotFound", "the server could not find the requested resource"))
-        ns, name = unquote(m.group(1)), m.group(2) and unquote(m.group(2))
-        log = bool(m.group(3))
-        if log and method != "GET":
-            return self.send_json(*status(405, "MethodNotAllowed", "the server does not allow this method"))
+        ns, kind, name = unquote(m.group(1)), m.group(2), m.group(3) and unquote(m.group(3))
+        log = bool(m.group(4))
+        if (log or kind == "events") and method != "GET":
+            return self.send_json(*status(405, "MethodNotAllowed", "the server does not allow this method on the requested resource"))
         watching = method == "GET" and not name and query.get("watch") in ("1", "true")
-        verb = "watch" if watching else {"GET": "get" if name else "list", "POST": "create", "DELETE": "delete"}[method]
-        resource = "pods/log" if log else "pods"
+        verb = "watch" if watching else {"GET": "get" if name else "list", "POST": "create", "DELETE": "delete"}.get(method, "")
+        resource = "pods/log" if log else kind
         if opts.record:
-            with self.server.record_lock:
+            with state.record_lock:
                 with open(os.path.join(opts.record, "verbs"), "a") as f:
-                    f.write((f"{verb} {resource}" if log else verb) + "\n")
-                if verb == "create":
-                    self.server.recorded += 1
-                    with open(os.path.join(opts.record, f"pod-{self.server.recorded}.json"), "wb") as f:
+                    f.write((verb if resource == "pods" else f"{verb} {resource}") + "\n")
+                if verb == "create" and query.get("dryRun") != "All":
+                    state.recorded += 1
+                    with open(os.path.join(opts.record, f"pod-{state.recorded}.json"), "wb") as f:
                         f.write(raw)
-        if verb in opts.deny or (log and "log" in opts.deny):
-            target = f'pods "{name}"' if name else "pods"
+        if self.forbidden(user, verb, resource, ns, name):
+            target = f'{kind} "{name}"' if name else kind
             return self.send_json(*status(403, "Forbidden",
                 f'{target} is forbidden: User "{user}" cannot {verb} resource "{resource}" in API group "" in the namespace "{ns}"',
-                {"name": name or "", "kind": "pods"}))
-        with self.server.throttle_lock:
-            if opts.throttle_once and not self.server.throttled:
-                self.server.throttled = True
-                code, body = status(429, "TooManyRequests", "Too many requests, please try again later.")
-                return self.send_json(code, body, {"Retry-After": "1"})
+                {"name": name or "", "kind": kind}))
+        with state.throttle_lock:
+            if state.throttle > 0:
+                state.throttle -= 1
+                return self.send_text(429, "Too many requests, please try again later.\n", [("Retry-After", "1")])
+        if kind == "events":
+            return self.list_events(ns, query)
         if watching:
             return self.watch(ns, query)
         with store.lock:
             if method == "POST" and not name:
-                try:
-                    pod = json.loads(raw)
-                except ValueError as e:
-                    return self.send_json(*status(400, "BadRequest", f"invalid JSON: {e}"))
-                pname = pod.get("metadata", {}).get("name", "")
-                if not DNS1123.match(pname) or len(pname) > 63:
-                    return self.send_json(*status(422, "Invalid",
-                        f'Pod "{pname}" is invalid: metadata.name: Invalid value: "{pname}": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or \'-\'',
-                        {"name": pname, "kind": "Pod"}))
-                if (ns, pname) in store.pods:
-                    return self.send_json(*status(409, "AlreadyExists", f'pods "{pname}" already exists',
-                                                  {"name": pname, "kind": "pods"}))
-                store.version += 1
-                md = pod.setdefault("metadata", {})
-                md.update({"namespace": ns, "uid": str(uuid.uuid4()), "resourceVersion": str(store.version),
-                           "creationTimestamp": now_rfc3339()})
-                store.pods[(ns, pname)] = (pod, time.monotonic())
-                return self.send_json(201, store.view(pod, time.monotonic()))
+                return self.create(ns, raw, query)
             if method == "GET" and not name:
-                selector = query.get("labelSelector", "")
-                fields = query.get("fieldSelector", "")
-                items = [store.view(p, c) for (pns, _), (p, c) in sorted(store.pods.items()) if pns == ns
-                         and matches(p["metadata"].get("labels", {}), selector) and fields_match(p, fields)]
-                return self.send_json(200, {"kind": "PodList", "apiVersion": "v1",
-                                            "metadata": {"resourceVersion": str(store.version)}, "items": items})
-            found = store.pods.get((ns, name))
-            if found is None:
+                return self.list_pods(ns, query)
+            pod = store.pods.get((ns, name))
+            if pod is None:
                 return self.send_json(*status(404, "NotFound", f'pods "{name}" not found', {"name": name, "kind": "pods"}))
             if log:
-                return self.pod_log(*found, query)
+                return self.pod_log(pod, query)
             if method == "GET":
-                return self.send_json(200, store.view(*found))
+                return self.send_json(200, pod)
             if method == "DELETE":
-                del store.pods[(ns, name)]
-                store.version += 1
-                return self.send_json(200, store.view(*found))
-        return self.send_json(*status(405, "MethodNotAllowed", "the server does not allow this method"))
+                return self.delete(pod, query, raw)
+        return self.send_json(*status(405, "MethodNotAllowed", "the server does not allow this method on the requested resource"))
 
-    def pod_log(self, pod, created, query):
-        """What the pod's container printed: --log-lines lines `<pod> line <i>`, written as soon
-        as the pod runs. `container` must name one of the pod's containers (400 otherwise, as the
-        API server answers); `tailLines` keeps the last N lines."""
+    def create(self, ns, raw, query):
+        store, state = self.server.store, self.server.state
+        try:
+            pod = json.loads(raw)
+        except ValueError as e:
+            return self.send_json(*status(400, "BadRequest", f"invalid JSON: {e}"))
+        validation = query.get("fieldValidation", "Warn")
+        unknown = self.server.schema.unknown(pod)
+        warnings = []
+        if unknown and validation == "Strict":
+            return self.send_json(*status(400, "BadRequest",
+                'Pod in version "v1" cannot be handled as a Pod: strict decoding error: '
+                + ", ".join(f'unknown field "{u}"' for u in unknown)))
+        if validation == "Warn":
+            warnings = [("Warning", '299 - "unknown field \\"%s\\""' % u) for u in unknown]
+        for label in (pod.get("spec", {}).get("nodeSelector") or {}):
+            if label.startswith("beta.kubernetes.io/"):
+                new_label = "kubernetes.io/" + label.split("/", 1)[1]
+                warnings.append(("Warning", f'299 - "spec.nodeSelector[{label}]: deprecated since v1.14; use \\"{new_label}\\" instead"'))
+        md = pod.setdefault("metadata", {})
+        pname = md.get("name", "")
+        causes = []
+        if not SUBDOMAIN.match(pname) or len(pname) > 253:
+            causes.append(("metadata.name", "FieldValueInvalid", f'Invalid value: "{pname}": {NAME_MSG}'))
+        for i, c in enumerate(pod.get("spec", {}).get("containers") or []):
+            if not c.get("image"):
+                causes.append((f"spec.containers[{i}].image", "FieldValueRequired", "Required value"))
+        if causes:
+            return self.send_json(*status(422, "Invalid",
+                f'Pod "{pname}" is invalid: ' + ", ".join(f"{f}: {m}" for f, _, m in causes),
+                {"name": pname, "kind": "Pod", "causes": [{"reason": r, "message": m, "field": f} for f, r, m in causes]}),
+                warnings)
+        old = store.pods.get((ns, pname))
+        if old is not None:
+            msg = f'pods "{pname}" already exists'
+            if old["metadata"].get("deletionTimestamp"):
+                msg = "object is being deleted: " + msg
+            return self.send_json(*status(409, "AlreadyExists", msg, {"name": pname, "kind": "pods"}), warnings)
+        sa = pod.get("spec", {}).get("serviceAccountName", "default")
+        if sa != "default":
+            return self.send_json(*status(403, "Forbidden",
+                f'pods "{pname}" is forbidden: error looking up service account {ns}/{sa}: serviceaccount "{sa}" not found',
+                {"name": pname, "kind": "pods"}), warnings)
+        if state.psa == "restricted":
+            violations = restricted_violations(pod)
+            if violations:
+                return self.send_json(*status(403, "Forbidden",
+                    f'pods "{pname}" is forbidden: violates PodSecurity "restricted:latest": ' + ", ".join(violations),
+                    {"name": pname, "kind": "pods"}), warnings)
+        if state.quota_pods is not None:
+            used = sum(1 for (pns, _) in store.pods if pns == ns)
+            if used + 1 > state.quota_pods:
+                return self.send_json(*status(403, "Forbidden",
+                    f'pods "{pname}" is forbidden: exceeded quota: q-pods, requested: pods=1, used: pods={used}, limited: pods={state.quota_pods}',
+                    {"name": pname, "kind": "pods"}), warnings)
+        if state.quota_memory:
+            missing = [c.get("name") for c in pod["spec"].get("containers", [])
+                       if "memory" not in ((c.get("resources") or {}).get("limits") or {})]
+            if missing:
+                return self.send_json(*status(403, "Forbidden",
+                    f'pods "{pname}" is forbidden: failed quota: q-mem: must specify limits.memory for: {",".join(missing)}',
+                    {"name": pname, "kind": "pods"}), warnings)
+        md.update({"namespace": ns, "uid": str(uuid.uuid4()), "generation": 1, "creationTimestamp": rfc3339()})
+        spec = pod.setdefault("spec", {})
+        spec.setdefault("terminationGracePeriodSeconds", 30)
+        spec.setdefault("serviceAccountName", "default")
+        spec.setdefault("restartPolicy", "Always")
+        pod["status"] = {"phase": "Pending", "qosClass": "BestEffort"}
+        if query.get("dryRun") == "All":
+            md["resourceVersion"] = ""
+            return self.send_json(201, pod, warnings)
+        store.put(pod, "ADDED")
+        return self.send_json(201, pod, warnings)
+
+    def list_pods(self, ns, query):
+        store = self.server.store
+        try:
+            reqs = parse_selector(query.get("labelSelector", ""))
+            fields = parse_fields(query.get("fieldSelector", ""), POD_FIELDS)
+        except SelectorError as e:
+            return self.send_json(*status(400, "BadRequest", str(e)))
+        items = [p for (pns, n), p in sorted(store.pods.items()) if pns == ns
+                 and labels_match(p["metadata"].get("labels", {}), reqs) and fields_match(p, fields)]
+        meta = {"resourceVersion": str(store.version)}
+        start = 0
+        if query.get("continue"):
+            try:
+                token = json.loads(base64.urlsafe_b64decode(query["continue"] + "=="))
+                start = next((i for i, p in enumerate(items) if p["metadata"]["name"] > token["start"]), len(items))
+            except (ValueError, KeyError):
+                return self.send_json(*status(400, "BadRequest", "continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)"))
+        items = items[start:]
+        limit = int(query.get("limit") or 0)
+        if limit and len(items) > limit:
+            last = items[limit - 1]["metadata"]["name"]
+            meta["continue"] = base64.urlsafe_b64encode(json.dumps(
+                {"v": "meta.k8s.io/v1", "rv": store.version, "start": last}).encode()).decode().rstrip("=")
+            meta["remainingItemCount"] = len(items) - limit
+            items = items[:limit]
+        return self.send_json(200, {"kind": "PodList", "apiVersion": "v1", "metadata": meta, "items": items})
+
+    def delete(self, pod, query, raw):
+        store = self.server.store
+        options = json.loads(raw) if raw else {}
+        md = pod["metadata"]
+        want = (options.get("preconditions") or {}).get("uid")
+        if want and want != md["uid"]:
+            return self.send_json(*status(409, "Conflict",
+                f'Operation cannot be fulfilled on Pod "{md["name"]}": Precondition failed: UID in precondition: {want}, UID in object meta: {md["uid"]}',
+                {"name": md["name"], "kind": "Pod"}))
+        grace = query.get("gracePeriodSeconds", options.get("gracePeriodSeconds"))
+        grace = int(grace) if grace is not None else pod["spec"].get("terminationGracePeriodSeconds", 30)
+        finished = pod["status"].get("phase") in ("Failed", "Succeeded")
+        if not pod["spec"].get("nodeName") or finished:
+            grace = 0
+        if md.get("deletionTimestamp"):
+            current = md.get("deletionGracePeriodSeconds", 0)
+            if current and grace >= current:
+                return self.send_json(200, pod)  # only a shorter grace period changes anything
+        if grace > 0:
+            md["deletionTimestamp"] = rfc3339(datetime.now(timezone.utc) + timedelta(seconds=grace))
+            md["deletionGracePeriodSeconds"] = grace
+            md["generation"] = md.get("generation", 1) + 1
+            store.meta.setdefault(md["uid"], {})["deleted"] = time.monotonic()
+            store.put(pod)
+            return self.send_json(200, pod)
+        md.setdefault("deletionTimestamp", rfc3339())
+        md["deletionGracePeriodSeconds"] = 0
+        store.remove(pod)
+        return self.send_json(200, pod)
+
+    def pod_log(self, pod, query):
+        """What the pod's container printed: --log-lines lines `<pod> line <i>`."""
         name = pod["metadata"]["name"]
         containers = [c.get("name") for c in pod.get("spec", {}).get("containers", [])]
         container = query.get("container") or (containers[0] if len(containers) == 1 else None)
         if container not in containers:
-            return self.send_json(*status(400, "BadRequest",
-                f"container {container} is not valid for pod {name}"))
+            return self.send_json(*status(400, "BadRequest", f"container {container} is not valid for pod {name}"))
+        if not pod["spec"].get("nodeName"):
+            self.send_response(204)
+            self.end_headers()
+            return None
+        if not self.server.store.node_up:
+            tail = f"?tailLines={query['tailLines']}" if "tailLines" in query else ""
+            return self.send_json(*status(500, "InternalError",
+                f'Get "https://127.0.0.1:10250/containerLogs/{pod["metadata"]["namespace"]}/{name}/{container}{tail}": '
+                "dial tcp 127.0.0.1:10250: connect: connection refused"))
         lines = [f"{name} line {i}\n" for i in range(1, self.server.opts.log_lines + 1)]
         if "tailLines" in query:
             n = int(query["tailLines"])
             lines = lines[-n:] if n > 0 else []
-        data = "".join(lines).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/plain")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        return self.send_text(200, "".join(lines))
+
+    def list_events(self, ns, query):
+        try:
+            fields = parse_fields(query.get("fieldSelector", ""), EVENT_FIELDS)
+        except SelectorError as e:
+            return self.send_json(*status(400, "BadRequest", str(e)))
+        with self.server.store.lock:
+            items = [e for e in self.server.store.events if e["metadata"]["namespace"] == ns and fields_match(e, fields)]
+        return self.send_json(200, {"kind": "EventList", "apiVersion": "v1", "metadata": {}, "items": items})
+
+    def access_review(self, user, raw):
+        review = json.loads(raw or b"{}")
+        attrs = (review.get("spec") or {}).get("resourceAttributes") or {}
+        resource = attrs.get("resource", "") + ("/" + attrs["subresource"] if attrs.get("subresource") else "")
+        denied = self.forbidden(user, attrs.get("verb", ""), resource, attrs.get("namespace", ""), "")
+        review["status"] = {"allowed": not denied}
+        if not denied:
+            review["status"]["reason"] = f'RBAC: allowed by RoleBinding "a2a-worker-controller/{attrs.get("namespace", "")}" of Role "a2a-worker-controller" to ServiceAccount "a2a-worker-controller/a2a"'
+        return self.send_json(201, review)
 
     def watch(self, ns, query):
         store = self.server.store
-        selector, fields = query.get("labelSelector", ""), query.get("fieldSelector", "")
-        timeout = min(float(query.get("timeoutSeconds") or 30), 300)
+        try:
+            reqs = parse_selector(query.get("labelSelector", ""))
+            fields = parse_fields(query.get("fieldSelector", ""), POD_FIELDS)
+        except SelectorError as e:
+            return self.send_json(*status(400, "BadRequest", str(e)))
+        timeout = min(float(query.get("timeoutSeconds") or 1800), 1800)
+        bookmarks = query.get("allowWatchBookmarks") in ("1", "true")
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
-        sent = {}
+
+        def send(kind, obj):
+            line = json.dumps({"type": kind, "object": obj}).encode() + b"\n"
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
+            self.wfile.flush()
+
+        def ours(pod):
+            return pod["metadata"]["namespace"] == ns and labels_match(pod["metadata"].get("labels", {}), reqs) \
+                and fields_match(pod, fields)
+
         deadline = time.monotonic() + timeout
         try:
-            while time.monotonic() < deadline:
+            with store.lock:
+                rv = query.get("resourceVersion", "")
+                if rv in ("", "0"):
+                    pending = [("ADDED", copy.deepcopy(p)) for p in sorted(store.pods.values(),
+                               key=lambda p: p["metadata"]["name"]) if ours(p)]
+                    since = store.version
+                elif int(rv) < store.oldest:
+                    pending = [("ERROR", {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                                          "message": f"too old resource version: {rv} ({store.oldest})",
+                                          "reason": "Expired", "code": 410})]
+                    since = None
+                else:
+                    since = int(rv)
+                    pending = []
+            last_bookmark = time.monotonic()
+            while since is not None or pending:
+                for kind, obj in pending:
+                    send(kind, obj)
+                pending = []
+                if since is None or time.monotonic() >= deadline or self.server.state.cut:
+                    break
                 with store.lock:
-                    now = {n: store.view(p, c) for (pns, n), (p, c) in store.pods.items() if pns == ns
-                           and matches(p["metadata"].get("labels", {}), selector) and fields_match(p, fields)}
-                events = []
-                for n, pod in sorted(now.items()):
-                    text = json.dumps(pod, sort_keys=True)
-                    if n not in sent:
-                        events.append(("ADDED", pod))
-                    elif sent[n] != text:
-                        events.append(("MODIFIED", pod))
-                    sent[n] = text
-                for n in [n for n in sent if n not in now]:
-                    events.append(("DELETED", json.loads(sent.pop(n))))
-                for kind, pod in events:
-                    line = json.dumps({"type": kind, "object": pod}).encode() + b"\n"
-                    self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
-                    self.wfile.flush()
-                time.sleep(0.05)
+                    store.lock.wait(0.1)
+                    pending = [(k, p) for v, k, p in store.history if v > since and ours(p)]
+                    since = store.version
+                if bookmarks and time.monotonic() - last_bookmark >= 1:
+                    last_bookmark = time.monotonic()
+                    pending.append(("BOOKMARK", {"kind": "Pod", "apiVersion": "v1",
+                                                 "metadata": {"resourceVersion": str(since)}}))
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
-        except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
+        except (BrokenPipeError, ConnectionResetError, OSError, ssl.SSLError):
             pass
         self.close_connection = True
 
@@ -325,10 +738,12 @@ class Handler(BaseHTTPRequestHandler):
         if path == "/apis":
             return {"kind": "APIGroupList", "apiVersion": "v1", "groups": []}
         if path == "/version":
-            return {"major": "1", "minor": "31", "gitVersion": "v1.31.0+standin", "platform": "linux/amd64"}
+            return {"major": "1", "minor": "36", "gitVersion": "v1.36.2+standin", "platform": "linux/amd64"}
         return {"kind": "APIResourceList", "groupVersion": "v1", "resources": [
             {"name": "pods", "singularName": "pod", "namespaced": True, "kind": "Pod",
-             "verbs": ["create", "delete", "get", "list", "watch"], "shortNames": ["po"], "categories": ["all"]}]}
+             "verbs": ["create", "delete", "get", "list", "watch"], "shortNames": ["po"], "categories": ["all"]},
+            {"name": "events", "singularName": "event", "namespaced": True, "kind": "Event",
+             "verbs": ["list"], "shortNames": ["ev"]}]}
 
     def do_GET(self):
         self.handle_any("GET")
@@ -340,6 +755,57 @@ class Handler(BaseHTTPRequestHandler):
         self.handle_any("DELETE")
 
 
+class State:
+    """What the stdin commands change."""
+
+    def __init__(self, opts):
+        self.deny = {v for v in opts.deny.split(",") if v}
+        self.throttle = 1 if opts.throttle_once else 0
+        self.throttle_lock = threading.Lock()
+        self.record_lock = threading.Lock()
+        self.recorded = 0
+        self.psa = opts.psa
+        self.quota_pods = None
+        self.quota_memory = False
+        self.conns = set()
+        self.conns_lock = threading.Lock()
+        self.cut = False
+
+
+def serve(opts, port, store, state, schema):
+    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    server.daemon_threads = True
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(opts.cert, opts.key)
+    ctx.load_verify_locations(opts.ca)
+    ctx.verify_mode = ssl.CERT_OPTIONAL
+    server.socket = ctx.wrap_socket(server.socket, server_side=True)
+    server.opts, server.store, server.state, server.schema = opts, store, state, schema
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def outage(server, seconds, opts, store, state, schema, holder):
+    """An API server restart: the port refuses connections, open streams are cut."""
+    port = server.server_address[1]
+    state.cut = True
+    server.shutdown()
+    server.server_close()
+    with state.conns_lock:
+        for c in list(state.conns):
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def back():
+        time.sleep(seconds)
+        state.cut = False
+        holder[0] = serve(opts, port, store, state, schema)
+
+    threading.Thread(target=back, daemon=True).start()
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--cert", required=True)
@@ -348,28 +814,52 @@ def main():
     p.add_argument("--token-file")
     p.add_argument("--deny", default="")
     p.add_argument("--ready-after", type=float, default=0.5)
+    p.add_argument("--confirm-after", type=float, default=0.3)
+    p.add_argument("--schedulable-after", type=float)
     p.add_argument("--throttle-once", action="store_true")
+    p.add_argument("--psa", default="privileged")
     p.add_argument("--record")
     p.add_argument("--log-lines", type=int, default=0)
     opts = p.parse_args()
-    opts.deny = {v for v in opts.deny.split(",") if v}
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.load_cert_chain(opts.cert, opts.key)
-    ctx.load_verify_locations(opts.ca)
-    ctx.verify_mode = ssl.CERT_OPTIONAL
-    server.socket = ctx.wrap_socket(server.socket, server_side=True)
-    server.opts = opts
-    server.store = Store(opts.ready_after)
-    server.throttle_lock = threading.Lock()
-    server.throttled = False
-    server.record_lock = threading.Lock()
-    server.recorded = 0
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    print(f"listening https://127.0.0.1:{server.server_address[1]}", flush=True)
-    sys.stdin.read()
-    server.shutdown()
+    store, state, schema = Store(opts), State(opts), Schema()
+    holder = [serve(opts, 0, store, state, schema)]
+
+    def ticker():
+        while True:
+            with store.lock:
+                store.tick()
+            time.sleep(0.05)
+
+    threading.Thread(target=ticker, daemon=True).start()
+    print(f"listening https://127.0.0.1:{holder[0].server_address[1]}", flush=True)
+    for line in sys.stdin:
+        cmd, _, arg = line.strip().partition(" ")
+        with store.lock:
+            if cmd == "node-down":
+                store.node_up = False
+            elif cmd == "node-up":
+                store.node_up = True
+                for m in store.meta.values():
+                    m.pop("kubelet", None)
+            elif cmd == "schedulable":
+                store.schedulable = True
+            elif cmd == "throttle":
+                state.throttle = int(arg)
+            elif cmd == "deny":
+                state.deny = {v for v in arg.split(",") if v and v != "-"}
+            elif cmd == "psa":
+                state.psa = arg
+            elif cmd == "quota":
+                if arg.startswith("pods="):
+                    state.quota_pods = int(arg[5:])
+                elif arg == "memory":
+                    state.quota_memory = True
+                else:
+                    state.quota_pods, state.quota_memory = None, False
+        if cmd == "outage":
+            outage(holder[0], float(arg), opts, store, state, schema, holder)
+        print("ok", flush=True)
+    holder[0].shutdown()
 
 
 if __name__ == "__main__":

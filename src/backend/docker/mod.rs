@@ -390,6 +390,8 @@ fn state_of(engine_state: &str) -> WorkerState {
         "running" => WorkerState::Running,
         // Podman reports "stopped" for a container that exited and is not cleaned up yet.
         "exited" | "dead" | "stopped" => WorkerState::Exited,
+        // Docker is removing it: gone soon, but it still holds its name (its task).
+        "removing" => WorkerState::Stopping,
         _ => WorkerState::Unknown,
     }
 }

@@ -330,7 +330,12 @@ pub struct Api {
     agent: ureq::Agent,
     base: String,
     token: Option<TokenFile>,
+    /// `Warning` header texts already logged (each is logged once; at most [`MAX_WARNINGS`]).
+    warned: Mutex<std::collections::HashSet<String>>,
 }
+
+/// How many distinct `Warning` texts are remembered (and so logged once each).
+const MAX_WARNINGS: usize = 256;
 
 impl Api {
     pub fn new(config: &ApiConfig) -> Api {
@@ -357,6 +362,26 @@ impl Api {
             agent,
             base: config.base.clone(),
             token,
+            warned: Mutex::new(std::collections::HashSet::new()),
+        }
+    }
+
+    /// The API server's address (for `check`).
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    /// Logs each `Warning: 299 - "text"` header the API sent (deprecations, unknown fields
+    /// under `fieldValidation=Warn`), once per distinct text.
+    fn log_warnings(&self, response: &ureq::http::Response<ureq::Body>) {
+        for value in response.headers().get_all("Warning") {
+            let Some(text) = value.to_str().ok().and_then(warning_text) else {
+                continue;
+            };
+            let mut warned = self.warned.lock().unwrap_or_else(|p| p.into_inner());
+            if warned.len() < MAX_WARNINGS && warned.insert(text.clone()) {
+                log::warn!("the Kubernetes API warns: {text}");
+            }
         }
     }
 
@@ -406,6 +431,7 @@ impl Api {
         let mut waited = false;
         loop {
             let mut response = self.respond(method, path, body, CALL_TIMEOUT)?;
+            self.log_warnings(&response);
             let status = response.status().as_u16();
             let retry_after = response
                 .headers()
@@ -430,16 +456,21 @@ impl Api {
     }
 
     /// A `pods/log` read: the last `lines` lines (the path carries `tailLines`), read as a
-    /// stream and kept within [`crate::backend::tail::MAX_LOG_BYTES`].
-    pub fn log_tail(&self, path: &str, lines: u32) -> Result<Logs, ApiError> {
+    /// stream and kept within [`crate::backend::tail::MAX_LOG_BYTES`]. `None`: the API
+    /// answered 204, as it does for a pod that has no node yet (so no container, no output).
+    pub fn log_tail(&self, path: &str, lines: u32) -> Result<Option<Logs>, ApiError> {
         let mut response = self.respond(Method::Get, path, None, LOG_TIMEOUT)?;
         let status = response.status().as_u16();
+        if status == 204 {
+            return Ok(None);
+        }
         if !(200..300).contains(&status) {
             let body = api_call::read_body(&mut response, MAX_RESPONSE)
                 .map_err(|e| self.unreachable(e))?;
             return Err(status_error(status, &body));
         }
         api_call::log_tail(&mut response, lines, false)
+            .map(Some)
             .map_err(|e| self.unreachable(format!("reading the log: {e}")))
     }
 
@@ -479,6 +510,9 @@ impl Api {
             let event: Value = serde_json::from_slice(&line)
                 .map_err(|e| ApiError::Protocol(format!("watch event: {e}")))?;
             let kind = event["type"].as_str().unwrap_or("");
+            if kind == "BOOKMARK" {
+                continue;
+            }
             if kind == "ERROR" {
                 let code = event["object"]["code"].as_u64().unwrap_or(500) as u16;
                 return Err(status_error(code, event["object"].to_string().as_bytes()));
@@ -488,6 +522,14 @@ impl Api {
             }
         }
     }
+}
+
+/// The text of a `Warning` header (`299 - "text"`, RFC 7234's form, which the API uses).
+fn warning_text(value: &str) -> Option<String> {
+    let quoted = value.split_once('"')?.1;
+    let text = quoted.strip_suffix('"').unwrap_or(quoted);
+    let text = one_line(&text.replace("\\\"", "\""));
+    (!text.is_empty()).then_some(text)
 }
 
 /// A failure answer as an [`ApiError`]: its `Status` reason and message, else the code.
@@ -516,6 +558,29 @@ pub fn status_error(code: u16, body: &[u8]) -> ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn warning_headers_give_their_text() {
+        // As the real server sends an unknown field's warning (s15b-template-typo.txt).
+        assert_eq!(
+            warning_text(r#"299 - "unknown field \"spec.nodeSelectr\"""#).as_deref(),
+            Some(r#"unknown field "spec.nodeSelectr""#)
+        );
+        assert_eq!(warning_text("299 - no quotes"), None);
+    }
+
+    #[test]
+    fn plain_text_throttling_maps_by_its_code() {
+        // API priority and fairness answers 429 in plain text (s26-apf429.txt).
+        let ApiError::Status {
+            reason, message, ..
+        } = status_error(429, b"Too many requests, please try again later.\n")
+        else {
+            panic!()
+        };
+        assert_eq!(reason, Reason::TooManyRequests);
+        assert_eq!(message, "Too many requests, please try again later.");
+    }
 
     #[test]
     fn status_bodies_map_by_reason_then_code() {

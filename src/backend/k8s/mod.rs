@@ -4,35 +4,50 @@
 //! memory: list and stop read the pods' labels every time.
 //!
 //! - `api`: the API client (TLS with the cluster CA, rotating bearer tokens or a client
-//!   certificate, `Status` errors);
+//!   certificate, `Status` errors, `Warning` headers);
 //! - `pod`: the worker pod (labels, environment, probe, restrictions, the operator's template);
-//! - `status`: what a pod's status says about its worker (state, reason, failure).
+//! - `status`: what a pod's status says about its worker (state, reason, failure);
+//! - `watch`: following one pod until it is ready, failed or gone;
+//! - `check`: what `check` and startup ask the API (access reviews, a dry-run create).
+//!
+//! Stopping follows the real API's graceful deletion: `DELETE` answers with the pod still
+//! there (`deletionTimestamp` set) until its kubelet confirms, so such a pod is `stopping`; a
+//! second stop does not delete it again, and a create for its task waits for it to go. A pod
+//! a failed create made is removed at once (grace period 0, only that pod: its `uid` is a
+//! precondition), and if the API cannot be reached, in the background until it can.
 
 pub(crate) mod api;
+mod check;
 pub(crate) mod pod;
 mod status;
+mod watch;
 
 use std::path::Path;
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use self::api::{Api, ApiConfig, ApiError, ConfigError, Method, Reason};
 use self::status::{Pod, Progress};
 use super::api_call::percent_encode;
 use super::{labels, worker_env};
-use super::{Backend, BackendError, BackendKind, CreateSpec, Logs, Worker, WorkerState};
+use super::{
+    Backend, BackendError, BackendKind, CreateSpec, Finding, Logs, Worker, WorkerState,
+};
 use crate::settings::{ContainerSettings, K8sSettings};
 use crate::time::{now_millis, parse_rfc3339_millis, rfc3339_secs};
 
-/// Grace period a worker pod gets on stop (and on a failed create).
+/// Grace period a worker pod gets on stop.
 const STOP_GRACE_SECS: u64 = 10;
-/// How often create looks at a starting pod.
-const POLL: Duration = Duration::from_millis(250);
+/// How long a failed create's pod is retried for removal while the API cannot be reached.
+const CLEANUP_FOR: Duration = Duration::from_secs(3600);
+/// The largest page a list asks for (`limit`; the rest comes with `continue`).
+const PAGE: usize = 500;
 
 pub struct K8sBackend {
-    api: Api,
+    api: Arc<Api>,
     namespace: String,
     controller_id: String,
     container: ContainerSettings,
@@ -77,7 +92,7 @@ impl K8sBackend {
             }
         };
         Ok(K8sBackend {
-            api: Api::new(&config),
+            api: Arc::new(Api::new(&config)),
             namespace: config.namespace.clone(),
             controller_id: controller_id.to_string(),
             container,
@@ -107,6 +122,28 @@ impl K8sBackend {
         }
     }
 
+    /// The pod this backend sends to create `spec`'s worker in pod `name`.
+    fn manifest(&self, spec: &CreateSpec, name: &str) -> Value {
+        let env = worker_env::environment(
+            spec,
+            &self.url_for(name),
+            &self.container,
+            self.anthropic_auth_token.as_deref(),
+        );
+        pod::manifest(&pod::PodInputs {
+            name,
+            namespace: &self.namespace,
+            controller_id: &self.controller_id,
+            worker_id: &spec.worker_id,
+            task: &spec.task,
+            expires_at: spec.expires_at,
+            env: &env,
+            container: &self.container,
+            k8s: &self.k8s,
+            template: self.template.as_ref(),
+        })
+    }
+
     fn get(&self, name: &str) -> Result<Option<Pod>, BackendError> {
         match self
             .api
@@ -121,42 +158,33 @@ impl K8sBackend {
         }
     }
 
-    /// Pods matching every `key=value` label selector, oldest first.
+    /// Pods matching every `key=value` label selector, oldest first, read page by page.
     fn select(&self, selectors: &[String]) -> Result<Vec<Pod>, BackendError> {
-        let path = format!(
-            "{}?labelSelector={}",
+        let base = format!(
+            "{}?limit={PAGE}&labelSelector={}",
             self.pods_path(),
             percent_encode(&selectors.join(","))
         );
-        let (_, body) = self.api.call(Method::Get, &path, None).map_err(api_error)?;
-        let mut pods = status::parse_list(&body).map_err(BackendError::Internal)?;
+        let mut pods = Vec::new();
+        let mut next: Option<String> = None;
+        loop {
+            let path = match &next {
+                Some(token) => format!("{base}&continue={}", percent_encode(token)),
+                None => base.clone(),
+            };
+            let (_, body) = self.api.call(Method::Get, &path, None).map_err(api_error)?;
+            let (page, token) = status::parse_list(&body).map_err(BackendError::Internal)?;
+            pods.extend(page);
+            match token {
+                Some(t) => next = Some(t),
+                None => break,
+            }
+        }
         pods.sort_by(|a, b| {
             (&a.metadata.creation_timestamp, &a.metadata.name)
                 .cmp(&(&b.metadata.creation_timestamp, &b.metadata.name))
         });
         Ok(pods)
-    }
-
-    /// Deletes a pod with the grace period; gone already counts as deleted.
-    fn delete(&self, name: &str) -> Result<(), BackendError> {
-        let path = format!(
-            "{}/{name}?gracePeriodSeconds={STOP_GRACE_SECS}",
-            self.pods_path()
-        );
-        match self.api.call(Method::Delete, &path, None) {
-            Ok(_)
-            | Err(ApiError::Status {
-                reason: Reason::NotFound,
-                ..
-            }) => Ok(()),
-            Err(e) => Err(api_error(e)),
-        }
-    }
-
-    fn delete_quietly(&self, name: &str) {
-        if let Err(e) = self.delete(name) {
-            log::warn!("could not delete the failed worker pod {name}: {e}");
-        }
     }
 
     /// The pod of a worker this controller owns, and the worker; `NotFound` otherwise.
@@ -223,89 +251,231 @@ impl K8sBackend {
         }
     }
 
-    /// Waits for the pod's `Ready` condition, with a watch on the pod (polling if the API will
-    /// not watch); a pod that fails (image pull, crash, cannot be scheduled or configured) or
-    /// does not get ready in time is deleted, with the reason.
-    fn wait_ready(&self, name: &str) -> Result<(), BackendError> {
-        let deadline = Instant::now() + self.ready_timeout;
-        let mut last = String::from("it was not scheduled yet");
-        let mut watching = true;
+    /// Creates pod `name` from `body`. A pod of the task that is still stopping (its grace
+    /// period) is waited for, until `deadline`, then the create is tried again; one that does
+    /// not go in time is the task's worker, `stopping`.
+    fn post(
+        &self,
+        spec: &CreateSpec,
+        name: &str,
+        body: &Value,
+        deadline: Instant,
+    ) -> Result<Pod, BackendError> {
+        let path = format!("{}?fieldValidation=Strict", self.pods_path());
+        let mut waited = false;
         loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                self.delete_quietly(name);
-                return Err(BackendError::NotReady(format!(
-                    "the pod did not become Ready within {}s: {last}",
-                    self.ready_timeout.as_secs_f32()
-                )));
-            }
-            let progress = if watching {
-                let path = format!(
-                    "{}?watch=1&fieldSelector={}&timeoutSeconds={}",
-                    self.pods_path(),
-                    percent_encode(&format!("metadata.name={name}")),
-                    left.as_secs().max(1)
-                );
-                let started = Instant::now();
-                let watched = self.api.watch(&path, deadline, |kind, object| {
-                    if kind == "DELETED" {
-                        return Some(gone());
-                    }
-                    let pod = serde_json::from_value::<Pod>(object.clone()).ok()?;
-                    match pod.progress() {
-                        Progress::Waiting(why) => {
-                            last = why;
-                            None
-                        }
-                        decided => Some(decided),
-                    }
-                });
-                match watched {
-                    Ok(Some(decided)) => decided,
-                    Ok(None) => {
-                        // The stream ended (its timeout, or the server): watch again.
-                        if started.elapsed() < POLL {
-                            thread::sleep(POLL);
-                        }
-                        continue;
-                    }
-                    Err(ApiError::Unreachable(why)) => return Err(BackendError::Unavailable(why)),
-                    Err(e) => {
-                        log::debug!("watching pod {name} failed ({e}); polling it instead");
-                        watching = false;
-                        continue;
-                    }
-                }
-            } else {
-                match self.get(name)? {
-                    None => gone(),
-                    Some(pod) => pod.progress(),
-                }
+            let refused = match self.api.call(Method::Post, &path, Some(body)) {
+                Ok((_, bytes)) => return Pod::parse(&bytes).map_err(BackendError::Internal),
+                Err(e) => e,
             };
-            // A failed pod is deleted (a pod already gone is deleted without complaint).
-            match progress {
-                Progress::Ready => return Ok(()),
-                Progress::Waiting(why) => last = why,
-                Progress::ImageFailed(why) => {
-                    self.delete_quietly(name);
-                    return Err(BackendError::ImageNotFound(format!(
-                        "{} ({why})",
-                        self.container.image
-                    )));
+            if !matches!(
+                refused,
+                ApiError::Status {
+                    reason: Reason::AlreadyExists,
+                    ..
                 }
-                Progress::Failed(why) => {
-                    self.delete_quietly(name);
-                    return Err(BackendError::NotReady(why));
-                }
+            ) {
+                return Err(create_error(refused, self.template.is_some()));
             }
-            thread::sleep(POLL);
+            let Some(mut old) = self.get(name)? else {
+                // It went between the two calls: try again (once more at most per wait).
+                if waited {
+                    return Err(self.existing(name));
+                }
+                waited = true;
+                continue;
+            };
+            if !old.terminating() {
+                return Err(self.existing(name));
+            }
+            let uid = old.metadata.uid.clone();
+            let reason = old.stopping_reason();
+            let Some(previous) = self.worker_of(&mut old) else {
+                return Err(self.existing(name));
+            };
+            let stopping = BackendError::WorkerExists {
+                worker_id: previous.worker_id.clone(),
+                state: WorkerState::Stopping,
+            };
+            if waited || Instant::now() >= deadline {
+                return Err(stopping);
+            }
+            spec.progress.step(&format!(
+                "waiting for the task's previous worker {} to finish stopping ({reason})",
+                previous.worker_id
+            ));
+            let gone = self.follow(name, deadline, |p| match p {
+                None => Some(()),
+                Some(p) if p.metadata.uid != uid => Some(()),
+                Some(_) => None,
+            })?;
+            if gone.is_none() {
+                return Err(stopping);
+            }
+            spec.progress.step("the previous pod is gone");
+            waited = true;
+        }
+    }
+
+    /// Waits for the pod's `Ready` condition until `deadline`. An unschedulable pod is waited
+    /// for too (an autoscaler may add a node), with the scheduler's message as a step; a pod
+    /// that fails (image pull, crash, configuration), is deleted by someone else, or is not
+    /// ready in time, ends the wait with the reason.
+    fn wait_ready(
+        &self,
+        name: &str,
+        spec: &CreateSpec,
+        deadline: Instant,
+    ) -> Result<(), Failure> {
+        let mut last = String::from("it was not scheduled yet");
+        let mut said = String::new();
+        let decided = self.follow(name, deadline, |pod| {
+            let Some(pod) = pod else {
+                return Some(Err(Failure::Gone(BackendError::NotReady(
+                    "the pod disappeared while it started (deleted by someone else)".into(),
+                ))));
+            };
+            match pod.progress() {
+                Progress::Ready => Some(Ok(())),
+                Progress::Waiting(why) => {
+                    last = why;
+                    None
+                }
+                Progress::Unschedulable(message) => {
+                    if message != said {
+                        spec.progress
+                            .step(&format!("the pod cannot be scheduled yet: {message}"));
+                        said = message.clone();
+                    }
+                    last = format!("the pod cannot be scheduled: {message}");
+                    None
+                }
+                Progress::ImageFailed(why) => Some(Err(Failure::Ours(
+                    BackendError::ImageNotFound(format!("{} ({why})", self.container.image)),
+                ))),
+                Progress::Failed(why) => Some(Err(Failure::Ours(BackendError::NotReady(why)))),
+                Progress::Deleted(why) => Some(Err(Failure::Gone(BackendError::NotReady(why)))),
+            }
+        });
+        match decided {
+            Ok(Some(end)) => end,
+            Ok(None) => {
+                let event = self
+                    .last_warning(name)
+                    .filter(|e| !last.contains(e.split_once(": ").map_or(e.as_str(), |x| x.1)))
+                    .map(|e| format!(" (last warning event: {e})"))
+                    .unwrap_or_default();
+                Err(Failure::Ours(BackendError::NotReady(format!(
+                    "the pod did not become Ready within {}s: {last}{event}",
+                    self.ready_timeout.as_secs_f32()
+                ))))
+            }
+            Err(e) => Err(Failure::Ours(e)),
+        }
+    }
+
+    /// Removes the pod a failed create made (`uid`, so never a newer pod of the task), at
+    /// once: its token was never handed out. Returns the error with what became of the pod.
+    fn discard(&self, name: &str, uid: &str, error: BackendError) -> BackendError {
+        match delete_pod(&self.api, &self.pods_path(), name, 0, Some(uid)) {
+            Ok(_) => match self.get(name) {
+                Ok(Some(p)) if p.metadata.uid == uid => {
+                    error.with_note(&format!("its pod {name} is being removed"))
+                }
+                Ok(_) => error.with_note("its pod was removed"),
+                Err(e) => error.with_note(&format!(
+                    "its pod {name} was deleted, but whether it is gone could not be read: {e}"
+                )),
+            },
+            Err(ApiError::Unreachable(why)) => {
+                self.remove_later(name, uid);
+                log::warn!(
+                    "the pod {name} of a failed create could not be removed ({why}); retrying until the API answers"
+                );
+                error.with_note(&format!(
+                    "its pod {name} could not be removed yet (the Kubernetes API is unreachable); the controller keeps trying"
+                ))
+            }
+            Err(e) => {
+                let why = api_error(e);
+                log::warn!("the pod {name} of a failed create was left: {why}");
+                error.with_note(&format!(
+                    "its pod {name} was left: the controller could not delete it ({why})"
+                ))
+            }
+        }
+    }
+
+    /// Retries removing a failed create's pod in the background until the API answers.
+    fn remove_later(&self, name: &str, uid: &str) {
+        let api = Arc::clone(&self.api);
+        let (path, name, uid) = (self.pods_path(), name.to_string(), uid.to_string());
+        let spawned = thread::Builder::new()
+            .name("k8s-cleanup".into())
+            .spawn(move || {
+                let until = Instant::now() + CLEANUP_FOR;
+                let mut wait = Duration::from_secs(1);
+                while Instant::now() < until {
+                    thread::sleep(wait);
+                    match delete_pod(&api, &path, &name, 0, Some(&uid)) {
+                        Ok(_) => {
+                            log::info!("removed the pod {name} of a failed create");
+                            return;
+                        }
+                        Err(ApiError::Unreachable(_)) => {
+                            wait = (wait * 2).min(Duration::from_secs(30));
+                        }
+                        Err(e) => {
+                            log::warn!(
+                                "the pod {name} of a failed create was left: {}",
+                                api_error(e)
+                            );
+                            return;
+                        }
+                    }
+                }
+                log::warn!(
+                    "gave up removing the pod {name} of a failed create after {}s: the API stayed unreachable; `stop` removes it",
+                    CLEANUP_FOR.as_secs()
+                );
+            });
+        if let Err(e) = spawned {
+            log::warn!("cannot retry removing the pod {}: {e}", self.pods_path());
         }
     }
 }
 
-/// A starting pod that vanished.
-fn gone() -> Progress {
-    Progress::Failed("the pod disappeared while starting".into())
+/// How a wait for readiness ended badly.
+enum Failure {
+    /// The pod failed, or time ran out: the create removes its pod.
+    Ours(BackendError),
+    /// Someone else deleted the pod: nothing of the create's is left to remove.
+    Gone(BackendError),
+}
+
+/// Deletes pod `name` with a grace period, only if its uid is still `uid` (when given); gone
+/// already counts as deleted (`None`), and so does a newer pod of the same name (the uid
+/// precondition fails: that one is not ours to delete). The pod as the API answered.
+fn delete_pod(
+    api: &Api,
+    pods_path: &str,
+    name: &str,
+    grace: u64,
+    uid: Option<&str>,
+) -> Result<Option<Pod>, ApiError> {
+    let path = format!("{pods_path}/{name}?gracePeriodSeconds={grace}");
+    let body = uid.map(|uid| {
+        json!({"kind": "DeleteOptions", "apiVersion": "v1",
+               "gracePeriodSeconds": grace, "preconditions": {"uid": uid}})
+    });
+    match api.call(Method::Delete, &path, body.as_ref()) {
+        Ok((_, bytes)) => Ok(Pod::parse(&bytes).ok()),
+        Err(ApiError::Status {
+            reason: Reason::NotFound | Reason::Conflict,
+            ..
+        }) => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 impl Backend for K8sBackend {
@@ -317,38 +487,24 @@ impl Backend for K8sBackend {
         let redact = |e: BackendError| e.redact(&spec.token);
         let name = labels::pod_name(&self.controller_id, &spec.task);
         let url = self.url_for(&name);
-        let env = worker_env::environment(
-            spec,
-            &url,
-            &self.container,
-            self.anthropic_auth_token.as_deref(),
-        );
-        let body = pod::manifest(&pod::PodInputs {
-            name: &name,
-            namespace: &self.namespace,
-            controller_id: &self.controller_id,
-            worker_id: &spec.worker_id,
-            task: &spec.task,
-            expires_at: spec.expires_at,
-            env: &env,
-            container: &self.container,
-            k8s: &self.k8s,
-            template: self.template.as_ref(),
-        });
-        let created = match self.api.call(Method::Post, &self.pods_path(), Some(&body)) {
-            Ok((_, bytes)) => Pod::parse(&bytes).map_err(BackendError::Internal)?,
-            Err(ApiError::Status {
-                reason: Reason::AlreadyExists,
-                ..
-            }) => return Err(self.existing(&name)),
-            Err(e) => return Err(redact(api_error(e))),
-        };
+        let body = self.manifest(spec, &name);
+        let created = self
+            .post(spec, &name, &body, Instant::now() + self.ready_timeout)
+            .map_err(redact)?;
         spec.progress.step("pod created");
         let state = if self.ready_timeout.is_zero() {
             WorkerState::Starting
         } else {
             spec.progress.step("waiting for the pod to be ready");
-            self.wait_ready(&name).map_err(redact)?;
+            let deadline = Instant::now() + self.ready_timeout;
+            match self.wait_ready(&name, spec, deadline) {
+                Ok(()) => {}
+                Err(Failure::Gone(e)) => return Err(redact(e)),
+                Err(Failure::Ours(e)) => {
+                    let e = self.discard(&name, &created.metadata.uid, e);
+                    return Err(redact(e));
+                }
+            }
             spec.progress.step("the pod is ready");
             WorkerState::Running
         };
@@ -372,9 +528,28 @@ impl Backend for K8sBackend {
         Ok(pods.iter_mut().filter_map(|p| self.worker_of(p)).collect())
     }
 
+    /// A pod already in its grace period is not deleted again: it is returned, `stopping`.
     fn stop(&self, worker_id: &str) -> Result<Worker, BackendError> {
-        let (pod, worker) = self.owned_pod(worker_id)?;
-        self.delete(&pod.metadata.name)?;
+        let (pod, mut worker) = self.owned_pod(worker_id)?;
+        if pod.terminating() {
+            return Ok(worker);
+        }
+        let answered = delete_pod(
+            &self.api,
+            &self.pods_path(),
+            &pod.metadata.name,
+            STOP_GRACE_SECS,
+            Some(&pod.metadata.uid),
+        )
+        .map_err(api_error)?;
+        // Deleted with a grace period, the pod stays until its kubelet confirms; unbound or
+        // finished, it is gone at once (and the answer says so).
+        if let Some(p) = answered.filter(|p| {
+            p.terminating() && p.metadata.deletion_grace_period_seconds.unwrap_or(0) > 0
+        }) {
+            worker.state = WorkerState::Stopping;
+            worker.reason = p.stopping_reason();
+        }
         Ok(worker)
     }
 
@@ -386,7 +561,23 @@ impl Backend for K8sBackend {
             percent_encode(&pod.metadata.name),
             pod::WORKER_CONTAINER
         );
-        self.api.log_tail(&path, lines).map_err(api_error)
+        match self.api.log_tail(&path, lines) {
+            Ok(Some(logs)) => Ok(logs),
+            // The API's answer for a pod without a node: no container has run yet.
+            Ok(None) => Err(BackendError::NotReady(format!(
+                "worker {worker_id} has no output yet: its pod is not on a node ({})",
+                pod.state().1
+            ))),
+            Err(ApiError::Status { code, message, .. })
+                if code >= 500 && (message.contains("dial tcp") || message.contains("connect:")) =>
+            {
+                Err(BackendError::Unavailable(format!(
+                    "the API server cannot reach the kubelet of node {} for the worker's output: {message}",
+                    pod.spec.node_name
+                )))
+            }
+            Err(e) => Err(api_error(e)),
+        }
     }
 
     fn health(&self) -> Result<(), BackendError> {
@@ -398,16 +589,27 @@ impl Backend for K8sBackend {
         self.api
             .call(Method::Get, &path, None)
             .map(|_| ())
-            .map_err(|e| BackendError::Unavailable(e.to_string()))
+            .map_err(api_error)
+    }
+
+    fn check(&self) -> Vec<Finding> {
+        self.findings()
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        self.validate_template()
     }
 }
 
-/// An API failure as the seam's error: unreachable or refusing the controller's credentials
-/// is `Unavailable`; anything else is `Internal` with the API server's message (RBAC's names
-/// the verb and resource it refused).
+/// An API failure as the seam's error, the one mapping for every call (and so for `list`,
+/// `/readiness` and `check` alike): unreachable, refusing the controller's credentials, or
+/// throttling is `Unavailable`; an RBAC refusal is `Internal` naming the verb and resource
+/// (the operator's Role needs fixing); anything else `Internal` with the server's message.
 fn api_error(e: ApiError) -> BackendError {
     match e {
-        ApiError::Unreachable(why) => BackendError::Unavailable(why),
+        ApiError::Unreachable(why) => {
+            BackendError::Unavailable(format!("Kubernetes API unreachable: {why}"))
+        }
         ApiError::Status {
             reason: Reason::Unauthorized,
             message,
@@ -424,9 +626,92 @@ fn api_error(e: ApiError) -> BackendError {
             reason: Reason::Forbidden,
             message,
             ..
-        } => BackendError::Internal(format!("Kubernetes RBAC refused: {message}")),
+        } if is_rbac(&message) => BackendError::Internal(format!("Kubernetes RBAC refused: {message}")),
+        ApiError::Status {
+            reason: Reason::Forbidden,
+            message,
+            ..
+        } => BackendError::Internal(format!("the Kubernetes API refused: {message}")),
         other @ (ApiError::Status { .. } | ApiError::Protocol(_)) => {
             BackendError::Internal(other.to_string())
         }
+    }
+}
+
+/// A refused create: admission refusing the pod (PodSecurity, ServiceAccount admission) is
+/// the cluster rejecting what this configuration builds; an exhausted ResourceQuota is
+/// capacity; an invalid pod (`422`) or a field the API does not know (`400` under
+/// `fieldValidation=Strict`) is the configuration's too. As the real server words them
+/// (`create403psa.b`, `s27-quota.txt`, `create422noimage.b`, `s15b-template-typo.txt`).
+fn create_error(e: ApiError, templated: bool) -> BackendError {
+    let hint = if templated {
+        " (check K8S_POD_TEMPLATE)"
+    } else {
+        ""
+    };
+    match e {
+        ApiError::Status {
+            reason: Reason::Forbidden,
+            message,
+            ..
+        } if !is_rbac(&message) => {
+            if message.contains("exceeded quota") {
+                BackendError::Capacity(format!("a ResourceQuota is used up: {message}"))
+            } else if message.contains("failed quota") {
+                BackendError::Rejected(format!(
+                    "{message} (a ResourceQuota needs the limit: set WORKER_MEMORY / WORKER_CPUS)"
+                ))
+            } else {
+                BackendError::Rejected(format!("{message}{hint}"))
+            }
+        }
+        ApiError::Status {
+            code: 400 | 422,
+            message,
+            ..
+        } => BackendError::Rejected(format!("{message}{hint}")),
+        other => api_error(other),
+    }
+}
+
+/// Whether a 403 is RBAC's (`User "..." cannot VERB resource "..."`), not admission's.
+fn is_rbac(message: &str) -> bool {
+    message.contains("User \"") && message.contains(" cannot ") && message.contains("resource \"")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(code: u16, reason: Reason, message: &str) -> ApiError {
+        ApiError::Status {
+            code,
+            reason,
+            message: message.into(),
+        }
+    }
+
+    #[test]
+    fn refusals_are_told_apart_as_the_real_server_words_them() {
+        let rbac = r#"pods "p" is forbidden: User "system:serviceaccount:a2a:c" cannot delete resource "pods" in API group "" in the namespace "a2a""#;
+        let e = api_error(status(403, Reason::Forbidden, rbac));
+        assert!(matches!(&e, BackendError::Internal(m) if m.starts_with("Kubernetes RBAC refused")), "{e}");
+        let e = create_error(status(403, Reason::Forbidden, rbac), false);
+        assert!(matches!(&e, BackendError::Internal(m) if m.contains("RBAC")), "{e}");
+        let psa = r#"pods "p" is forbidden: violates PodSecurity "restricted:latest": hostPort (container "side" uses hostPort 8080)"#;
+        let e = create_error(status(403, Reason::Forbidden, psa), true);
+        assert!(matches!(&e, BackendError::Rejected(m) if m.contains("PodSecurity") && m.contains("K8S_POD_TEMPLATE")), "{e}");
+        let quota = r#"pods "p" is forbidden: exceeded quota: q-pods, requested: pods=1, used: pods=30, limited: pods=30"#;
+        let e = create_error(status(403, Reason::Forbidden, quota), false);
+        assert!(matches!(&e, BackendError::Capacity(m) if m.contains("q-pods")), "{e}");
+        let needs = r#"pods "p" is forbidden: failed quota: q-mem: must specify limits.memory for: worker"#;
+        let e = create_error(status(403, Reason::Forbidden, needs), false);
+        assert!(matches!(&e, BackendError::Rejected(m) if m.contains("WORKER_MEMORY")), "{e}");
+        let sa = r#"pods "p" is forbidden: error looking up service account a2a/agents: serviceaccount "agents" not found"#;
+        assert!(matches!(create_error(status(403, Reason::Forbidden, sa), true), BackendError::Rejected(_)));
+        let invalid = r#"Pod "p" is invalid: spec.containers[1].image: Required value"#;
+        assert!(matches!(create_error(status(422, Reason::Invalid, invalid), true), BackendError::Rejected(_)));
+        let e = api_error(status(429, Reason::TooManyRequests, "Too many requests, please try again later."));
+        assert!(matches!(e, BackendError::Unavailable(_)));
     }
 }

@@ -1,7 +1,14 @@
 //! What a pod's status says about its worker: the state and reason `list` reports, and how a
 //! starting pod is doing (ready, still waiting, or failed for good). The fields read are the
-//! API reference's: `phase`, the `Ready` and `PodScheduled` conditions, and each container's
-//! `state.waiting.reason` and `state`/`lastState.terminated.{exitCode,reason}`.
+//! API reference's: `metadata.deletionTimestamp` (a pod in its grace period: `stopping`),
+//! `spec.nodeName`, `phase`, the `Ready`, `ContainersReady` and `PodScheduled` conditions, and
+//! each container's `state.waiting.reason` and `state`/`lastState.terminated.{exitCode,reason}`.
+//!
+//! As a real API server and its controllers set them (`../shared/reference/k8s-real/`): a
+//! deleted pod stays, with `deletionTimestamp`, until its kubelet confirms (forever on a dead
+//! node); an unschedulable pod waits with `PodScheduled=False` (reason `Unschedulable`) for a
+//! node an autoscaler may add; when a node stops reporting, the node controller sets its pods'
+//! `Ready` to `False` with no reason and leaves `ContainersReady` as it was.
 
 use std::collections::HashMap;
 
@@ -29,7 +36,15 @@ const START_FAILURES: [&str; 4] = [
 #[serde(default, rename_all = "camelCase")]
 pub struct Pod {
     pub metadata: Metadata,
+    pub spec: Spec,
     pub status: Status,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct Spec {
+    /// The node the scheduler bound the pod to; `""` until then.
+    pub node_name: String,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -39,6 +54,11 @@ pub struct Metadata {
     pub labels: Option<Ours>,
     pub annotations: Option<HashMap<String, String>>,
     pub creation_timestamp: String,
+    pub uid: String,
+    pub resource_version: String,
+    /// Set when the pod was deleted: it is in its grace period until its kubelet confirms.
+    pub deletion_timestamp: Option<String>,
+    pub deletion_grace_period_seconds: Option<i64>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -90,12 +110,22 @@ pub struct Terminated {
 
 #[derive(Deserialize)]
 struct PodList {
+    #[serde(default)]
+    metadata: ListMeta,
     items: Vec<Pod>,
 }
 
-pub fn parse_list(body: &[u8]) -> Result<Vec<Pod>, String> {
+#[derive(Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct ListMeta {
+    #[serde(rename = "continue")]
+    next: Option<String>,
+}
+
+/// One page of a pod list, and the `continue` token of the next page, if any.
+pub fn parse_list(body: &[u8]) -> Result<(Vec<Pod>, Option<String>), String> {
     serde_json::from_slice::<PodList>(body)
-        .map(|l| l.items)
+        .map(|l| (l.items, l.metadata.next.filter(|c| !c.is_empty())))
         .map_err(|e| format!("unexpected pod list from the Kubernetes API: {e}"))
 }
 
@@ -105,10 +135,15 @@ pub enum Progress {
     Ready,
     /// Not yet; the reason so far.
     Waiting(String),
+    /// No node can take it (yet): the scheduler's message. An autoscaler may add one, so
+    /// this is waited out like any other wait.
+    Unschedulable(String),
     /// The image cannot be pulled.
     ImageFailed(String),
     /// It will not become ready.
     Failed(String),
+    /// Someone deleted it while it started (it is in its grace period, or gone).
+    Deleted(String),
 }
 
 impl Pod {
@@ -158,7 +193,63 @@ impl Pod {
         })
     }
 
+    /// Whether it was deleted and is in its grace period.
+    pub fn terminating(&self) -> bool {
+        self.metadata.deletion_timestamp.is_some()
+    }
+
+    /// `stopping since T (grace period Ns)`.
+    pub fn stopping_reason(&self) -> String {
+        let since = self.metadata.deletion_timestamp.as_deref().unwrap_or("");
+        // The API's deletionTimestamp is when the grace period ends; since = that - grace.
+        let grace = self.metadata.deletion_grace_period_seconds.unwrap_or(0);
+        let began = crate::time::parse_rfc3339_millis(since)
+            .map(|end| crate::time::rfc3339_secs((end / 1000).saturating_sub(grace.max(0) as u64)))
+            .unwrap_or_else(|| since.to_string());
+        format!("stopping since {began} (grace period {grace}s, until its node confirms)")
+    }
+
+    /// The node the pod runs on, when the node controller has marked it not ready because
+    /// the node stopped reporting: `Ready` is `False` with no reason of the kubelet's while the
+    /// containers were ready (the kubelet itself always gives a reason).
+    pub fn node_suspect(&self) -> Option<&str> {
+        if self.spec.node_name.is_empty() || self.terminating() || self.ready() {
+            return None;
+        }
+        let ready = self.condition("Ready")?;
+        let containers = self.condition("ContainersReady");
+        let marked = ready.status == "False"
+            && ready.reason.is_empty()
+            && containers.is_some_and(|c| c.status == "True");
+        (marked || self.status.phase == "Unknown").then_some(self.spec.node_name.as_str())
+    }
+
+    /// Why it is not ready, from the `Ready` condition (`ContainersNotReady: containers with
+    /// unready status: [worker]`), else a waiting container, else the phase.
+    fn not_ready_reason(&self) -> String {
+        if let Some((_, text)) = self.waiting() {
+            return text;
+        }
+        match self.condition("Ready") {
+            Some(c) if c.status != "True" && !c.reason.is_empty() => {
+                if c.message.is_empty() {
+                    c.reason.clone()
+                } else {
+                    format!("{}: {}", c.reason, c.message)
+                }
+            }
+            _ if self.spec.node_name.is_empty() => "waiting for the scheduler to place it".into(),
+            _ => format!("not ready yet (phase {})", self.status.phase),
+        }
+    }
+
     pub fn progress(&self) -> Progress {
+        if self.terminating() {
+            return Progress::Deleted(format!(
+                "the pod was deleted while it started ({})",
+                self.stopping_reason()
+            ));
+        }
         if self.ready() {
             return Progress::Ready;
         }
@@ -185,17 +276,27 @@ impl Pod {
             .condition("PodScheduled")
             .filter(|c| c.status == "False" && c.reason == "Unschedulable")
         {
-            return Progress::Failed(format!("the pod cannot be scheduled: {}", c.message));
+            return Progress::Unschedulable(c.message.clone());
         }
-        let why = self
-            .waiting()
-            .map(|(_, t)| t)
-            .unwrap_or_else(|| format!("the pod is {}", self.status.phase.to_lowercase()));
-        Progress::Waiting(why)
+        if let Some(node) = self.node_suspect() {
+            return Progress::Waiting(format!(
+                "its node {node} stopped reporting (the node controller marked the pod not ready)"
+            ));
+        }
+        Progress::Waiting(self.not_ready_reason())
     }
 
     /// The worker's state and why it is not running (`""` while it runs).
     pub fn state(&self) -> (WorkerState, String) {
+        if self.terminating() {
+            return (WorkerState::Stopping, self.stopping_reason());
+        }
+        if let Some(node) = self.node_suspect() {
+            return (
+                WorkerState::Unknown,
+                format!("node {node} stopped reporting: the node controller marked the pod not ready"),
+            );
+        }
         match self.status.phase.as_str() {
             "Running" if self.ready() => (WorkerState::Running, String::new()),
             "Running" => match self.waiting() {
@@ -206,7 +307,7 @@ impl Pod {
                         .unwrap_or(text),
                 ),
                 Some((_, text)) => (WorkerState::Starting, text),
-                None => (WorkerState::Starting, "not ready yet".into()),
+                None => (WorkerState::Starting, self.not_ready_reason()),
             },
             "Pending" | "" => (
                 WorkerState::Starting,
@@ -217,7 +318,7 @@ impl Pod {
                             .filter(|c| c.status == "False")
                             .map(|c| format!("{}: {}", c.reason, c.message))
                     })
-                    .unwrap_or_default(),
+                    .unwrap_or_else(|| self.not_ready_reason()),
             ),
             "Succeeded" | "Failed" => (
                 WorkerState::Exited,
@@ -237,11 +338,53 @@ mod tests {
 
     fn pod(status: serde_json::Value) -> Pod {
         Pod::parse(
-            json!({"metadata": {"name": "p"}, "status": status})
+            json!({"metadata": {"name": "p"}, "spec": {"nodeName": "n1"}, "status": status})
                 .to_string()
                 .as_bytes(),
         )
         .unwrap()
+    }
+
+    #[test]
+    fn a_deleted_pod_is_stopping_and_ends_a_wait() {
+        // As the real server answers a DELETE with a grace period (delete200.b).
+        let p = Pod::parse(
+            json!({"metadata": {"name": "p", "deletionTimestamp": "2026-12-01T08:42:56Z",
+                                "deletionGracePeriodSeconds": 10},
+                   "spec": {"nodeName": "n1"},
+                   "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}})
+            .to_string()
+            .as_bytes(),
+        )
+        .unwrap();
+        let (state, reason) = p.state();
+        assert_eq!(state, WorkerState::Stopping);
+        assert!(reason.contains("since 2026-12-01T08:42:46Z"), "{reason}");
+        assert!(matches!(p.progress(), Progress::Deleted(_)), "never Ready once deleted");
+    }
+
+    #[test]
+    fn a_node_that_stopped_reporting_makes_the_worker_unknown() {
+        // As the node controller leaves a pod of a dead node (s20-node-down.txt).
+        let p = pod(json!({"phase": "Running", "conditions": [
+            {"type": "Ready", "status": "False"}, {"type": "ContainersReady", "status": "True"},
+            {"type": "PodScheduled", "status": "True"}]}));
+        let (state, reason) = p.state();
+        assert_eq!(state, WorkerState::Unknown);
+        assert!(reason.contains("node n1"), "{reason}");
+        // The kubelet's own not-ready gives a reason: that is said as it is.
+        let p = pod(json!({"phase": "Running", "conditions": [
+            {"type": "Ready", "status": "False", "reason": "ContainersNotReady",
+             "message": "containers with unready status: [worker]"},
+            {"type": "ContainersReady", "status": "False", "reason": "ContainersNotReady"}]}));
+        assert_eq!(
+            p.state(),
+            (
+                WorkerState::Starting,
+                "ContainersNotReady: containers with unready status: [worker]".into()
+            )
+        );
+        assert!(matches!(p.progress(), Progress::Waiting(t) if t.starts_with("ContainersNotReady")));
     }
 
     #[test]
@@ -275,11 +418,12 @@ mod tests {
             "{why}"
         );
         assert_eq!(p.state().0, WorkerState::Exited);
+        // Unschedulable is a wait (an autoscaler may add a node), not a failure.
         let p = pod(
             json!({"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False",
             "reason": "Unschedulable", "message": "0/1 nodes are available"}]}),
         );
-        assert!(matches!(p.progress(), Progress::Failed(t) if t.contains("0/1 nodes")));
+        assert!(matches!(p.progress(), Progress::Unschedulable(t) if t.contains("0/1 nodes")));
         let p = pod(
             json!({"phase": "Failed", "containerStatuses": [{"name": "worker",
             "state": {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}}]}),

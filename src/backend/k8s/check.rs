@@ -1,0 +1,164 @@
+//! What `check` asks the API server, and the dry run at startup.
+//!
+//! - One `SelfSubjectAccessReview` per verb the backend uses (every authenticated user may
+//!   ask about itself: no extra permission is needed), so a Role without `watch` or `delete`
+//!   fails `check` instead of the first stop.
+//! - A worker pod created with `dryRun=All` (and `fieldValidation=Strict`): validation,
+//!   PodSecurity and quota admission all run on a dry run, nothing is stored. At startup the
+//!   same dry run turns a configuration the API will always refuse into a startup error.
+
+use serde_json::{json, Value};
+
+use super::api::{ApiError, Method};
+use super::{api_error, create_error, labels, K8sBackend};
+use crate::backend::{Backend, BackendError, CreateSpec, Finding, Progress};
+use crate::token::{random_hex, Token};
+
+/// `(verb, resource, subresource)` of every call the backend makes.
+const VERBS: [(&str, &str, &str); 7] = [
+    ("create", "pods", ""),
+    ("get", "pods", ""),
+    ("list", "pods", ""),
+    ("watch", "pods", ""),
+    ("delete", "pods", ""),
+    ("get", "pods", "log"),
+    ("list", "events", ""),
+];
+
+/// What a verb is for, said when it is missing.
+fn needed_for(verb: &str, resource: &str, sub: &str) -> &'static str {
+    match (verb, resource, sub) {
+        ("create", "pods", "") => "create fails",
+        ("get", "pods", "") | ("list", "pods", "") => "list, stop and create fail",
+        ("watch", "pods", "") => "create polls for readiness instead of watching",
+        ("delete", "pods", "") => "stop fails and failed creates leave their pods",
+        ("get", "pods", "log") => "logs fails",
+        _ => "a worker that never gets ready is reported without the probe's failure",
+    }
+}
+
+impl K8sBackend {
+    pub(super) fn findings(&self) -> Vec<Finding> {
+        let mut out = Vec::new();
+        match self.health() {
+            Ok(()) => out.push(Finding::ok(format!(
+                "the API server {} answers (namespace {})",
+                self.api.base(),
+                self.namespace
+            ))),
+            Err(e) => {
+                out.push(Finding::failed(format!(
+                    "the API server {} (namespace {}): {e}",
+                    self.api.base(),
+                    self.namespace
+                )));
+                if matches!(e, BackendError::Unavailable(_)) {
+                    return out;
+                }
+            }
+        }
+        for (verb, resource, sub) in VERBS {
+            let what = if sub.is_empty() {
+                format!("{verb} {resource}")
+            } else {
+                format!("{verb} {resource}/{sub}")
+            };
+            let optional = resource == "events";
+            match self.may(verb, resource, sub) {
+                Ok((true, _)) => out.push(Finding::ok(format!("may {what}"))),
+                Ok((false, why)) if optional => out.push(Finding::ok(format!(
+                    "may not {what} (optional: {}){why}",
+                    needed_for(verb, resource, sub)
+                ))),
+                Ok((false, why)) => out.push(Finding::failed(format!(
+                    "may not {what}: {}{why}",
+                    needed_for(verb, resource, sub)
+                ))),
+                Err(e) => out.push(Finding::failed(format!("cannot ask whether it may {what}: {e}"))),
+            }
+        }
+        out.push(match self.dry_run() {
+            Ok(name) => Finding::ok(format!(
+                "a worker pod passes validation and admission (dry run of {name}: nothing created)"
+            )),
+            Err(e) => Finding::failed(format!("the dry run of a worker pod was refused: {e}")),
+        });
+        out
+    }
+
+    /// Whether the controller may `verb` `resource` in its namespace, and RBAC's reason.
+    fn may(&self, verb: &str, resource: &str, sub: &str) -> Result<(bool, String), BackendError> {
+        let mut attributes = json!({"namespace": self.namespace, "verb": verb, "resource": resource});
+        if !sub.is_empty() {
+            attributes["subresource"] = json!(sub);
+        }
+        let review = json!({
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "spec": {"resourceAttributes": attributes},
+        });
+        let (_, body) = self
+            .api
+            .call(
+                Method::Post,
+                "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+                Some(&review),
+            )
+            .map_err(api_error)?;
+        let answer: Value = serde_json::from_slice(&body)
+            .map_err(|e| BackendError::Internal(format!("unexpected access review: {e}")))?;
+        let allowed = answer["status"]["allowed"].as_bool().unwrap_or(false);
+        let reason = answer["status"]["reason"].as_str().unwrap_or("");
+        let reason = if reason.is_empty() {
+            String::new()
+        } else {
+            format!(" ({reason})")
+        };
+        Ok((allowed, reason))
+    }
+
+    /// Sends a worker pod as a create would, with `dryRun=All`; the pod's name on success.
+    fn dry_run(&self) -> Result<String, BackendError> {
+        let suffix = random_hex(4)
+            .map_err(|e| BackendError::Internal(format!("the system random generator failed: {e}")))?;
+        let token = Token::generate()
+            .map_err(|e| BackendError::Internal(format!("the system random generator failed: {e}")))?;
+        let spec = CreateSpec {
+            worker_id: format!("dryrun{suffix}"),
+            task: format!("a2a-check-{suffix}"),
+            token,
+            expires_at: None,
+            progress: Progress::default(),
+        };
+        let name = labels::pod_name(&self.controller_id, &spec.task);
+        let body = self.manifest(&spec, &name);
+        let path = format!("{}?dryRun=All&fieldValidation=Strict", self.pods_path());
+        match self.api.call(Method::Post, &path, Some(&body)) {
+            Ok(_) => Ok(name),
+            Err(e @ ApiError::Unreachable(_)) => Err(api_error(e)),
+            Err(e) => Err(create_error(e, self.template.is_some()).redact(&spec.token)),
+        }
+    }
+
+    /// The startup dry run: a configuration the API refuses stops startup with one line
+    /// naming the setting; an API that cannot be asked now (unreachable, RBAC, a quota in
+    /// use) only warns, and `/readiness` says the rest.
+    pub(super) fn validate_template(&self) -> Result<(), String> {
+        match self.dry_run() {
+            Ok(_) => Ok(()),
+            Err(BackendError::Rejected(why)) => Err(match &self.k8s.pod_template {
+                Some(path) => format!(
+                    "setting K8S_POD_TEMPLATE is invalid: the API server refuses the worker pod built with {}: {why}",
+                    path.display()
+                ),
+                None => format!(
+                    "the API server refuses the worker pod this configuration builds (WORKER_IMAGE, WORKER_MEMORY, WORKER_CPUS, K8S_NAMESPACE): {why}"
+                ),
+            }),
+            Err(e) => {
+                log::warn!("the worker pod could not be checked with a dry run at startup: {e}");
+                Ok(())
+            }
+        }
+    }
+}
