@@ -363,7 +363,11 @@ impl Raw {
                 let mut container = self.container()?;
                 // The compiled-in default (host.docker.internal) is Docker's name for the
                 // host: no cluster has it. Pods get the variable only when it is set.
-                if self.0.get("WORKER_ANTHROPIC_BASE_URL").is_none_or(|v| v.trim().is_empty()) {
+                if self
+                    .0
+                    .get("WORKER_ANTHROPIC_BASE_URL")
+                    .is_none_or(|v| v.trim().is_empty())
+                {
                     container.anthropic_base_url = String::new();
                     warnings.push(
                         "WORKER_ANTHROPIC_BASE_URL is not set: worker pods get no ANTHROPIC_BASE_URL (the default, http://host.docker.internal:8788, does not exist in a cluster); set it to the model gateway's in-cluster URL".into(),
@@ -530,6 +534,45 @@ mod tests {
             Command::Run(s) => Ok(*s),
             other => panic!("unexpected {other:?}"),
         }
+    }
+
+    #[test]
+    fn pods_get_no_docker_host_name_for_the_model_gateway() {
+        let k8s = |extra: &[&str]| {
+            let mut args = vec![
+                "-backend=k8s",
+                "-worker-image=w:1",
+                "-k8s-api-url=https://127.0.0.1:6443",
+                "-k8s-ca-file=/ca",
+                "-k8s-token-file=/token",
+            ];
+            args.extend_from_slice(extra);
+            run(&args, base()).unwrap()
+        };
+        let s = k8s(&[]);
+        let BackendSettings::K8s { container, .. } = &s.backend else {
+            panic!()
+        };
+        assert_eq!(container.anthropic_base_url, "");
+        assert!(
+            s.warnings
+                .iter()
+                .any(|w| w.contains("WORKER_ANTHROPIC_BASE_URL is not set")),
+            "{:?}",
+            s.warnings
+        );
+        let s = k8s(&["-worker-anthropic-base-url=http://gateway.models:8788"]);
+        let BackendSettings::K8s { container, .. } = &s.backend else {
+            panic!()
+        };
+        assert_eq!(container.anthropic_base_url, "http://gateway.models:8788");
+        assert!(!s.warnings.iter().any(|w| w.contains("ANTHROPIC_BASE_URL")));
+        // Docker keeps its default: there the name exists.
+        let s = run(&["-worker-image=w:1"], base()).unwrap();
+        let BackendSettings::Docker { container, .. } = &s.backend else {
+            panic!()
+        };
+        assert_eq!(container.anthropic_base_url, DEFAULT_ANTHROPIC_BASE_URL);
     }
 
     #[test]

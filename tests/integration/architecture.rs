@@ -47,6 +47,8 @@ const LAYERS: &[(&str, &[&str])] = &[
             "backend::k8s::api",
             "backend::k8s::pod",
             "backend::k8s::status",
+            "backend::k8s::watch",
+            "backend::k8s::check",
             "backend::local",
             "backend::local::store",
             "backend::local::task",

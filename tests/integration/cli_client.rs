@@ -222,7 +222,7 @@ fn check_reports_settings_and_the_backend() {
     assert_eq!(code, Some(1));
     assert!(out.starts_with("settings: ok"), "{out}");
     assert!(
-        err.starts_with("backend docker: backend unavailable"),
+        err.starts_with("backend docker: FAILED: backend unavailable"),
         "{err}"
     );
     assert!(!out.contains(TOKEN) && !err.contains(TOKEN));

@@ -234,11 +234,18 @@ fn pods_through_a_rotating_token_and_status_reasons() {
     // with the pod still there and deletionTimestamp set; a second DELETE is 200 too; the
     // pod is gone only once the kubelet confirms. Grace 0 removes it at once.
     let (status, body) = api
-        .call(K8sMethod::Delete, &format!("{pods}/w-1?gracePeriodSeconds=10"), None)
+        .call(
+            K8sMethod::Delete,
+            &format!("{pods}/w-1?gracePeriodSeconds=10"),
+            None,
+        )
         .unwrap();
     assert_eq!(status, 200);
     let answered: Value = serde_json::from_slice(&body).unwrap();
-    assert!(answered["metadata"]["deletionTimestamp"].is_string(), "{answered}");
+    assert!(
+        answered["metadata"]["deletionTimestamp"].is_string(),
+        "{answered}"
+    );
     assert_eq!(answered["metadata"]["deletionGracePeriodSeconds"], 10);
     let (status, body) = api
         .call(K8sMethod::Get, &format!("{pods}/w-1"), None)
@@ -247,7 +254,11 @@ fn pods_through_a_rotating_token_and_status_reasons() {
     let still: Value = serde_json::from_slice(&body).unwrap();
     assert!(still["metadata"]["deletionTimestamp"].is_string());
     let (status, _) = api
-        .call(K8sMethod::Delete, &format!("{pods}/w-1?gracePeriodSeconds=0"), None)
+        .call(
+            K8sMethod::Delete,
+            &format!("{pods}/w-1?gracePeriodSeconds=0"),
+            None,
+        )
         .unwrap();
     assert_eq!(status, 200);
     let gone = api

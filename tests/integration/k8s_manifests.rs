@@ -15,8 +15,9 @@ use serde_json::{json, Value};
 use crate::k8s_support::{check_manifests, configured};
 
 /// What the backend asks of the API: on pods create, get (name collisions), list, watch
-/// (readiness), delete; get on pods/log (the logs operation).
-pub const VERBS: &str = "create,get,list,watch,delete,get pods/log";
+/// (readiness), delete; get on pods/log (the logs operation); list on events (a not-ready
+/// worker's probe failure, `k8s_faults` records it).
+pub const VERBS: &str = "create,get,list,watch,delete,get pods/log,list events";
 
 /// Pod bodies for a few settings and templates, as the backend would send them.
 fn pods() -> Vec<(String, Value)> {

@@ -16,6 +16,7 @@ mod install;
 mod jsonrpc;
 mod k8s_client;
 mod k8s_e2e;
+mod k8s_faults;
 mod k8s_manifests;
 mod k8s_support;
 mod lifetime;

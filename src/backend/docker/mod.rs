@@ -462,6 +462,8 @@ mod tests {
             );
         }
         assert_eq!(state_of("paused"), WorkerState::Unknown);
+        // Being removed: it still holds its name, and is on its way out.
+        assert_eq!(state_of("removing"), WorkerState::Stopping);
         assert!(exit_reason(&stopped("exited", 137, true))
             .unwrap()
             .contains("out of memory"));

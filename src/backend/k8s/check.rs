@@ -74,7 +74,9 @@ impl K8sBackend {
                     "may not {what}: {}{why}",
                     needed_for(verb, resource, sub)
                 ))),
-                Err(e) => out.push(Finding::failed(format!("cannot ask whether it may {what}: {e}"))),
+                Err(e) => out.push(Finding::failed(format!(
+                    "cannot ask whether it may {what}: {e}"
+                ))),
             }
         }
         out.push(match self.dry_run() {
@@ -88,7 +90,8 @@ impl K8sBackend {
 
     /// Whether the controller may `verb` `resource` in its namespace, and RBAC's reason.
     fn may(&self, verb: &str, resource: &str, sub: &str) -> Result<(bool, String), BackendError> {
-        let mut attributes = json!({"namespace": self.namespace, "verb": verb, "resource": resource});
+        let mut attributes =
+            json!({"namespace": self.namespace, "verb": verb, "resource": resource});
         if !sub.is_empty() {
             attributes["subresource"] = json!(sub);
         }
@@ -119,10 +122,12 @@ impl K8sBackend {
 
     /// Sends a worker pod as a create would, with `dryRun=All`; the pod's name on success.
     fn dry_run(&self) -> Result<String, BackendError> {
-        let suffix = random_hex(4)
-            .map_err(|e| BackendError::Internal(format!("the system random generator failed: {e}")))?;
-        let token = Token::generate()
-            .map_err(|e| BackendError::Internal(format!("the system random generator failed: {e}")))?;
+        let suffix = random_hex(4).map_err(|e| {
+            BackendError::Internal(format!("the system random generator failed: {e}"))
+        })?;
+        let token = Token::generate().map_err(|e| {
+            BackendError::Internal(format!("the system random generator failed: {e}"))
+        })?;
         let spec = CreateSpec {
             worker_id: format!("dryrun{suffix}"),
             task: format!("a2a-check-{suffix}"),

@@ -33,9 +33,7 @@ use self::api::{Api, ApiConfig, ApiError, ConfigError, Method, Reason};
 use self::status::{Pod, Progress};
 use super::api_call::percent_encode;
 use super::{labels, worker_env};
-use super::{
-    Backend, BackendError, BackendKind, CreateSpec, Finding, Logs, Worker, WorkerState,
-};
+use super::{Backend, BackendError, BackendKind, CreateSpec, Finding, Logs, Worker, WorkerState};
 use crate::settings::{ContainerSettings, K8sSettings};
 use crate::time::{now_millis, parse_rfc3339_millis, rfc3339_secs};
 
@@ -321,12 +319,7 @@ impl K8sBackend {
     /// for too (an autoscaler may add a node), with the scheduler's message as a step; a pod
     /// that fails (image pull, crash, configuration), is deleted by someone else, or is not
     /// ready in time, ends the wait with the reason.
-    fn wait_ready(
-        &self,
-        name: &str,
-        spec: &CreateSpec,
-        deadline: Instant,
-    ) -> Result<(), Failure> {
+    fn wait_ready(&self, name: &str, spec: &CreateSpec, deadline: Instant) -> Result<(), Failure> {
         let mut last = String::from("it was not scheduled yet");
         let mut said = String::new();
         let decided = self.follow(name, deadline, |pod| {
@@ -626,7 +619,9 @@ fn api_error(e: ApiError) -> BackendError {
             reason: Reason::Forbidden,
             message,
             ..
-        } if is_rbac(&message) => BackendError::Internal(format!("Kubernetes RBAC refused: {message}")),
+        } if is_rbac(&message) => {
+            BackendError::Internal(format!("Kubernetes RBAC refused: {message}"))
+        }
         ApiError::Status {
             reason: Reason::Forbidden,
             message,
@@ -695,23 +690,49 @@ mod tests {
     fn refusals_are_told_apart_as_the_real_server_words_them() {
         let rbac = r#"pods "p" is forbidden: User "system:serviceaccount:a2a:c" cannot delete resource "pods" in API group "" in the namespace "a2a""#;
         let e = api_error(status(403, Reason::Forbidden, rbac));
-        assert!(matches!(&e, BackendError::Internal(m) if m.starts_with("Kubernetes RBAC refused")), "{e}");
+        assert!(
+            matches!(&e, BackendError::Internal(m) if m.starts_with("Kubernetes RBAC refused")),
+            "{e}"
+        );
         let e = create_error(status(403, Reason::Forbidden, rbac), false);
-        assert!(matches!(&e, BackendError::Internal(m) if m.contains("RBAC")), "{e}");
+        assert!(
+            matches!(&e, BackendError::Internal(m) if m.contains("RBAC")),
+            "{e}"
+        );
         let psa = r#"pods "p" is forbidden: violates PodSecurity "restricted:latest": hostPort (container "side" uses hostPort 8080)"#;
         let e = create_error(status(403, Reason::Forbidden, psa), true);
-        assert!(matches!(&e, BackendError::Rejected(m) if m.contains("PodSecurity") && m.contains("K8S_POD_TEMPLATE")), "{e}");
+        assert!(
+            matches!(&e, BackendError::Rejected(m) if m.contains("PodSecurity") && m.contains("K8S_POD_TEMPLATE")),
+            "{e}"
+        );
         let quota = r#"pods "p" is forbidden: exceeded quota: q-pods, requested: pods=1, used: pods=30, limited: pods=30"#;
         let e = create_error(status(403, Reason::Forbidden, quota), false);
-        assert!(matches!(&e, BackendError::Capacity(m) if m.contains("q-pods")), "{e}");
-        let needs = r#"pods "p" is forbidden: failed quota: q-mem: must specify limits.memory for: worker"#;
+        assert!(
+            matches!(&e, BackendError::Capacity(m) if m.contains("q-pods")),
+            "{e}"
+        );
+        let needs =
+            r#"pods "p" is forbidden: failed quota: q-mem: must specify limits.memory for: worker"#;
         let e = create_error(status(403, Reason::Forbidden, needs), false);
-        assert!(matches!(&e, BackendError::Rejected(m) if m.contains("WORKER_MEMORY")), "{e}");
+        assert!(
+            matches!(&e, BackendError::Rejected(m) if m.contains("WORKER_MEMORY")),
+            "{e}"
+        );
         let sa = r#"pods "p" is forbidden: error looking up service account a2a/agents: serviceaccount "agents" not found"#;
-        assert!(matches!(create_error(status(403, Reason::Forbidden, sa), true), BackendError::Rejected(_)));
+        assert!(matches!(
+            create_error(status(403, Reason::Forbidden, sa), true),
+            BackendError::Rejected(_)
+        ));
         let invalid = r#"Pod "p" is invalid: spec.containers[1].image: Required value"#;
-        assert!(matches!(create_error(status(422, Reason::Invalid, invalid), true), BackendError::Rejected(_)));
-        let e = api_error(status(429, Reason::TooManyRequests, "Too many requests, please try again later."));
+        assert!(matches!(
+            create_error(status(422, Reason::Invalid, invalid), true),
+            BackendError::Rejected(_)
+        ));
+        let e = api_error(status(
+            429,
+            Reason::TooManyRequests,
+            "Too many requests, please try again later.",
+        ));
         assert!(matches!(e, BackendError::Unavailable(_)));
     }
 }

@@ -294,7 +294,9 @@ impl Pod {
         if let Some(node) = self.node_suspect() {
             return (
                 WorkerState::Unknown,
-                format!("node {node} stopped reporting: the node controller marked the pod not ready"),
+                format!(
+                    "node {node} stopped reporting: the node controller marked the pod not ready"
+                ),
             );
         }
         match self.status.phase.as_str() {
@@ -360,7 +362,10 @@ mod tests {
         let (state, reason) = p.state();
         assert_eq!(state, WorkerState::Stopping);
         assert!(reason.contains("since 2026-12-01T08:42:46Z"), "{reason}");
-        assert!(matches!(p.progress(), Progress::Deleted(_)), "never Ready once deleted");
+        assert!(
+            matches!(p.progress(), Progress::Deleted(_)),
+            "never Ready once deleted"
+        );
     }
 
     #[test]
@@ -384,7 +389,9 @@ mod tests {
                 "ContainersNotReady: containers with unready status: [worker]".into()
             )
         );
-        assert!(matches!(p.progress(), Progress::Waiting(t) if t.starts_with("ContainersNotReady")));
+        assert!(
+            matches!(p.progress(), Progress::Waiting(t) if t.starts_with("ContainersNotReady"))
+        );
     }
 
     #[test]
