@@ -10,7 +10,7 @@
 use serde_json::{json, Value};
 
 use super::api::{ApiError, Method};
-use super::{api_error, create_error, labels, K8sBackend};
+use super::{api_error, create_error, labels, K8sBackend, TEMPLATE_HINT};
 use crate::backend::{Backend, BackendError, CreateSpec, Finding, Progress};
 use crate::token::{random_hex, Token};
 
@@ -152,6 +152,12 @@ impl K8sBackend {
         match self.dry_run() {
             Ok(_) => Ok(()),
             Err(BackendError::Rejected(why)) => Err(match &self.k8s.pod_template {
+                // The line names the setting already.
+                Some(path) if why.ends_with(TEMPLATE_HINT) => format!(
+                    "setting K8S_POD_TEMPLATE is invalid: the API server refuses the worker pod built with {}: {}",
+                    path.display(),
+                    why.trim_end_matches(TEMPLATE_HINT)
+                ),
                 Some(path) => format!(
                     "setting K8S_POD_TEMPLATE is invalid: the API server refuses the worker pod built with {}: {why}",
                     path.display()

@@ -299,7 +299,7 @@ impl K8sBackend {
                 return Err(stopping);
             }
             spec.progress.step(&format!(
-                "waiting for the task's previous worker {} to finish stopping ({reason})",
+                "waiting for the task's previous worker {} to finish stopping: it is {reason}",
                 previous.worker_id
             ));
             let gone = self.follow(name, deadline, |p| match p {
@@ -639,11 +639,7 @@ fn api_error(e: ApiError) -> BackendError {
 /// `fieldValidation=Strict`) is the configuration's too. As the real server words them
 /// (`create403psa.b`, `s27-quota.txt`, `create422noimage.b`, `s15b-template-typo.txt`).
 fn create_error(e: ApiError, templated: bool) -> BackendError {
-    let hint = if templated {
-        " (check K8S_POD_TEMPLATE)"
-    } else {
-        ""
-    };
+    let hint = if templated { TEMPLATE_HINT } else { "" };
     match e {
         ApiError::Status {
             reason: Reason::Forbidden,
@@ -668,6 +664,9 @@ fn create_error(e: ApiError, templated: bool) -> BackendError {
         other => api_error(other),
     }
 }
+
+/// Said after a refusal of a pod built with the operator's template.
+const TEMPLATE_HINT: &str = " (check K8S_POD_TEMPLATE)";
 
 /// Whether a 403 is RBAC's (`User "..." cannot VERB resource "..."`), not admission's.
 fn is_rbac(message: &str) -> bool {
