@@ -12,6 +12,10 @@ if ! command -v cargo-deny >/dev/null; then
   exit 1
 fi
 deny() { cargo-deny --locked --offline --config scripts/deny.toml "$@"; }
+# cargo-deny reads `cargo metadata`, which wants every package of the lock file on disk, also
+# those of other platforms that no build here downloads (wasi, windows-*): fetch them first
+# (a no-op once they are there; on a fresh machine the build alone leaves them missing).
+cargo fetch --locked --quiet
 echo "audit: $(cargo-deny --version); the normal dependency graph (crate@version (licenses): licenses):"
 deny list --layout crate | sed 's/^/  /'
 echo "audit: $(deny list --layout crate | wc -l | tr -d ' ') crates"

@@ -68,6 +68,12 @@ case "$cmd" in
       kill -9 "$pid" 2>/dev/null || true
       rm -f "$dir/docker.pid"
     fi
+    # What an engine that was killed leaves running, all named by its exec root: its managed
+    # containerd and the container shims (each with the container processes under it).
+    for p in $(pgrep -f -- "$dir/exec/" || true); do
+      for c in $(pgrep -P "$p" || true); do kill -9 "$c" 2>/dev/null || true; done
+      kill -9 "$p" 2>/dev/null || true
+    done
     ;;
   *) echo "usage: $0 start|stop DIR" >&2; exit 2 ;;
 esac

@@ -134,6 +134,17 @@ pub fn build_backend(settings: &Settings) -> Result<Arc<dyn Backend>, Error> {
     }
 }
 
+/// The backend `check` asks: the same, but one that only looks beside a controller that may
+/// be running with these settings (the local backend reads its state file without its lock).
+pub fn build_backend_for_check(settings: &Settings) -> Result<Arc<dyn Backend>, Error> {
+    match &settings.backend {
+        BackendSettings::Local(local) => Ok(Arc::new(
+            LocalBackend::inspect(local, &process_env).map_err(Error::Local)?,
+        )),
+        _ => build_backend(settings),
+    }
+}
+
 /// A variable of this process's environment; empty counts as unset. Backends read their
 /// environment (in-cluster credentials, WezTerm's socket) through this, so tests can pass
 /// their own.

@@ -16,7 +16,6 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use self::client::Client;
-use crate::backend::{BackendKind, Finding};
 use crate::settings::{self, read_secret_file, Command};
 use crate::time::parse_duration;
 
@@ -367,7 +366,7 @@ fn check(
     for w in &settings.warnings {
         let _ = writeln!(out, "warning: {w}");
     }
-    let backend = match crate::build_backend(&settings) {
+    let backend = match crate::build_backend_for_check(&settings) {
         Ok(b) => b,
         Err(e) => {
             let _ = writeln!(err, "backend: {e}");
@@ -376,17 +375,6 @@ fn check(
     };
     let kind = backend.kind();
     let findings = backend.check();
-    // The local backend starts without a GUI (launchd runs it at login, often before
-    // WezTerm): not a configuration error, but worth saying.
-    if kind == BackendKind::Local {
-        if let [Finding { ok: false, what }] = findings.as_slice() {
-            let _ = writeln!(
-                out,
-                "backend {kind}: configured; {what} (the controller starts anyway and creates once a GUI runs)"
-            );
-            return 0;
-        }
-    }
     let mut failed = false;
     for f in &findings {
         if f.ok {

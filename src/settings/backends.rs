@@ -169,6 +169,7 @@ impl Raw {
             task_dir,
             command,
             cli_timeout: self.duration("LOCAL_CLI_TIMEOUT")?,
+            workspace: self.optional("LOCAL_WORKSPACE"),
         })
     }
 }

@@ -148,6 +148,9 @@ pub struct LocalSettings {
     pub command: Vec<String>,
     /// How long one wezterm CLI call may take before it is killed.
     pub cli_timeout: Duration,
+    /// The WezTerm workspace new tabs open in (`spawn --workspace`); WezTerm's current one
+    /// (`default`) when unset.
+    pub workspace: Option<String>,
 }
 
 pub const MIN_AUTH_TOKEN_LEN: usize = 16;

@@ -329,6 +329,12 @@ pub(super) const SPECS: &[Spec] = &[
         "10s",
         "how long one wezterm CLI call may take before it is stopped",
     ),
+    s(
+        Local,
+        "LOCAL_WORKSPACE",
+        "",
+        "WezTerm workspace new worker windows open in (default: WezTerm's own, \"default\")",
+    ),
 ];
 
 /// `WORKER_READY_TIMEOUT` → `worker-ready-timeout`.

@@ -3,6 +3,13 @@
 //! workers go to the current GUI: the one `WEZTERM_UNIX_SOCKET` names, else the newest live
 //! `gui-sock-<pid>`. A GUI that exits leaves its socket file behind, so "gone" is judged by
 //! the file and by the pid in its name — never by a GUI merely not answering.
+//!
+//! A socket path without a pid in its name (the mux server's `<runtime dir>/sock`, the GUI's
+//! symlink `x11-$DISPLAY-org.wezfurlong.wezterm` / `default-org.wezfurlong.wezterm`) can be
+//! bound again by a later server whose pane ids start again at 0 (recorded with the real
+//! WezTerm): a pane id there cannot be proven to be the worker's. A symlink is resolved to
+//! the `gui-sock-<pid>` it names before anything is recorded; a path that still has no pid is
+//! never recorded, and a record of one (from an earlier version) is never acted on.
 
 use std::fs;
 use std::os::unix::fs::FileTypeExt;
@@ -18,6 +25,25 @@ pub enum Liveness {
     Alive,
     /// Provably gone, and why.
     Gone(String),
+    /// Its socket names no server instance (no pid): whoever listens there now may not be
+    /// the server that opened the pane.
+    Unprovable(String),
+}
+
+/// The socket a GUI really listens on: a symlink (the GUI's `x11-...` / `default-...`
+/// name) resolved to the `gui-sock-<pid>` it points at.
+pub fn resolve(socket: &Path) -> PathBuf {
+    fs::canonicalize(socket).unwrap_or_else(|_| socket.to_path_buf())
+}
+
+/// Why a socket cannot be recorded, when it names no server instance.
+pub fn unidentified(socket: &Path) -> Option<String> {
+    pid_of(socket).is_none().then(|| {
+        format!(
+            "the WezTerm socket {} has no pid in its name, so a later server listening there could not be told from this one (pane ids start again at 0); point WEZTERM_UNIX_SOCKET at a GUI's gui-sock-<pid>, or unset it",
+            socket.display()
+        )
+    })
 }
 
 /// The GUI's process id, from a socket named `gui-sock-<pid>`.
@@ -43,7 +69,11 @@ pub fn liveness(socket: &Path) -> Liveness {
             "its process {pid} has ended (socket {} left behind)",
             socket.display()
         )),
-        _ => Liveness::Alive,
+        Some(_) => Liveness::Alive,
+        None => Liveness::Unprovable(format!(
+            "its socket {} names no server instance: the server listening there may not be the one that opened the pane",
+            socket.display()
+        )),
     }
 }
 
@@ -102,13 +132,30 @@ impl Discovery {
         }
     }
 
-    /// The socket of the GUI new workers go to, or one line saying why there is none.
+    /// Where the CLI leaves its log files (its runtime directory).
+    pub fn runtime_dir(&self) -> Option<&Path> {
+        self.runtime_dir.as_deref()
+    }
+
+    /// The socket of the GUI new workers go to (symlinks resolved), or one line saying why
+    /// there is none.
     pub fn current(&self) -> Result<PathBuf, String> {
         if let Some(socket) = &self.explicit {
-            return match liveness(socket) {
-                Liveness::Alive => Ok(socket.clone()),
+            if fs::symlink_metadata(socket).is_err() {
+                return Err(format!(
+                    "no WezTerm GUI at WEZTERM_UNIX_SOCKET: its socket {} does not exist; start WezTerm or unset WEZTERM_UNIX_SOCKET",
+                    socket.display()
+                ));
+            }
+            let socket = resolve(socket);
+            return match liveness(&socket) {
+                Liveness::Alive => Ok(socket),
                 Liveness::Gone(why) => Err(format!(
                     "no WezTerm GUI at WEZTERM_UNIX_SOCKET: {why}; start WezTerm or unset WEZTERM_UNIX_SOCKET"
+                )),
+                Liveness::Unprovable(_) => Err(format!(
+                    "WEZTERM_UNIX_SOCKET: {}",
+                    unidentified(&socket).unwrap_or_default()
                 )),
             };
         }

@@ -4,7 +4,12 @@
 //! list and stop first reconciles the two:
 //! - a record whose pane is gone from a GUI that answers is dropped;
 //! - a record of a GUI that is provably gone (socket missing, process ended) is dropped;
-//! - a record of a GUI that does not answer right now is kept and reported `unknown`.
+//! - a record of a GUI that does not answer right now is kept and reported `unknown`;
+//! - a record whose socket names no server instance (written by an earlier version for a
+//!   mux server's `sock`) is kept, reported `unknown`, and never acted on: its pane id may be
+//!   a stranger's now;
+//! - a pane whose program has ended but that WezTerm holds open (`exit_behavior`, or a
+//!   program that could not start) is reported `exited` with the reason its text gives.
 //!
 //! Pieces: `wezterm` (the CLI, with deadlines), `gui` (which GUI, and whether one is gone),
 //! `store` (the state file), `task` (task files and their session id).
@@ -26,9 +31,11 @@ use std::sync::{Mutex, MutexGuard};
 
 use self::gui::{Discovery, Liveness};
 use self::store::{Record, Store, StoreError};
-use self::wezterm::{Cli, CliError, Killed};
+use self::wezterm::{ended_reason, Cli, CliError, Killed};
 use super::tail::{Tail, MAX_LOG_BYTES};
-use super::{Backend, BackendError, BackendKind, CreateSpec, Logs, Worker, WorkerState};
+use super::{
+    Backend, BackendError, BackendKind, CreateSpec, Finding, Logs, Worker, WorkerState,
+};
 use crate::settings::LocalSettings;
 use crate::time::{now_millis, rfc3339_secs};
 
@@ -37,6 +44,7 @@ use crate::time::{now_millis, rfc3339_secs};
 pub enum ConfigError {
     Wezterm(String),
     TaskDir(String),
+    Command(String),
     Store(StoreError),
 }
 
@@ -45,6 +53,7 @@ impl fmt::Display for ConfigError {
         match self {
             ConfigError::Wezterm(why) => write!(f, "setting LOCAL_WEZTERM: {why}"),
             ConfigError::TaskDir(why) => write!(f, "setting LOCAL_TASK_DIR: {why}"),
+            ConfigError::Command(why) => write!(f, "setting LOCAL_COMMAND: {why}"),
             ConfigError::Store(e) => e.fmt(f),
         }
     }
@@ -65,8 +74,10 @@ pub struct LocalBackend {
 enum Seen {
     /// Its GUI listed the pane.
     Live,
-    /// Its GUI did not answer; why.
+    /// Its GUI did not answer (or cannot be trusted to be the pane's); why.
     Unanswered(String),
+    /// Its pane is held open by WezTerm after its program ended; why it ended.
+    Ended(String),
 }
 
 impl LocalBackend {
@@ -77,7 +88,25 @@ impl LocalBackend {
         local: &LocalSettings,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<LocalBackend, ConfigError> {
+        LocalBackend::build(local, env, false)
+    }
+
+    /// The same, for `check` beside a running controller: the state file is read without
+    /// taking its lock, and never written.
+    pub fn inspect(
+        local: &LocalSettings,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<LocalBackend, ConfigError> {
+        LocalBackend::build(local, env, true)
+    }
+
+    fn build(
+        local: &LocalSettings,
+        env: &dyn Fn(&str) -> Option<String>,
+        read_only: bool,
+    ) -> Result<LocalBackend, ConfigError> {
         check_program(&local.wezterm)?;
+        check_command(&local.command)?;
         match std::fs::metadata(&local.task_dir) {
             Ok(m) if m.is_dir() => {}
             Ok(_) => {
@@ -93,11 +122,15 @@ impl LocalBackend {
                 )))
             }
         }
-        let (store, mut records) = Store::open(&local.state_file).map_err(ConfigError::Store)?;
+        let (store, mut records) = if read_only {
+            Store::peek(&local.state_file).map_err(ConfigError::Store)?
+        } else {
+            Store::open(&local.state_file).map_err(ConfigError::Store)?
+        };
         // A record without a pane is a create the previous controller did not finish.
         let before = records.len();
         records.retain(finished);
-        if records.len() != before {
+        if records.len() != before && !read_only {
             store.save(&records).map_err(ConfigError::Store)?;
         }
         let discovery = Discovery::from_env(env);
@@ -110,8 +143,11 @@ impl LocalBackend {
             local.state_file.display(),
             records.len()
         );
+        let cli = Cli::new(local.wezterm.clone(), local.cli_timeout)
+            .with_log_dir(discovery.runtime_dir().map(Path::to_path_buf))
+            .with_workspace(local.workspace.clone());
         Ok(LocalBackend {
-            cli: Cli::new(local.wezterm.clone(), local.cli_timeout),
+            cli,
             discovery,
             task_dir: local.task_dir.clone(),
             command: local.command.clone(),
@@ -145,20 +181,38 @@ impl LocalBackend {
         }
         let mut kept = Vec::new();
         for (socket, records) in by_gui {
-            if let Liveness::Gone(why) = gui::liveness(&socket) {
-                for r in &records {
-                    log::info!(
-                        "local worker {} (task {:?}) dropped: its WezTerm GUI is gone: {why}",
-                        r.worker_id,
-                        r.task
-                    );
+            match gui::liveness(&socket) {
+                Liveness::Gone(why) => {
+                    for r in &records {
+                        log::info!(
+                            "local worker {} (task {:?}) dropped: its WezTerm GUI is gone: {why}",
+                            r.worker_id,
+                            r.task
+                        );
+                    }
+                    continue;
                 }
-                continue;
+                Liveness::Unprovable(why) => {
+                    kept.extend(records.into_iter().map(|r| (r, Seen::Unanswered(why.clone()))));
+                    continue;
+                }
+                Liveness::Alive => {}
             }
             match self.cli.list(&socket) {
                 Ok(panes) => {
                     for r in records {
-                        if r.pane_id.is_some_and(|p| panes.contains(&p)) {
+                        let listed = r
+                            .pane_id
+                            .and_then(|p| panes.iter().find(|l| l.pane_id == p));
+                        if let Some(l) = listed.filter(|l| l.ended()) {
+                            let why = self
+                                .cli
+                                .get_text(&socket, l.pane_id, 20)
+                                .ok()
+                                .and_then(|t| ended_reason(&t))
+                                .unwrap_or_else(|| "its program has ended".into());
+                            kept.push((r, Seen::Ended(why)));
+                        } else if listed.is_some() {
                             kept.push((r, Seen::Live));
                         } else {
                             log::info!(
@@ -191,6 +245,7 @@ impl LocalBackend {
         let (state, reason) = match seen {
             Seen::Live => (WorkerState::Running, String::new()),
             Seen::Unanswered(why) => (WorkerState::Unknown, why.clone()),
+            Seen::Ended(why) => (WorkerState::Exited, why.clone()),
         };
         let mut w = Worker::new(
             BackendKind::Local,
@@ -269,6 +324,28 @@ fn check_program(path: &Path) -> Result<(), ConfigError> {
     }
 }
 
+/// `LOCAL_COMMAND`'s program must be an absolute path to an executable file: WezTerm keeps
+/// the tab of a program it cannot start open with its error, which would look like a worker.
+fn check_command(command: &[String]) -> Result<(), ConfigError> {
+    let Some(program) = command.first() else {
+        return Err(ConfigError::Command("it names no program".into()));
+    };
+    let path = Path::new(program);
+    if !path.is_absolute() {
+        return Err(ConfigError::Command(format!(
+            "its program {program:?} is not an absolute path (a LaunchAgent has no PATH to find it by)"
+        )));
+    }
+    match std::fs::metadata(path) {
+        Err(e) => Err(ConfigError::Command(format!("its program {program} cannot be used ({e})"))),
+        Ok(m) if !m.is_file() => Err(ConfigError::Command(format!("its program {program} is not a file"))),
+        Ok(m) if m.permissions().mode() & 0o111 == 0 => {
+            Err(ConfigError::Command(format!("its program {program} is not executable")))
+        }
+        Ok(_) => Ok(()),
+    }
+}
+
 /// Replaces each placeholder in one pass, so a value that looks like a placeholder is kept
 /// as it is.
 fn substitute(arg: &str, values: &[(&str, &str)]) -> String {
@@ -314,6 +391,9 @@ impl Backend for LocalBackend {
             .discovery
             .current()
             .map_err(BackendError::Unavailable)?;
+        if let Some(why) = gui::unidentified(&gui) {
+            return Err(BackendError::Unavailable(why));
+        }
         let mut record = Record {
             worker_id: spec.worker_id.clone(),
             task: spec.task.clone(),
@@ -389,6 +469,11 @@ impl Backend for LocalBackend {
         let pane = target.pane_id.unwrap_or_default();
         let closed = match gui::liveness(&target.gui_socket) {
             Liveness::Gone(why) => Err(format!("its WezTerm GUI is gone: {why}")),
+            // Never closed: the pane id may be a stranger's. The record goes; the operator
+            // closes the tab if it is still the worker's.
+            Liveness::Unprovable(why) => Err(format!(
+                "its record was dropped without closing pane {pane}: {why}; close that tab by hand if it is still the worker's"
+            )),
             Liveness::Alive => match self.cli.kill_pane(&target.gui_socket, pane) {
                 Ok(Killed::Closed) => Ok(()),
                 Ok(Killed::AlreadyGone) => Err("its pane was already gone".to_string()),
@@ -423,10 +508,14 @@ impl Backend for LocalBackend {
         else {
             return Err(BackendError::NotFound);
         };
-        if let Liveness::Gone(why) = gui::liveness(&record.gui_socket) {
-            return Err(BackendError::Unavailable(format!(
-                "its WezTerm GUI is gone: {why}"
-            )));
+        match gui::liveness(&record.gui_socket) {
+            Liveness::Gone(why) => {
+                return Err(BackendError::Unavailable(format!(
+                    "its WezTerm GUI is gone: {why}"
+                )))
+            }
+            Liveness::Unprovable(why) => return Err(BackendError::Unavailable(why)),
+            Liveness::Alive => {}
         }
         let text = self
             .cli
@@ -451,11 +540,40 @@ impl Backend for LocalBackend {
         Ok(tail.finish(lines))
     }
 
+    /// Asks the current GUI (`list`, within `LOCAL_CLI_TIMEOUT`): a GUI that is stopped or
+    /// hung is not ready, nor is a `LOCAL_WEZTERM` that is not WezTerm.
     fn health(&self) -> Result<(), BackendError> {
-        self.discovery
+        let gui = self
+            .discovery
             .current()
-            .map(|_| ())
-            .map_err(BackendError::Unavailable)
+            .map_err(BackendError::Unavailable)?;
+        self.cli.list(&gui).map(|_| ()).map_err(|e| {
+            BackendError::Unavailable(format!("WezTerm GUI {}: {e}", gui.display()))
+        })
+    }
+
+    fn check(&self) -> Vec<Finding> {
+        let gui = match self.discovery.current() {
+            Ok(gui) => gui,
+            // launchd starts the controller at login, often before WezTerm: not an error.
+            Err(why) => {
+                return vec![Finding::ok(format!(
+                    "configured; {why} (the controller starts anyway and creates once a GUI runs)"
+                ))]
+            }
+        };
+        let mut out = vec![match self.cli.list(&gui) {
+            Ok(panes) => Finding::ok(format!(
+                "WezTerm GUI {} answers ({} pane(s))",
+                gui.display(),
+                panes.len()
+            )),
+            Err(e) => Finding::failed(format!("WezTerm GUI {}: {e}", gui.display())),
+        }];
+        if let Some(why) = gui::unidentified(&gui) {
+            out.push(Finding::failed(why));
+        }
+        out
     }
 
     fn atomic_task_uniqueness(&self) -> bool {

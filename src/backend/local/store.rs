@@ -83,8 +83,9 @@ impl std::error::Error for StoreError {}
 
 pub struct Store {
     path: PathBuf,
-    /// Held (locked) for as long as the store lives.
-    _lock: File,
+    /// Held (locked) for as long as the store lives; `None` for a store only looked at
+    /// ([`Store::peek`]), which never writes.
+    _lock: Option<File>,
 }
 
 fn io(path: &Path, e: std::io::Error) -> StoreError {
@@ -133,7 +134,18 @@ impl Store {
         writeln!(lock, "{}", std::process::id()).map_err(|e| io(&lock_path, e))?;
         let store = Store {
             path: path.to_path_buf(),
-            _lock: lock,
+            _lock: Some(lock),
+        };
+        let records = store.load()?;
+        Ok((store, records))
+    }
+
+    /// Reads the file without taking it (for `check` beside a running controller): the
+    /// returned store never writes.
+    pub fn peek(path: &Path) -> Result<(Store, Vec<Record>), StoreError> {
+        let store = Store {
+            path: path.to_path_buf(),
+            _lock: None,
         };
         let records = store.load()?;
         Ok((store, records))
@@ -162,6 +174,9 @@ impl Store {
 
     /// Replaces the file with `records`: temporary file (0600), fsync, rename, fsync dir.
     pub fn save(&self, records: &[Record]) -> Result<(), StoreError> {
+        if self._lock.is_none() {
+            return Ok(());
+        }
         let body = serde_json::to_vec_pretty(&Contents {
             version: VERSION,
             workers: records.to_vec(),

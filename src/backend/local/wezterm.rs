@@ -47,6 +47,41 @@ impl fmt::Display for CliError {
     }
 }
 
+/// The log file of one CLI call, removed when the call is over: a failing call leaves one,
+/// and a reaper pass every 30 s against a dead GUI would leave thousands a day.
+struct CallLog {
+    path: PathBuf,
+}
+
+impl Drop for CallLog {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// What a pane's text says of a program that ended: `exited with code N`, or why it could not
+/// start (WezTerm's `Unable to spawn ...`); `None` when the text says neither.
+pub fn ended_reason(text: &str) -> Option<String> {
+    let lines: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    if let Some(l) = lines.iter().rev().find(|l| l.contains("Unable to spawn")) {
+        let at = l.find("Unable to spawn").unwrap_or(0);
+        return Some(format!("could not start: {}", one_line(&l[at..])));
+    }
+    let code = lines.iter().rev().find_map(|l| {
+        let rest = l.split("Exited with code ").nth(1)?;
+        let digits: String = rest.chars().take_while(|c| c.is_ascii_digit() || *c == '-').collect();
+        digits.parse::<i64>().ok()
+    });
+    if let Some(code) = code {
+        return Some(format!("exited with code {code}"));
+    }
+    lines
+        .iter()
+        .rev()
+        .find(|l| l.contains("completed."))
+        .map(|_| "exited with code 0".to_string())
+}
+
 /// What `kill-pane` found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Killed {
@@ -58,16 +93,53 @@ pub enum Killed {
 pub struct Cli {
     program: PathBuf,
     timeout: Duration,
+    /// Where the CLI leaves `wezterm-log-<pid>.txt` after a failing call (its runtime
+    /// directory); each call's file is removed after it.
+    log_dir: Option<PathBuf>,
+    /// `LOCAL_WORKSPACE`: the workspace new windows go to.
+    workspace: Option<String>,
 }
 
-#[derive(Deserialize)]
-struct ListedPane {
-    pane_id: u64,
+/// One pane of `list --format json`, as far as the backend reads it.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Listed {
+    pub pane_id: u64,
+    #[serde(default)]
+    pub title: String,
+    #[serde(default)]
+    pub cwd: String,
+}
+
+impl Listed {
+    /// Whether the pane's program has ended (or never started) and WezTerm holds the pane
+    /// open: the real CLI lists such a pane with title `wezterm` and cwd `""` (recordings
+    /// `15-list-after-bad`, `21-list-after-exit`); a running program has its own title and a
+    /// `file://` cwd.
+    pub fn ended(&self) -> bool {
+        self.title == "wezterm" && self.cwd.is_empty()
+    }
 }
 
 impl Cli {
     pub fn new(program: PathBuf, timeout: Duration) -> Cli {
-        Cli { program, timeout }
+        Cli {
+            program,
+            timeout,
+            log_dir: None,
+            workspace: None,
+        }
+    }
+
+    /// Removes the log file a failing call leaves in `dir`.
+    pub fn with_log_dir(mut self, dir: Option<PathBuf>) -> Cli {
+        self.log_dir = dir;
+        self
+    }
+
+    /// New windows go to `workspace` (`spawn --workspace`).
+    pub fn with_workspace(mut self, workspace: Option<String>) -> Cli {
+        self.workspace = workspace;
+        self
     }
 
     /// `spawn --new-window --cwd <cwd> -- <argv>`: a new window running `argv`; its pane id.
@@ -75,6 +147,10 @@ impl Cli {
         let mut args: Vec<&std::ffi::OsStr> =
             vec!["spawn".as_ref(), "--new-window".as_ref(), "--cwd".as_ref()];
         args.push(cwd.as_os_str());
+        if let Some(w) = &self.workspace {
+            args.push("--workspace".as_ref());
+            args.push(w.as_ref());
+        }
         args.push("--".as_ref());
         args.extend(argv.iter().map(|a| std::ffi::OsStr::new(a.as_str())));
         let out = self.run(gui, &args)?;
@@ -83,15 +159,14 @@ impl Cli {
             .map_err(|_| CliError::Output(format!("{:?} is not a pane id", one_line(out.trim()))))
     }
 
-    /// `list --format json`: the ids of every pane the GUI has.
-    pub fn list(&self, gui: &Path) -> Result<Vec<u64>, CliError> {
+    /// `list --format json`: every pane the GUI has.
+    pub fn list(&self, gui: &Path) -> Result<Vec<Listed>, CliError> {
         let out = self.run(
             gui,
             &["list".as_ref(), "--format".as_ref(), "json".as_ref()],
         )?;
-        let panes: Vec<ListedPane> = serde_json::from_str(&out)
-            .map_err(|e| CliError::Output(format!("pane list is not JSON ({e})")))?;
-        Ok(panes.into_iter().map(|p| p.pane_id).collect())
+        serde_json::from_str(&out)
+            .map_err(|e| CliError::Output(format!("pane list is not JSON ({e})")))
     }
 
     /// `kill-pane --pane-id N`.
@@ -139,6 +214,9 @@ impl Cli {
             .stderr(Stdio::piped())
             .spawn()
             .map_err(|e| CliError::Launch(format!("{}: {e}", self.program.display())))?;
+        let _log = self.log_dir.as_ref().map(|dir| CallLog {
+            path: dir.join(format!("wezterm-log-{}.txt", child.id())),
+        });
         // Both pipes are drained by threads so a chatty child never blocks on a full pipe.
         let (tx, rx) = mpsc::channel();
         for (which, stream) in [
@@ -216,17 +294,31 @@ impl Cli {
 
 #[cfg(test)]
 mod tests {
-    use std::os::unix::fs::PermissionsExt;
-
     use super::*;
 
     /// A `wezterm` made of a shell script: `body` sees the CLI's arguments as `$@`.
+    ///
+    /// Written by a child process, never through a file descriptor of this one: a test thread
+    /// that forks (any `Command::spawn`) while this process holds the script open for writing
+    /// hands that descriptor to its child until the child's exec, and executing the script
+    /// meanwhile fails with ETXTBSY ("Text file busy"). A pipe to the writer is harmless.
     fn program(tag: &str, body: &str) -> PathBuf {
+        use std::io::Write;
         let dir = std::env::temp_dir().join(format!("a2a-cli-{tag}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("wezterm");
-        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut writer = std::process::Command::new("/bin/sh")
+            .args(["-c", "cat > \"$1\" && chmod 755 \"$1\"", "sh"])
+            .arg(&path)
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = writer.stdin.take().unwrap();
+        stdin
+            .write_all(format!("#!/bin/sh\n{body}\n").as_bytes())
+            .unwrap();
+        drop(stdin);
+        assert!(writer.wait().unwrap().success());
         path
     }
 
@@ -257,9 +349,45 @@ esac"#,
         let cli = Cli::new(p, Duration::from_secs(5));
         let gui = Path::new("/g");
         assert_eq!(cli.spawn(gui, Path::new("/t"), &["a".into()]), Ok(42));
-        assert_eq!(cli.list(gui), Ok(vec![3, 9]));
+        let ids: Vec<u64> = cli.list(gui).unwrap().iter().map(|p| p.pane_id).collect();
+        assert_eq!(ids, vec![3, 9]);
         assert_eq!(cli.kill_pane(gui, 3), Ok(Killed::Closed));
         assert_eq!(cli.kill_pane(gui, 4), Ok(Killed::AlreadyGone));
+    }
+
+    #[test]
+    fn ended_panes_and_their_reasons_as_wezterm_writes_them() {
+        // localpane.rs's messages for exit_behavior CloseOnCleanExit / Hold, and cmdbuilder's.
+        let exited = "bye\r\n⚠️  Process sh didn't exit cleanly\r\nExited with code 3.\r\nThis message is shown because exit_behavior=\"CloseOnCleanExit\"\n";
+        assert_eq!(ended_reason(exited).as_deref(), Some("exited with code 3"));
+        let missing = "⚠️  Unable to spawn /nonexistent/prog because it does not exist\n";
+        assert_eq!(
+            ended_reason(missing).as_deref(),
+            Some("could not start: Unable to spawn /nonexistent/prog because it does not exist")
+        );
+        assert_eq!(
+            ended_reason("👍 Process sh completed.\nThis message is shown because exit_behavior=\"Hold\"").as_deref(),
+            Some("exited with code 0")
+        );
+        assert_eq!(ended_reason("still working\n$ "), None);
+        let dead = Listed { pane_id: 2, title: "wezterm".into(), cwd: String::new() };
+        assert!(dead.ended());
+        let live = Listed { pane_id: 1, title: "dash".into(), cwd: "file:///run/tasks/".into() };
+        assert!(!live.ended());
+    }
+
+    #[test]
+    fn a_failing_call_leaves_no_log_file() {
+        let dir = std::env::temp_dir().join(format!("a2a-cli-logs-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let d = dir.display().to_string();
+        // As the real CLI does: every failing call writes wezterm-log-<its pid>.txt.
+        let p = program("logs", &format!(r#"echo x > "{d}/wezterm-log-$$.txt"; exit 1"#));
+        let cli = Cli::new(p, Duration::from_secs(5)).with_log_dir(Some(dir.clone()));
+        assert!(cli.list(Path::new("/g")).is_err());
+        let left: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().map(|e| e.file_name()).collect();
+        assert!(left.is_empty(), "{left:?}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
