@@ -1,6 +1,21 @@
-//! A stand-in for the `wezterm` program, for the local backend's tests: WezTerm cannot be
-//! installed on the machines these tests run on. It answers the CLI calls the controller
-//! makes the way WezTerm's own CLI does (checked against its sources, `wezterm/src/cli/`):
+//! A stand-in for the `wezterm` program, for the local backend's tests (CI has no WezTerm).
+//! It answers the CLI calls the controller makes the way WezTerm's own CLI does — as
+//! recorded from a real `wezterm` CLI with a real `wezterm-mux-server` and `wezterm-gui`
+//! (`../shared/reference/wezterm-real/{mux,gui}/NN-*.{cmd,out,err,rc}`, "rec" below), and
+//! its sources (`wezterm/src/cli/`, `mux/src/localpane.rs`, `pty/src/cmdbuilder.rs`):
+//!
+//! | behaviour | source |
+//! |---|---|
+//! | `list --format json`: keys in struct order, no `is_floating`, `cwd` a `file://` URL ending in `/`, no trailing newline | rec 03-list-json, 15-list-after-bad |
+//! | a pane whose program ended but stays open (or never started): title `wezterm`, cwd `""`, `tty_name` null | rec 15-list-after-bad, 21-list-after-exit |
+//! | a program that does not exist still gets a pane, holding WezTerm's `Unable to spawn P because it does not exist` | rec 13-spawn-badprog; cmdbuilder.rs |
+//! | errors: `HH:MM:SS.mmm  ERROR  wezterm > ...; terminating`, exit 1; a missing pane is `unexpected response Ok(ErrorResponse(ErrorResponse { reason: "Error: no such pane N" }))` | rec 10-get-text-missing, 11-kill-missing, 17-kill-again |
+//! | a missing socket or a dead server: `failed to connect to Socket("P"): connecting to P` (no os error text) | rec 22-missing-socket |
+//! | an unknown subcommand is a usage error: exit 2 | rec 23-bad-format |
+//! | every failing call leaves `wezterm-log-<pid>.txt` in the runtime directory (the socket's) | rec README |
+//! | `Exited with code N.` and `exit_behavior` (the tests' `Gui::program_exits` writes localpane.rs's lines) | rec README; localpane.rs |
+//!
+//! And as before:
 //!
 //! - `wezterm cli [--no-auto-start] [--prefer-mux] [--class C] <subcommand>`; the GUI is the
 //!   one whose socket `WEZTERM_UNIX_SOCKET` names. Each GUI has its own windows, tabs and pane
@@ -56,14 +71,41 @@ struct Pane {
     /// What the pane's program printed, one entry per line, oldest first (tests write it).
     #[serde(default)]
     output: Vec<String>,
+    /// Its program ended (or never started) and WezTerm holds the pane open.
+    #[serde(default)]
+    ended: bool,
 }
 
 /// Rows of the stand-in's 80x24 panes.
 const ROWS: usize = 24;
 
+/// The runtime directory of the call (the socket's), where a failing call leaves its log.
+static LOG_DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
 fn fail(message: &str) -> ExitCode {
-    eprintln!("ERROR  wezterm > {message}; terminating");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let (s, ms) = (now.as_secs() % 86_400, now.subsec_millis());
+    eprintln!(
+        "{:02}:{:02}:{:02}.{ms:03}  ERROR  wezterm > {message}; terminating",
+        s / 3600,
+        s / 60 % 60,
+        s % 60
+    );
+    if let Some(dir) = LOG_DIR.get() {
+        let _ = fs::write(
+            dir.join(format!("wezterm-log-{}.txt", std::process::id())),
+            format!("ERROR  wezterm > {message}\n"),
+        );
+    }
     ExitCode::from(1)
+}
+
+fn no_such_pane(id: u64) -> ExitCode {
+    fail(&format!(
+        "unexpected response Ok(ErrorResponse(ErrorResponse {{ reason: \"Error: no such pane {id}\" }}))"
+    ))
 }
 
 fn log_call(socket: Option<&Path>, argv: &[String], violation: Option<&str>) {
@@ -131,19 +173,18 @@ fn main() -> ExitCode {
         );
     };
     log_call(Some(&socket), &argv, None);
+    if let Some(dir) = socket.parent() {
+        let _ = LOG_DIR.set(dir.to_path_buf());
+    }
     let name = socket.file_name().and_then(|n| n.to_str()).unwrap_or("");
     let dead_pid = name
         .strip_prefix("gui-sock-")
         .and_then(|p| p.parse::<u32>().ok())
         .is_some_and(|pid| !pid_alive(pid));
-    if !socket.exists() {
+    if !socket.exists() || dead_pid {
         return fail(&format!(
-            "failed to connect to Socket({socket:?}): No such file or directory (os error 2)"
-        ));
-    }
-    if dead_pid {
-        return fail(&format!(
-            "failed to connect to Socket({socket:?}): Connection refused (os error 111)"
+            "failed to connect to Socket({socket:?}): connecting to {}",
+            socket.display()
         ));
     }
     let state_path = PathBuf::from(format!("{}.standin.json", socket.display()));
@@ -186,6 +227,12 @@ fn main() -> ExitCode {
             let pane_id = gui.next_id;
             gui.next_id += 1;
             let window_id = window.unwrap_or(pane_id);
+            // WezTerm opens the pane whatever the program; one that cannot start leaves it
+            // holding the error (cmdbuilder.rs), listed as ended.
+            let missing = prog
+                .first()
+                .filter(|p| Path::new(p).is_absolute() && !Path::new(p).exists())
+                .map(|p| format!("⚠️  Unable to spawn {p} because it does not exist"));
             gui.panes.push(Pane {
                 window_id,
                 tab_id: pane_id,
@@ -193,7 +240,8 @@ fn main() -> ExitCode {
                 workspace: value_of("--workspace").unwrap_or("default").to_string(),
                 cwd: value_of("--cwd").unwrap_or("").to_string(),
                 argv: prog.iter().map(|s| s.to_string()).collect(),
-                output: Vec::new(),
+                ended: missing.is_some(),
+                output: missing.into_iter().collect(),
             });
             if save(&state_path, &gui).is_err() {
                 return fail("stand-in: cannot save its state");
@@ -201,7 +249,7 @@ fn main() -> ExitCode {
             println!("{pane_id}");
         }
         "list" => {
-            let items: Vec<Value> = gui
+            let items: Vec<String> = gui
                 .panes
                 .iter()
                 .map(|p| {
@@ -211,34 +259,69 @@ fn main() -> ExitCode {
                         .and_then(|a| Path::new(a).file_name())
                         .map(|n| n.to_string_lossy().into_owned())
                         .unwrap_or_default();
-                    json!({
-                        "window_id": p.window_id, "tab_id": p.tab_id, "pane_id": p.pane_id,
-                        "workspace": p.workspace,
-                        "size": {"rows": 24, "cols": 80, "pixel_width": 640, "pixel_height": 384, "dpi": 72},
-                        "title": title, "cwd": format!("file://localhost{}", p.cwd),
-                        "cursor_x": 0, "cursor_y": 0, "cursor_shape": "Default",
-                        "cursor_visibility": "Visible", "left_col": 0, "top_row": 0,
-                        "tab_title": "", "window_title": title, "is_active": true,
-                        "is_zoomed": false, "is_floating": false, "tty_name": "/dev/ttys001"
-                    })
+                    let (title, cwd, tty) = if p.ended {
+                        ("wezterm".to_string(), String::new(), Value::Null)
+                    } else {
+                        let cwd = format!("file://{}/", p.cwd.trim_end_matches('/'));
+                        (title, cwd, json!(format!("/dev/pts/{}", p.pane_id + 7)))
+                    };
+                    // In the real CLI's key order (serde_json's own maps sort their keys).
+                    let size = ordered(
+                        &[
+                            ("rows", "24".into()),
+                            ("cols", "80".into()),
+                            ("pixel_width", "800".into()),
+                            ("pixel_height", "528".into()),
+                            ("dpi", "96".into()),
+                        ],
+                        "    ",
+                    );
+                    let q = |v: &str| Value::from(v).to_string();
+                    ordered(
+                        &[
+                            ("window_id", p.window_id.to_string()),
+                            ("tab_id", p.tab_id.to_string()),
+                            ("pane_id", p.pane_id.to_string()),
+                            ("workspace", q(&p.workspace)),
+                            ("size", size),
+                            ("title", q(&title)),
+                            ("cwd", q(&cwd)),
+                            ("cursor_x", "0".into()),
+                            ("cursor_y", "0".into()),
+                            ("cursor_shape", q("Default")),
+                            ("cursor_visibility", q("Visible")),
+                            ("left_col", "0".into()),
+                            ("top_row", "0".into()),
+                            ("tab_title", q("")),
+                            ("window_title", q("")),
+                            ("is_active", "true".into()),
+                            ("is_zoomed", "false".into()),
+                            ("tty_name", tty.to_string()),
+                        ],
+                        "  ",
+                    )
                 })
                 .collect();
             match value_of("--format").unwrap_or("table") {
-                "json" => match serde_json::to_string_pretty(&items) {
-                    Ok(text) => println!("{text}"),
-                    Err(_) => return fail("stand-in: cannot print"),
-                },
+                // No trailing newline (rec 03-list-json).
+                "json" => {
+                    if items.is_empty() {
+                        print!("[]");
+                    } else {
+                        print!("[\n  {}\n]", items.join(",\n  "));
+                    }
+                }
                 "table" => {
                     println!("WINID TABID PANEID WORKSPACE SIZE  TITLE CWD");
-                    for i in &items {
+                    for p in &gui.panes {
                         println!(
                             "{} {} {} {} 80x24 {} {}",
-                            i["window_id"],
-                            i["tab_id"],
-                            i["pane_id"],
-                            i["workspace"],
-                            i["title"],
-                            i["cwd"]
+                            p.window_id,
+                            p.tab_id,
+                            p.pane_id,
+                            p.workspace,
+                            p.argv.first().map(String::as_str).unwrap_or(""),
+                            p.cwd
                         );
                     }
                 }
@@ -254,7 +337,7 @@ fn main() -> ExitCode {
             let before = gui.panes.len();
             gui.panes.retain(|p| p.pane_id != id);
             if gui.panes.len() == before {
-                return fail(&format!("no such pane {id}"));
+                return no_such_pane(id);
             }
             if save(&state_path, &gui).is_err() {
                 return fail("stand-in: cannot save its state");
@@ -267,7 +350,7 @@ fn main() -> ExitCode {
                 );
             };
             let Some(pane) = gui.panes.iter().find(|p| p.pane_id == id) else {
-                return fail(&format!("no such pane {id}"));
+                return no_such_pane(id);
             };
             let line_of = |flag: &str, default: i64| -> Option<i64> {
                 value_of(flag).map_or(Some(default), |v| v.parse().ok())
@@ -298,9 +381,22 @@ fn main() -> ExitCode {
             }
             print!("{text}");
         }
-        other => return fail(&format!("stand-in: subcommand {other:?} is not mimicked")),
+        other => {
+            eprintln!("error: unrecognized subcommand '{other}'");
+            return ExitCode::from(2);
+        }
     }
     ExitCode::SUCCESS
+}
+
+/// A JSON object with its keys in the order given (values already JSON), pretty-printed as
+/// the real CLI prints it; `indent` is the object's own indentation.
+fn ordered(fields: &[(&str, String)], indent: &str) -> String {
+    let inner: Vec<String> = fields
+        .iter()
+        .map(|(k, v)| format!("{indent}  \"{k}\": {v}"))
+        .collect();
+    format!("{{\n{}\n{indent}}}", inner.join(",\n"))
 }
 
 fn save(path: &Path, gui: &Gui) -> std::io::Result<()> {

@@ -82,7 +82,7 @@ fn create_list_stop_one_tab_per_task() {
             json!("--cwd"),
             json!(wez.tasks.display().to_string()),
             json!("--"),
-            json!("/opt/agent/bin/claude"),
+            json!(wez.agent().display().to_string()),
             json!("--task-file"),
             json!(task_file.display().to_string()),
             json!("--name"),
@@ -585,13 +585,39 @@ fn check_finds_the_program_the_state_file_and_the_gui() {
     let (code, out, err) = crate::cli_client::check(&wez.args(&[]), &with_env(&wez));
     assert_eq!(code, Some(0), "{err}");
     assert!(
-        out.contains("backend local: configured; backend unavailable: no WezTerm GUI is running"),
+        out.contains("backend local: configured; no WezTerm GUI is running"),
         "{out}"
     );
-    let _gui = wez.gui();
+    let gui = wez.gui();
     let (code, out, _) = crate::cli_client::check(&wez.args(&[]), &with_env(&wez));
     assert_eq!(code, Some(0));
-    assert!(out.contains("backend local: answers"), "{out}");
+    assert!(
+        out.contains(&format!(
+            "WezTerm GUI {} answers (1 pane(s))",
+            gui.socket.display()
+        )),
+        "{out}"
+    );
+    // check asks WezTerm itself: a program that is not WezTerm fails it (it passed before).
+    let (code, _, err) =
+        crate::cli_client::check(&wez.args(&["-local-wezterm=/bin/false"]), &with_env(&wez));
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("WezTerm GUI") && err.contains("wezterm failed"),
+        "{err}"
+    );
+    // Beside a running controller (which holds the state file's lock), check still works.
+    let p = wez.controller();
+    let (code, out, err) = crate::cli_client::check(&wez.args(&[]), &with_env(&wez));
+    assert_eq!(code, Some(0), "{out}{err}");
+    // A stopped GUI: /readiness asks it and says not ready (it said ready before).
+    assert_eq!(p.get("/readiness").status, 200);
+    gui.hang(true);
+    let r = p.get("/readiness");
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert!(r.text().contains("did not answer"), "{}", r.text());
+    gui.hang(false);
+    drop(p);
     let flag = format!("-local-wezterm={}", wez.root.join("absent").display());
     let (code, _, err) = crate::cli_client::check(&wez.args(&[&flag]), &with_env(&wez));
     assert_eq!(code, Some(1));
@@ -679,4 +705,183 @@ fn tabs_expire_and_show_their_output() {
     );
     assert!(p.log_text().contains("reaper: stopped worker"));
     assert_log_private(&p);
+}
+
+/// Issue 19, defect 2: a program that ended while WezTerm holds its pane open
+/// (`exit_behavior = "CloseOnCleanExit"` after a failure, or `"Hold"`), or that could not
+/// start, is listed `exited` with the reason the pane shows, not `running`; stop closes the
+/// pane. A LOCAL_COMMAND whose program is not an absolute path to an executable stops
+/// startup naming the setting. LOCAL_WORKSPACE goes to spawn as `--workspace`.
+#[test]
+fn ended_programs_are_exited_and_bad_commands_are_refused() {
+    let wez = Wez::new("ended");
+    let gui = wez.gui();
+    wez.task("fails", None);
+    wez.task("held", None);
+    wez.task("missing", None);
+    let p = Proc::launch(
+        "local-ended",
+        wez.args(&["-local-workspace=agents"]),
+        wez.env(),
+    );
+    let w = create(&p, "fails");
+    let spawn = &wez.calls_of("spawn")[0];
+    let argv: Vec<&str> = spawn["argv"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    let at = argv
+        .iter()
+        .position(|a| *a == "--workspace")
+        .expect("--workspace");
+    assert_eq!(argv[at + 1], "agents");
+    gui.program_exits(pane_of(&w), 3, "CloseOnCleanExit");
+    let h = create(&p, "held");
+    gui.program_exits(pane_of(&h), 0, "Hold");
+    let listed = list(&p);
+    let by_task = |t: &str| listed.iter().find(|x| x["task"] == t).unwrap().clone();
+    assert_eq!(by_task("fails")["state"], "exited", "{listed:?}");
+    assert_eq!(by_task("fails")["reason"], "exited with code 3");
+    assert_eq!(by_task("held")["state"], "exited");
+    // The program is deleted after startup: WezTerm still opens a pane, holding its error.
+    std::fs::remove_file(wez.agent()).unwrap();
+    let m = create(&p, "missing");
+    let listed = list(&p);
+    let missing = listed.iter().find(|x| x["task"] == "missing").unwrap();
+    assert_eq!(missing["state"], "exited", "{missing}");
+    assert!(
+        missing["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("could not start: Unable to spawn"),
+        "{missing}"
+    );
+    // Stop closes the held-open pane.
+    stop(&p, &w["worker_id"]);
+    assert!(!gui.panes().contains(&pane_of(&w)));
+    stop(&p, &m["worker_id"]);
+    drop(p);
+    // Startup refuses a LOCAL_COMMAND it could never run, naming the setting.
+    for (command, says) in [
+        (
+            r#"-local-command=["claude", "{task_file}"]"#.to_string(),
+            "not an absolute path",
+        ),
+        (
+            format!(
+                r#"-local-command=["{}", "{{task_file}}"]"#,
+                wez.agent().display()
+            ),
+            "cannot be used",
+        ),
+    ] {
+        let (code, out) = wez.prepared(&[&command]).run_to_exit();
+        assert_eq!(code, Some(1), "{out}");
+        assert!(out.contains("LOCAL_COMMAND") && out.contains(says), "{out}");
+    }
+}
+
+/// Issue 19, defect 1: a socket path without a pid (a mux server's `sock`, the GUI's own
+/// symlink) may be bound again by a later server whose pane ids restart at 0. A symlink is
+/// resolved to the `gui-sock-<pid>` it names before it is recorded, so the record dies with
+/// that GUI; a path that still names no instance is never recorded; a record of one (an
+/// earlier version wrote them) is listed `unknown` and never acted on: stop closes nothing.
+#[test]
+fn a_socket_that_names_no_server_is_never_trusted() {
+    let wez = Wez::new("nopid");
+    let mut gui = wez.gui();
+    wez.task("linked", None);
+    wez.task("muxed", None);
+    // The GUI's symlink, as a real GUI makes it.
+    let link = wez.runtime.join("x11-:0-org.wezfurlong.wezterm");
+    std::os::unix::fs::symlink(&gui.socket, &link).unwrap();
+    let mut env = wez.env();
+    env.push(("WEZTERM_UNIX_SOCKET".into(), link.display().to_string()));
+    let p = Proc::launch("local-nopid", wez.args(&[]), env.clone());
+    let w = create(&p, "linked");
+    assert_eq!(
+        wez.records()[0]["gui_socket"],
+        json!(gui.socket),
+        "resolved"
+    );
+    // That GUI dies; a new one takes the symlink and has panes with the same ids.
+    gui.exit();
+    let newer = wez.gui();
+    std::fs::remove_file(&link).unwrap();
+    std::os::unix::fs::symlink(&newer.socket, &link).unwrap();
+    while newer.panes().len() <= pane_of(&w) as usize {
+        newer.print(0, &[]);
+        let mut state = newer.state();
+        let next = state["next_id"].as_u64().unwrap();
+        state["panes"].as_array_mut().unwrap().push(json!({"window_id": next, "tab_id": next,
+            "pane_id": next, "workspace": "default", "cwd": "/home/operator", "argv": ["/bin/zsh"]}));
+        state["next_id"] = json!(next + 1);
+        std::fs::write(
+            format!("{}.standin.json", newer.socket.display()),
+            state.to_string(),
+        )
+        .unwrap();
+    }
+    assert!(
+        list(&p).is_empty(),
+        "the old record is dropped, not re-bound to the newcomer"
+    );
+    p.expect_failure(
+        json!({"operation": "stop", "worker_id": w["worker_id"]}),
+        "not_found",
+    );
+    assert!(
+        newer.panes().contains(&pane_of(&w)),
+        "the newcomer's pane is untouched"
+    );
+    drop(p);
+
+    // A mux server's `sock`: nothing is recorded for it.
+    let sock = wez.runtime.join("sock");
+    drop(std::os::unix::net::UnixListener::bind(&sock).unwrap());
+    std::fs::copy(
+        format!("{}.standin.json", newer.socket.display()),
+        format!("{}.standin.json", sock.display()),
+    )
+    .unwrap();
+    let mut env = wez.env();
+    env.push(("WEZTERM_UNIX_SOCKET".into(), sock.display().to_string()));
+    let p = Proc::launch("local-nopid", wez.args(&[]), env);
+    p.expect_failure_saying(
+        json!({"operation": "create", "task": "muxed"}),
+        "backend_unavailable",
+        &["has no pid in its name"],
+    );
+    drop(p);
+    // A record of one, as an earlier version wrote it, on the operator's own pane 0.
+    let record = json!({"version": 1, "workers": [{"worker_id": "legacy1", "task": "muxed",
+        "pane_id": 0, "gui_socket": sock, "baseline_session_id": "",
+        "created_at": "2026-12-01T00:00:00Z"}]});
+    std::fs::write(&wez.state_file, record.to_string()).unwrap();
+    let kills_before = wez.calls_of("kill-pane").len();
+    let p = wez.controller();
+    let listed = list(&p);
+    assert_eq!(listed[0]["state"], "unknown", "{listed:?}");
+    assert!(
+        listed[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("names no server instance"),
+        "{listed:?}"
+    );
+    let stopped = stop(&p, &json!("legacy1"));
+    assert!(
+        stopped["reason"]
+            .as_str()
+            .unwrap()
+            .contains("without closing pane 0"),
+        "{stopped}"
+    );
+    assert_eq!(
+        wez.calls_of("kill-pane").len(),
+        kills_before,
+        "nothing was closed"
+    );
 }

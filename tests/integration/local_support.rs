@@ -92,6 +92,38 @@ impl Gui {
         self.edit(|v| v["spawn_delay_ms"] = json!(ms));
     }
 
+    /// The program in `pane` exits with `code`, and WezTerm does what its `exit_behavior`
+    /// says (`Close`, the default: the pane closes; `CloseOnCleanExit` with a failure, or
+    /// `Hold`: the pane stays with WezTerm's message, as localpane.rs words it).
+    pub fn program_exits(&self, pane: u64, code: i32, exit_behavior: &str) {
+        let stays = exit_behavior == "Hold" || (exit_behavior == "CloseOnCleanExit" && code != 0);
+        if !stays {
+            return self.close_by_hand(pane);
+        }
+        self.edit(|v| {
+            for p in v["panes"].as_array_mut().unwrap() {
+                if p["pane_id"] == pane {
+                    let mut out = p["output"].as_array().cloned().unwrap_or_default();
+                    let name = p["argv"][0]
+                        .as_str()
+                        .unwrap_or("")
+                        .rsplit('/')
+                        .next()
+                        .unwrap_or("")
+                        .to_string();
+                    out.push(json!(""));
+                    out.push(json!(format!("⚠️  Process {name} didn't exit cleanly")));
+                    out.push(json!(format!("Exited with code {code}.")));
+                    out.push(json!(format!(
+                        "This message is shown because exit_behavior=\"{exit_behavior}\""
+                    )));
+                    p["output"] = json!(out);
+                    p["ended"] = json!(true);
+                }
+            }
+        });
+    }
+
     /// The GUI's process ends; its socket stays behind.
     pub fn exit(&mut self) {
         if let Some(mut p) = self.process.take() {
@@ -124,6 +156,13 @@ impl Wez {
         let tasks = root.join("tasks");
         fs::create_dir_all(&runtime).unwrap();
         fs::create_dir_all(&tasks).unwrap();
+        // LOCAL_COMMAND's program must exist (startup refuses one that does not); the
+        // stand-in never runs it.
+        let agent = root.join("agent/bin/claude");
+        fs::create_dir_all(agent.parent().unwrap()).unwrap();
+        fs::write(&agent, "#!/bin/sh\n").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(&agent, fs::Permissions::from_mode(0o755)).unwrap();
         Wez {
             state_file: root.join("state/local-workers.json"),
             root,
@@ -172,13 +211,25 @@ impl Wez {
         .unwrap();
     }
 
+    /// The program LOCAL_COMMAND names.
+    pub fn agent(&self) -> PathBuf {
+        self.root.join("agent/bin/claude")
+    }
+
     pub fn args(&self, extra: &[&str]) -> Vec<String> {
+        let command = json!([
+            self.agent().display().to_string(),
+            "--task-file",
+            "{task_file}",
+            "--name",
+            "worker {worker_id} for {task}"
+        ]);
         let mut args = vec![
             "-backend=local".to_string(),
             format!("-local-wezterm={}", standin().display()),
             format!("-local-task-dir={}", self.tasks.display()),
             format!("-local-state-file={}", self.state_file.display()),
-            r#"-local-command=["/opt/agent/bin/claude", "--task-file", "{task_file}", "--name", "worker {worker_id} for {task}"]"#.to_string(),
+            format!("-local-command={command}"),
             format!("-local-cli-timeout={}", self.cli_timeout),
         ];
         args.extend(extra.iter().map(|s| s.to_string()));

@@ -33,9 +33,7 @@ use self::gui::{Discovery, Liveness};
 use self::store::{Record, Store, StoreError};
 use self::wezterm::{ended_reason, Cli, CliError, Killed};
 use super::tail::{Tail, MAX_LOG_BYTES};
-use super::{
-    Backend, BackendError, BackendKind, CreateSpec, Finding, Logs, Worker, WorkerState,
-};
+use super::{Backend, BackendError, BackendKind, CreateSpec, Finding, Logs, Worker, WorkerState};
 use crate::settings::LocalSettings;
 use crate::time::{now_millis, rfc3339_secs};
 
@@ -193,7 +191,11 @@ impl LocalBackend {
                     continue;
                 }
                 Liveness::Unprovable(why) => {
-                    kept.extend(records.into_iter().map(|r| (r, Seen::Unanswered(why.clone()))));
+                    kept.extend(
+                        records
+                            .into_iter()
+                            .map(|r| (r, Seen::Unanswered(why.clone()))),
+                    );
                     continue;
                 }
                 Liveness::Alive => {}
@@ -337,11 +339,15 @@ fn check_command(command: &[String]) -> Result<(), ConfigError> {
         )));
     }
     match std::fs::metadata(path) {
-        Err(e) => Err(ConfigError::Command(format!("its program {program} cannot be used ({e})"))),
-        Ok(m) if !m.is_file() => Err(ConfigError::Command(format!("its program {program} is not a file"))),
-        Ok(m) if m.permissions().mode() & 0o111 == 0 => {
-            Err(ConfigError::Command(format!("its program {program} is not executable")))
-        }
+        Err(e) => Err(ConfigError::Command(format!(
+            "its program {program} cannot be used ({e})"
+        ))),
+        Ok(m) if !m.is_file() => Err(ConfigError::Command(format!(
+            "its program {program} is not a file"
+        ))),
+        Ok(m) if m.permissions().mode() & 0o111 == 0 => Err(ConfigError::Command(format!(
+            "its program {program} is not executable"
+        ))),
         Ok(_) => Ok(()),
     }
 }
@@ -547,9 +553,10 @@ impl Backend for LocalBackend {
             .discovery
             .current()
             .map_err(BackendError::Unavailable)?;
-        self.cli.list(&gui).map(|_| ()).map_err(|e| {
-            BackendError::Unavailable(format!("WezTerm GUI {}: {e}", gui.display()))
-        })
+        self.cli
+            .list(&gui)
+            .map(|_| ())
+            .map_err(|e| BackendError::Unavailable(format!("WezTerm GUI {}: {e}", gui.display())))
     }
 
     fn check(&self) -> Vec<Finding> {

@@ -62,14 +62,21 @@ impl Drop for CallLog {
 /// What a pane's text says of a program that ended: `exited with code N`, or why it could not
 /// start (WezTerm's `Unable to spawn ...`); `None` when the text says neither.
 pub fn ended_reason(text: &str) -> Option<String> {
-    let lines: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
     if let Some(l) = lines.iter().rev().find(|l| l.contains("Unable to spawn")) {
         let at = l.find("Unable to spawn").unwrap_or(0);
         return Some(format!("could not start: {}", one_line(&l[at..])));
     }
     let code = lines.iter().rev().find_map(|l| {
         let rest = l.split("Exited with code ").nth(1)?;
-        let digits: String = rest.chars().take_while(|c| c.is_ascii_digit() || *c == '-').collect();
+        let digits: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii_digit() || *c == '-')
+            .collect();
         digits.parse::<i64>().ok()
     });
     if let Some(code) = code {
@@ -366,13 +373,24 @@ esac"#,
             Some("could not start: Unable to spawn /nonexistent/prog because it does not exist")
         );
         assert_eq!(
-            ended_reason("👍 Process sh completed.\nThis message is shown because exit_behavior=\"Hold\"").as_deref(),
+            ended_reason(
+                "👍 Process sh completed.\nThis message is shown because exit_behavior=\"Hold\""
+            )
+            .as_deref(),
             Some("exited with code 0")
         );
         assert_eq!(ended_reason("still working\n$ "), None);
-        let dead = Listed { pane_id: 2, title: "wezterm".into(), cwd: String::new() };
+        let dead = Listed {
+            pane_id: 2,
+            title: "wezterm".into(),
+            cwd: String::new(),
+        };
         assert!(dead.ended());
-        let live = Listed { pane_id: 1, title: "dash".into(), cwd: "file:///run/tasks/".into() };
+        let live = Listed {
+            pane_id: 1,
+            title: "dash".into(),
+            cwd: "file:///run/tasks/".into(),
+        };
         assert!(!live.ended());
     }
 
@@ -382,10 +400,17 @@ esac"#,
         std::fs::create_dir_all(&dir).unwrap();
         let d = dir.display().to_string();
         // As the real CLI does: every failing call writes wezterm-log-<its pid>.txt.
-        let p = program("logs", &format!(r#"echo x > "{d}/wezterm-log-$$.txt"; exit 1"#));
+        let p = program(
+            "logs",
+            &format!(r#"echo x > "{d}/wezterm-log-$$.txt"; exit 1"#),
+        );
         let cli = Cli::new(p, Duration::from_secs(5)).with_log_dir(Some(dir.clone()));
         assert!(cli.list(Path::new("/g")).is_err());
-        let left: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().map(|e| e.file_name()).collect();
+        let left: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
         assert!(left.is_empty(), "{left:?}");
         let _ = std::fs::remove_dir_all(&dir);
     }
