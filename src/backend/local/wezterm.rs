@@ -409,7 +409,8 @@ esac"#,
         let left: Vec<_> = std::fs::read_dir(&dir)
             .unwrap()
             .flatten()
-            .map(|e| e.file_name())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("wezterm-log-"))
             .collect();
         assert!(left.is_empty(), "{left:?}");
         let _ = std::fs::remove_dir_all(&dir);
