@@ -177,10 +177,14 @@ fn main() -> ExitCode {
         let _ = LOG_DIR.set(dir.to_path_buf());
     }
     let name = socket.file_name().and_then(|n| n.to_str()).unwrap_or("");
-    let dead_pid = name
+    // A GUI's socket names its pid; a mux server's `sock` has its pid in the pid file beside
+    // it: either way a server that has ended leaves a socket that refuses connections.
+    let pid = name
         .strip_prefix("gui-sock-")
-        .and_then(|p| p.parse::<u32>().ok())
-        .is_some_and(|pid| !pid_alive(pid));
+        .map(str::to_string)
+        .or_else(|| fs::read_to_string(socket.parent()?.join("pid")).ok())
+        .and_then(|p| p.trim().parse::<u32>().ok());
+    let dead_pid = pid.is_some_and(|pid| !pid_alive(pid));
     if !socket.exists() || dead_pid {
         return fail(&format!(
             "failed to connect to Socket({socket:?}): connecting to {}",

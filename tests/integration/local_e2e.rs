@@ -838,22 +838,80 @@ fn a_socket_that_names_no_server_is_never_trusted() {
     );
     drop(p);
 
-    // A mux server's `sock`: nothing is recorded for it.
+    // A mux server's `sock`: without its pid file nothing is recorded for it.
     let sock = wez.runtime.join("sock");
     drop(std::os::unix::net::UnixListener::bind(&sock).unwrap());
-    std::fs::copy(
-        format!("{}.standin.json", newer.socket.display()),
-        format!("{}.standin.json", sock.display()),
-    )
-    .unwrap();
+    let mux_state = |next: u64| {
+        // A fresh server: pane ids from 0, the operator's own tabs first.
+        let panes: Vec<Value> = (0..next)
+            .map(|i| {
+                json!({"window_id": i, "tab_id": i, "pane_id": i, "workspace": "default",
+                            "cwd": "/home/operator", "argv": ["/bin/zsh"]})
+            })
+            .collect();
+        std::fs::write(
+            format!("{}.standin.json", sock.display()),
+            json!({"next_id": next, "panes": panes}).to_string(),
+        )
+        .unwrap();
+    };
+    mux_state(1);
     let mut env = wez.env();
     env.push(("WEZTERM_UNIX_SOCKET".into(), sock.display().to_string()));
-    let p = Proc::launch("local-nopid", wez.args(&[]), env);
+    let p = Proc::launch("local-nopid", wez.args(&[]), env.clone());
     p.expect_failure_saying(
         json!({"operation": "create", "task": "muxed"}),
         "backend_unavailable",
-        &["has no pid in its name"],
+        &["names no server instance"],
     );
+    // With the pid file `wezterm-mux-server --daemonize` writes, the server is named by it.
+    let spawn_server = || {
+        std::process::Command::new("sleep")
+            .arg("3600")
+            .spawn()
+            .unwrap()
+    };
+    let mut server = spawn_server();
+    std::fs::write(wez.runtime.join("pid"), server.id().to_string()).unwrap();
+    let m = create(&p, "muxed");
+    let record = wez
+        .records()
+        .into_iter()
+        .find(|r| r["task"] == "muxed")
+        .unwrap();
+    assert!(
+        record["gui_instance"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("pid {}", server.id())),
+        "{record}"
+    );
+    // The mux server restarts on the same path (same socket file): its pane ids start again,
+    // and the operator's tabs take the worker's id. The record is dropped, never re-bound.
+    let _ = server.kill();
+    let _ = server.wait();
+    let mut restarted = spawn_server();
+    std::fs::write(wez.runtime.join("pid"), restarted.id().to_string()).unwrap();
+    mux_state(pane_of(&m) + 1);
+    assert!(
+        !list(&p).iter().any(|w| w["task"] == "muxed"),
+        "the restarted server's pane is not the worker"
+    );
+    p.expect_failure(
+        json!({"operation": "stop", "worker_id": m["worker_id"]}),
+        "not_found",
+    );
+    let state: Value =
+        serde_json::from_slice(&std::fs::read(format!("{}.standin.json", sock.display())).unwrap())
+            .unwrap();
+    assert_eq!(
+        state["panes"].as_array().unwrap().len() as u64,
+        pane_of(&m) + 1,
+        "the operator's tabs are untouched"
+    );
+    let _ = restarted.kill();
+    let _ = restarted.wait();
+    std::fs::remove_file(wez.runtime.join("pid")).unwrap();
     drop(p);
     // A record of one, as an earlier version wrote it, on the operator's own pane 0.
     let record = json!({"version": 1, "workers": [{"worker_id": "legacy1", "task": "muxed",

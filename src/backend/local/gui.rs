@@ -7,9 +7,14 @@
 //! A socket path without a pid in its name (the mux server's `<runtime dir>/sock`, the GUI's
 //! symlink `x11-$DISPLAY-org.wezfurlong.wezterm` / `default-org.wezfurlong.wezterm`) can be
 //! bound again by a later server whose pane ids start again at 0 (recorded with the real
-//! WezTerm): a pane id there cannot be proven to be the worker's. A symlink is resolved to
-//! the `gui-sock-<pid>` it names before anything is recorded; a path that still has no pid is
-//! never recorded, and a record of one (from an earlier version) is never acted on.
+//! WezTerm): a pane id there cannot be proven to be the worker's. So a record names the
+//! server *instance*, not the path: a symlink is resolved to the `gui-sock-<pid>` it names
+//! before anything is recorded, and a mux server's `sock` is named by the pid file
+//! `wezterm-mux-server --daemonize` writes beside it (`<runtime dir>/pid`) — not by the
+//! socket's device and inode, which a restarted mux server was seen to keep. The instance is
+//! the pid and, where the system says, the process's start time (a pid can be reused). A path
+//! that names no instance is never recorded; a record without one (an earlier version wrote
+//! them) is never acted on.
 
 use std::fs;
 use std::os::unix::fs::FileTypeExt;
@@ -36,14 +41,66 @@ pub fn resolve(socket: &Path) -> PathBuf {
     fs::canonicalize(socket).unwrap_or_else(|_| socket.to_path_buf())
 }
 
-/// Why a socket cannot be recorded, when it names no server instance.
-pub fn unidentified(socket: &Path) -> Option<String> {
-    pid_of(socket).is_none().then(|| {
-        format!(
-            "the WezTerm socket {} has no pid in its name, so a later server listening there could not be told from this one (pane ids start again at 0); point WEZTERM_UNIX_SOCKET at a GUI's gui-sock-<pid>, or unset it",
-            socket.display()
-        )
+/// The server instance listening at `socket`, as recorded: `pid N` (and `started T` where the
+/// system says when the process started), from the socket's name or, for a name without a
+/// pid, from the mux server's pid file beside it. `Err`: one line why it cannot be named.
+pub fn instance(socket: &Path) -> Result<String, String> {
+    let pid = match pid_of(socket) {
+        Some(pid) => pid,
+        None => {
+            let file = socket.parent().map(|d| d.join("pid"));
+            let pid = file
+                .as_ref()
+                .and_then(|f| fs::read_to_string(f).ok())
+                .and_then(|t| t.trim().parse::<u32>().ok());
+            match pid {
+                Some(pid) if process_alive(pid) => pid,
+                _ => {
+                    return Err(format!(
+                        "the WezTerm socket {} names no server instance: no pid in its name, and no live pid in {} (wezterm-mux-server --daemonize writes one); a later server listening there could not be told from this one (its pane ids start again at 0). Point WEZTERM_UNIX_SOCKET at a GUI's gui-sock-<pid>, or unset it",
+                        socket.display(),
+                        file.map(|f| f.display().to_string()).unwrap_or_default()
+                    ))
+                }
+            }
+        }
+    };
+    Ok(match start_time(pid) {
+        Some(t) => format!("pid {pid} started {t}"),
+        None => format!("pid {pid}"),
     })
+}
+
+/// When process `pid` started, in the kernel's clock ticks since boot (Linux `/proc`); `None`
+/// elsewhere or when it cannot be read.
+fn start_time(pid: u32) -> Option<String> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After "pid (comm)": state is field 3, starttime field 22.
+    let rest = stat.rsplit_once(')')?.1;
+    rest.split_whitespace().nth(19).map(str::to_string)
+}
+
+/// Whether the server that opened a record's pane (`recorded`, its instance) can still be
+/// the one at `socket`. Without a recorded instance only a pid in the socket's name can say.
+pub fn liveness_of(socket: &Path, recorded: Option<&str>) -> Liveness {
+    let by_path = liveness(socket);
+    let Some(recorded) = recorded else {
+        return by_path;
+    };
+    if let Liveness::Gone(why) = by_path {
+        return Liveness::Gone(why);
+    }
+    match instance(socket) {
+        Ok(now) if now == recorded => Liveness::Alive,
+        Ok(now) => Liveness::Gone(format!(
+            "another WezTerm server now listens at {} ({now}; the worker's was {recorded})",
+            socket.display()
+        )),
+        Err(_) => Liveness::Gone(format!(
+            "its WezTerm server ({recorded}) at {} has ended",
+            socket.display()
+        )),
+    }
 }
 
 /// The GUI's process id, from a socket named `gui-sock-<pid>`.
@@ -153,10 +210,10 @@ impl Discovery {
                 Liveness::Gone(why) => Err(format!(
                     "no WezTerm GUI at WEZTERM_UNIX_SOCKET: {why}; start WezTerm or unset WEZTERM_UNIX_SOCKET"
                 )),
-                Liveness::Unprovable(_) => Err(format!(
-                    "WEZTERM_UNIX_SOCKET: {}",
-                    unidentified(&socket).unwrap_or_default()
-                )),
+                Liveness::Unprovable(_) => match instance(&socket) {
+                    Ok(_) => Ok(socket),
+                    Err(why) => Err(format!("WEZTERM_UNIX_SOCKET: {why}")),
+                },
             };
         }
         let Some(dir) = &self.runtime_dir else {

@@ -178,27 +178,23 @@ impl LocalBackend {
             by_gui.entry(r.gui_socket.clone()).or_default().push(r);
         }
         let mut kept = Vec::new();
-        for (socket, records) in by_gui {
-            match gui::liveness(&socket) {
-                Liveness::Gone(why) => {
-                    for r in &records {
-                        log::info!(
-                            "local worker {} (task {:?}) dropped: its WezTerm GUI is gone: {why}",
-                            r.worker_id,
-                            r.task
-                        );
-                    }
-                    continue;
+        for (socket, all) in by_gui {
+            // Each record against the server instance it names: one socket path may have had
+            // several servers.
+            let mut records = Vec::new();
+            for r in all {
+                match gui::liveness_of(&socket, r.gui_instance.as_deref()) {
+                    Liveness::Gone(why) => log::info!(
+                        "local worker {} (task {:?}) dropped: its WezTerm GUI is gone: {why}",
+                        r.worker_id,
+                        r.task
+                    ),
+                    Liveness::Unprovable(why) => kept.push((r, Seen::Unanswered(why))),
+                    Liveness::Alive => records.push(r),
                 }
-                Liveness::Unprovable(why) => {
-                    kept.extend(
-                        records
-                            .into_iter()
-                            .map(|r| (r, Seen::Unanswered(why.clone()))),
-                    );
-                    continue;
-                }
-                Liveness::Alive => {}
+            }
+            if records.is_empty() {
+                continue;
             }
             match self.cli.list(&socket) {
                 Ok(panes) => {
@@ -397,14 +393,13 @@ impl Backend for LocalBackend {
             .discovery
             .current()
             .map_err(BackendError::Unavailable)?;
-        if let Some(why) = gui::unidentified(&gui) {
-            return Err(BackendError::Unavailable(why));
-        }
+        let instance = gui::instance(&gui).map_err(BackendError::Unavailable)?;
         let mut record = Record {
             worker_id: spec.worker_id.clone(),
             task: spec.task.clone(),
             pane_id: None,
             gui_socket: gui.clone(),
+            gui_instance: Some(instance),
             baseline_session_id: task::session_id(&file).unwrap_or_default(),
             created_at: rfc3339_secs(now_millis() / 1000),
             expires_at: spec.expires_at,
@@ -473,7 +468,7 @@ impl Backend for LocalBackend {
             .collect();
         let mut worker = self.worker(&target, &Seen::Live);
         let pane = target.pane_id.unwrap_or_default();
-        let closed = match gui::liveness(&target.gui_socket) {
+        let closed = match gui::liveness_of(&target.gui_socket, target.gui_instance.as_deref()) {
             Liveness::Gone(why) => Err(format!("its WezTerm GUI is gone: {why}")),
             // Never closed: the pane id may be a stranger's. The record goes; the operator
             // closes the tab if it is still the worker's.
@@ -514,7 +509,7 @@ impl Backend for LocalBackend {
         else {
             return Err(BackendError::NotFound);
         };
-        match gui::liveness(&record.gui_socket) {
+        match gui::liveness_of(&record.gui_socket, record.gui_instance.as_deref()) {
             Liveness::Gone(why) => {
                 return Err(BackendError::Unavailable(format!(
                     "its WezTerm GUI is gone: {why}"
@@ -577,7 +572,7 @@ impl Backend for LocalBackend {
             )),
             Err(e) => Finding::failed(format!("WezTerm GUI {}: {e}", gui.display())),
         }];
-        if let Some(why) = gui::unidentified(&gui) {
+        if let Err(why) = gui::instance(&gui) {
             out.push(Finding::failed(why));
         }
         out

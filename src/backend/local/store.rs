@@ -23,6 +23,10 @@ pub struct Record {
     pub pane_id: Option<u64>,
     /// The socket of the WezTerm GUI the pane belongs to (pane ids mean something only there).
     pub gui_socket: PathBuf,
+    /// Which server instance listened there when the pane opened (`pid N started T`): a
+    /// later server on the same path is not it. Absent in files of earlier versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gui_instance: Option<String>,
     /// The task file's `claude_session_id` when the worker was created: never reported as its.
     pub baseline_session_id: String,
     /// RFC 3339 UTC.
@@ -237,6 +241,7 @@ mod tests {
             task: "a task".into(),
             pane_id: Some(7),
             gui_socket: "/run/user/1/wezterm/gui-sock-123".into(),
+            gui_instance: Some("pid 123 started 456".into()),
             baseline_session_id: String::new(),
             created_at: "2026-11-30T00:00:00Z".into(),
             expires_at: None,
