@@ -8,12 +8,13 @@
 //! |---|---|
 //! | `list --format json`: keys in struct order, no `is_floating`, `cwd` a `file://` URL ending in `/`, no trailing newline | rec 03-list-json, 15-list-after-bad |
 //! | a pane whose program ended but stays open (or never started): title `wezterm`, cwd `""`, `tty_name` null | rec 15-list-after-bad, 21-list-after-exit |
-//! | a program that does not exist still gets a pane, holding WezTerm's `Unable to spawn P because it does not exist` | rec 13-spawn-badprog; cmdbuilder.rs |
+//! | a program that does not exist still gets a pane, holding WezTerm's exit message and then `Unable to spawn P because it doesn't exist on the filesystem (ENOENT: ...)`, hard-wrapped at 80 columns | rec 13-spawn-badprog; this session's run on a real mux server |
 //! | errors: `HH:MM:SS.mmm  ERROR  wezterm > ...; terminating`, exit 1; a missing pane is `unexpected response Ok(ErrorResponse(ErrorResponse { reason: "Error: no such pane N" }))` | rec 10-get-text-missing, 11-kill-missing, 17-kill-again |
 //! | a missing socket or a dead server: `failed to connect to Socket("P"): connecting to P` (no os error text) | rec 22-missing-socket |
 //! | an unknown subcommand is a usage error: exit 2 | rec 23-bad-format |
 //! | every failing call leaves `wezterm-log-<pid>.txt` in the runtime directory (the socket's) | rec README |
 //! | `Exited with code N.` and `exit_behavior` (the tests' `Gui::program_exits` writes localpane.rs's lines) | rec README; localpane.rs |
+//! | a stopped GUI (`hung`) answers nothing, then carries out the call when it resumes | rec README |
 //!
 //! And as before:
 //!
@@ -198,10 +199,15 @@ fn main() -> ExitCode {
             .and_then(|b| serde_json::from_slice(&b).ok())
             .unwrap_or_default()
     };
-    if read().hung {
-        // Accepted the connection, never answers.
-        std::thread::sleep(Duration::from_secs(3600));
-        return fail("stand-in: hung GUI woke up");
+    // A stopped GUI accepts the call and answers nothing; when it resumes it carries the call
+    // out (rec README: a queued spawn or kill-pane happens even after the CLI was killed; here
+    // only for a CLI still waiting).
+    let hung_since = std::time::Instant::now();
+    while read().hung {
+        if hung_since.elapsed() > Duration::from_secs(3600) {
+            return fail("stand-in: hung GUI never resumed");
+        }
+        std::thread::sleep(Duration::from_millis(50));
     }
     let lock = File::create(format!("{}.standin.lock", socket.display()))
         .and_then(|f| f.lock().map(|()| f));
@@ -233,10 +239,22 @@ fn main() -> ExitCode {
             let window_id = window.unwrap_or(pane_id);
             // WezTerm opens the pane whatever the program; one that cannot start leaves it
             // holding the error (cmdbuilder.rs), listed as ended.
-            let missing = prog
+            // The text a real mux server showed for it: the exit message, then the error,
+            // hard-wrapped at the pane's 80 columns.
+            let missing: Option<Vec<String>> = prog
                 .first()
                 .filter(|p| Path::new(p).is_absolute() && !Path::new(p).exists())
-                .map(|p| format!("⚠️  Unable to spawn {p} because it does not exist"));
+                .map(|p| {
+                    let shown = prog.join(" ");
+                    let error = format!("This message is shown because exit_behavior=\"CloseOnCleanExit\"Unable to spawn {p} because it doesn't exist on the filesystem (ENOENT: No such file or directory)");
+                    let mut lines = vec![
+                        format!("⚠️ Process \"{shown}\" in domain \"local\" didn't exit cleanly"),
+                        "Exited with code 1.".to_string(),
+                    ];
+                    let chars: Vec<char> = error.chars().collect();
+                    lines.extend(chars.chunks(80).map(|c| c.iter().collect::<String>()));
+                    lines
+                });
             gui.panes.push(Pane {
                 window_id,
                 tab_id: pane_id,
@@ -245,7 +263,7 @@ fn main() -> ExitCode {
                 cwd: value_of("--cwd").unwrap_or("").to_string(),
                 argv: prog.iter().map(|s| s.to_string()).collect(),
                 ended: missing.is_some(),
-                output: missing.into_iter().collect(),
+                output: missing.unwrap_or_default(),
             });
             if save(&state_path, &gui).is_err() {
                 return fail("stand-in: cannot save its state");

@@ -24,14 +24,16 @@ pub(crate) mod task;
 pub(crate) mod wezterm;
 
 use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::fmt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use self::gui::{Discovery, Liveness};
 use self::store::{Record, Store, StoreError};
-use self::wezterm::{ended_reason, Cli, CliError, Killed};
+use self::wezterm::{ended_reason, Cli, CliError, Killed, LateSpawn, SpawnError};
 use super::tail::{Tail, MAX_LOG_BYTES};
 use super::{Backend, BackendError, BackendKind, CreateSpec, Finding, Logs, Worker, WorkerState};
 use crate::settings::LocalSettings;
@@ -60,12 +62,27 @@ impl fmt::Display for ConfigError {
 impl std::error::Error for ConfigError {}
 
 pub struct LocalBackend {
-    cli: Cli,
+    cli: Arc<Cli>,
     discovery: Discovery,
     task_dir: PathBuf,
     command: Vec<String>,
-    store: Mutex<Store>,
+    store: Arc<Mutex<Store>>,
+    /// Creates whose spawn the GUI has not answered yet (worker id → since when, and whether
+    /// it was stopped meanwhile): their records have no pane yet, and a thread waits for it.
+    pending: Arc<Mutex<HashMap<String, Pending>>>,
 }
+
+/// A spawn still waiting for its GUI's answer.
+#[derive(Debug, Clone)]
+struct Pending {
+    since: String,
+    gui: PathBuf,
+    /// Stopped before its tab opened: the tab is closed as soon as its id is known.
+    cancelled: bool,
+}
+
+/// How long a late spawn is waited for before it is given up (and its CLI killed).
+const LATE_PATIENCE: Duration = Duration::from_secs(600);
 
 /// What reconciliation found out about a kept record.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,6 +93,8 @@ enum Seen {
     Unanswered(String),
     /// Its pane is held open by WezTerm after its program ended; why it ended.
     Ended(String),
+    /// Its spawn has not been answered yet.
+    Opening(String),
 }
 
 impl LocalBackend {
@@ -145,11 +164,12 @@ impl LocalBackend {
             .with_log_dir(discovery.runtime_dir().map(Path::to_path_buf))
             .with_workspace(local.workspace.clone());
         Ok(LocalBackend {
-            cli,
+            cli: Arc::new(cli),
             discovery,
             task_dir: local.task_dir.clone(),
             command: local.command.clone(),
-            store: Mutex::new(store),
+            store: Arc::new(Mutex::new(store)),
+            pending: Arc::new(Mutex::new(HashMap::new())),
         })
     }
 
@@ -171,13 +191,29 @@ impl LocalBackend {
 
     fn reconcile(&self, records: Vec<Record>) -> Vec<(Record, Seen)> {
         let mut by_gui: BTreeMap<PathBuf, Vec<Record>> = BTreeMap::new();
+        let mut kept = Vec::new();
+        let pending = self
+            .pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
         for r in records {
+            if r.pane_id.is_none() {
+                if let Some(p) = pending.get(&r.worker_id) {
+                    let why = format!(
+                        "its tab is being opened: WezTerm GUI {} has not answered the spawn yet (since {})",
+                        p.gui.display(),
+                        p.since
+                    );
+                    kept.push((r, Seen::Opening(why)));
+                    continue;
+                }
+            }
             if !finished(&r) {
                 continue;
             }
             by_gui.entry(r.gui_socket.clone()).or_default().push(r);
         }
-        let mut kept = Vec::new();
         for (socket, all) in by_gui {
             // Each record against the server instance it names: one socket path may have had
             // several servers.
@@ -244,6 +280,7 @@ impl LocalBackend {
             Seen::Live => (WorkerState::Running, String::new()),
             Seen::Unanswered(why) => (WorkerState::Unknown, why.clone()),
             Seen::Ended(why) => (WorkerState::Exited, why.clone()),
+            Seen::Opening(why) => (WorkerState::Starting, why.clone()),
         };
         let mut w = Worker::new(
             BackendKind::Local,
@@ -279,6 +316,74 @@ impl LocalBackend {
                 )
             })
             .collect()
+    }
+}
+
+impl LocalBackend {
+    /// Waits in the background for a spawn the GUI did not answer in time, then records its
+    /// pane (or closes it, if the worker was stopped meanwhile); a spawn never answered drops
+    /// its record. Either way one task never has two tabs: until then the record stands.
+    fn wait_for_late_tab(&self, late: LateSpawn, record: &Record) {
+        let (store, pending, cli) = (
+            Arc::clone(&self.store),
+            Arc::clone(&self.pending),
+            Arc::clone(&self.cli),
+        );
+        let (worker_id, gui) = (record.worker_id.clone(), record.gui_socket.clone());
+        pending.lock().unwrap_or_else(|p| p.into_inner()).insert(
+            worker_id.clone(),
+            Pending {
+                since: record.created_at.clone(),
+                gui: gui.clone(),
+                cancelled: false,
+            },
+        );
+        let spawned = std::thread::Builder::new()
+            .name("wezterm-late-spawn".into())
+            .spawn(move || {
+                let outcome = late.finish(LATE_PATIENCE);
+                let store = store.lock().unwrap_or_else(|p| p.into_inner());
+                let cancelled = pending
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&worker_id)
+                    .is_some_and(|p| p.cancelled);
+                let mut records = match store.load() {
+                    Ok(r) => r,
+                    Err(e) => return log::warn!("{e}"),
+                };
+                let at = records.iter().position(|r| r.worker_id == worker_id);
+                match (outcome, at) {
+                    (Ok(pane), Some(at)) if !cancelled => {
+                        records[at].pane_id = Some(pane);
+                        log::info!("the late tab of local worker {worker_id} opened (pane {pane} in WezTerm GUI {}): recorded", gui.display());
+                    }
+                    (Ok(pane), at) => {
+                        if let Some(at) = at {
+                            records.remove(at);
+                        }
+                        match cli.kill_pane(&gui, pane) {
+                            Ok(_) => log::info!("the late tab of stopped local worker {worker_id} (pane {pane}) was closed"),
+                            Err(e) => log::warn!("the late tab of stopped local worker {worker_id} (pane {pane} in WezTerm GUI {}) could not be closed ({e}): close it by hand", gui.display()),
+                        }
+                    }
+                    (Err(e), at) => {
+                        if let Some(at) = at {
+                            records.remove(at);
+                        }
+                        log::warn!("WezTerm GUI {} never answered the spawn of local worker {worker_id} ({e}); its record was dropped: if a tab opens for it, close it by hand", gui.display());
+                    }
+                }
+                if let Err(e) = store.save(&records) {
+                    log::warn!("{e}");
+                }
+            });
+        if let Err(e) = spawned {
+            log::warn!(
+                "cannot wait for the late tab of local worker {}: {e}",
+                record.worker_id
+            );
+        }
     }
 }
 
@@ -394,6 +499,19 @@ impl Backend for LocalBackend {
             .current()
             .map_err(BackendError::Unavailable)?;
         let instance = gui::instance(&gui).map_err(BackendError::Unavailable)?;
+        // A GUI that does not answer now would queue the spawn and carry it out whenever it
+        // resumes: ask it first (unless it just answered), and open nothing if it is silent.
+        let answered = kept
+            .iter()
+            .any(|(r, seen)| r.gui_socket == gui && matches!(seen, Seen::Live | Seen::Ended(_)));
+        if let Some((_, Seen::Unanswered(why))) = kept.iter().find(|(r, _)| r.gui_socket == gui) {
+            return Err(BackendError::Unavailable(why.clone()));
+        }
+        if !answered {
+            self.cli.list(&gui).map_err(|e| {
+                BackendError::Unavailable(format!("WezTerm GUI {}: {e}", gui.display()))
+            })?;
+        }
         let mut record = Record {
             worker_id: spec.worker_id.clone(),
             task: spec.task.clone(),
@@ -410,19 +528,27 @@ impl Backend for LocalBackend {
         store.save(&records).map_err(state_error)?;
         let argv = self.argv(&spec.task, &file, &spec.worker_id);
         spec.progress.step("opening a tab in WezTerm");
-        let pane = match self.cli.spawn(&gui, &self.task_dir, &argv) {
+        let pane = match self.cli.spawn_or_late(&gui, &self.task_dir, &argv) {
             Ok(pane) => pane,
-            Err(e) => {
+            Err(SpawnError::Late(late)) => {
+                // The GUI may still open the tab: its record stays, and a thread waits for the
+                // pane id to record it (or to close the tab, if the worker is stopped first).
+                let e = late.error();
+                self.wait_for_late_tab(late, &record);
+                return Err(BackendError::Unavailable(format!(
+                    "WezTerm GUI {}: {e}; its tab may still open: the controller keeps waiting for WezTerm's answer (up to {} min) and records it as worker {}, listed starting until then",
+                    gui.display(),
+                    LATE_PATIENCE.as_secs() / 60,
+                    record.worker_id
+                )));
+            }
+            Err(SpawnError::Failed(e)) => {
                 records.pop();
                 if let Err(save) = store.save(&records) {
                     log::warn!("{save}");
                 }
-                let hint = match e {
-                    CliError::TimedOut(_) => "; if a tab opened for it anyway, close it by hand",
-                    _ => "",
-                };
                 return Err(BackendError::Unavailable(format!(
-                    "WezTerm GUI {}: {e}{hint}",
+                    "WezTerm GUI {}: {e}",
                     gui.display()
                 )));
             }
@@ -454,6 +580,24 @@ impl Backend for LocalBackend {
     fn stop(&self, worker_id: &str) -> Result<Worker, BackendError> {
         let store = self.store();
         let mut records = store.load().map_err(state_error)?;
+        // A tab still being opened is closed when its GUI answers.
+        if let Some(p) = self
+            .pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_mut(worker_id)
+        {
+            p.cancelled = true;
+            if let Some(r) = records.iter().find(|r| r.worker_id == worker_id) {
+                let mut w = self.worker(r, &Seen::Live);
+                w.state = WorkerState::Stopping;
+                w.reason = format!(
+                    "its tab is still being opened (WezTerm GUI {} has not answered); it is closed when WezTerm answers",
+                    p.gui.display()
+                );
+                return Ok(w);
+            }
+        }
         let Some(at) = records
             .iter()
             .position(|r| r.worker_id == worker_id && r.pane_id.is_some())

@@ -62,15 +62,17 @@ impl Drop for CallLog {
 /// What a pane's text says of a program that ended: `exited with code N`, or why it could not
 /// start (WezTerm's `Unable to spawn ...`); `None` when the text says neither.
 pub fn ended_reason(text: &str) -> Option<String> {
+    // WezTerm writes the spawn error last, right after its exit message, hard-wrapped at
+    // the pane's width (seen on a real mux server): the rest of the text, unwrapped.
+    if let Some(at) = text.rfind("Unable to spawn") {
+        let message: String = text[at..].lines().map(str::trim_end).collect();
+        return Some(format!("could not start: {}", one_line(&message)));
+    }
     let lines: Vec<&str> = text
         .lines()
         .map(str::trim)
         .filter(|l| !l.is_empty())
         .collect();
-    if let Some(l) = lines.iter().rev().find(|l| l.contains("Unable to spawn")) {
-        let at = l.find("Unable to spawn").unwrap_or(0);
-        return Some(format!("could not start: {}", one_line(&l[at..])));
-    }
     let code = lines.iter().rev().find_map(|l| {
         let rest = l.split("Exited with code ").nth(1)?;
         let digits: String = rest
@@ -150,7 +152,13 @@ impl Cli {
     }
 
     /// `spawn --new-window --cwd <cwd> -- <argv>`: a new window running `argv`; its pane id.
+    #[cfg(test)]
     pub fn spawn(&self, gui: &Path, cwd: &Path, argv: &[String]) -> Result<u64, CliError> {
+        let args = self.spawn_args(cwd, argv);
+        pane_id(&self.run(gui, &args)?)
+    }
+
+    fn spawn_args<'a>(&'a self, cwd: &'a Path, argv: &'a [String]) -> Vec<&'a std::ffi::OsStr> {
         let mut args: Vec<&std::ffi::OsStr> =
             vec!["spawn".as_ref(), "--new-window".as_ref(), "--cwd".as_ref()];
         args.push(cwd.as_os_str());
@@ -160,10 +168,7 @@ impl Cli {
         }
         args.push("--".as_ref());
         args.extend(argv.iter().map(|a| std::ffi::OsStr::new(a.as_str())));
-        let out = self.run(gui, &args)?;
-        out.trim()
-            .parse()
-            .map_err(|_| CliError::Output(format!("{:?} is not a pane id", one_line(out.trim()))))
+        args
     }
 
     /// `list --format json`: every pane the GUI has.
@@ -206,9 +211,40 @@ impl Cli {
         )
     }
 
-    /// Runs `<program> cli --no-auto-start <args>` for the GUI at `gui`; its stdout.
+    /// Runs `<program> cli --no-auto-start <args>` for the GUI at `gui`; its stdout. A call
+    /// that does not finish by the deadline is killed.
     fn run(&self, gui: &Path, args: &[&std::ffi::OsStr]) -> Result<String, CliError> {
-        let deadline = Instant::now() + self.timeout;
+        let call = self.start(gui, args)?;
+        match call.wait(Instant::now() + self.timeout) {
+            Waited::Done(result) => result,
+            Waited::Late(call) => {
+                call.kill();
+                Err(CliError::TimedOut(self.timeout))
+            }
+        }
+    }
+
+    /// `spawn` as [`Cli::spawn`], except that a call that does not finish in time is handed
+    /// back instead of killed: a stopped GUI carries out a queued spawn when it resumes (even
+    /// for a CLI that was killed), so the caller keeps waiting for the pane id it will print.
+    pub fn spawn_or_late(
+        &self,
+        gui: &Path,
+        cwd: &Path,
+        argv: &[String],
+    ) -> Result<u64, SpawnError> {
+        let args = self.spawn_args(cwd, argv);
+        let call = self.start(gui, &args).map_err(SpawnError::Failed)?;
+        match call.wait(Instant::now() + self.timeout) {
+            Waited::Done(out) => out.and_then(|o| pane_id(&o)).map_err(SpawnError::Failed),
+            Waited::Late(call) => Err(SpawnError::Late(LateSpawn {
+                call,
+                timeout: self.timeout,
+            })),
+        }
+    }
+
+    fn start(&self, gui: &Path, args: &[&std::ffi::OsStr]) -> Result<Call, CliError> {
         let mut child = Command::new(&self.program)
             .arg("cli")
             .arg("--no-auto-start")
@@ -221,7 +257,7 @@ impl Cli {
             .stderr(Stdio::piped())
             .spawn()
             .map_err(|e| CliError::Launch(format!("{}: {e}", self.program.display())))?;
-        let _log = self.log_dir.as_ref().map(|dir| CallLog {
+        let log = self.log_dir.as_ref().map(|dir| CallLog {
             path: dir.join(format!("wezterm-log-{}.txt", child.id())),
         });
         // Both pipes are drained by threads so a chatty child never blocks on a full pipe.
@@ -252,26 +288,98 @@ impl Cli {
             });
         }
         drop(tx);
+        Ok(Call {
+            child,
+            rx,
+            _log: log,
+        })
+    }
+}
+
+/// One CLI call under way.
+pub struct Call {
+    child: std::process::Child,
+    rx: mpsc::Receiver<(u8, Vec<u8>)>,
+    _log: Option<CallLog>,
+}
+
+/// How waiting for a call ended.
+enum Waited {
+    Done(Result<String, CliError>),
+    /// Still running at the deadline.
+    Late(Call),
+}
+
+/// Why `spawn_or_late` has no pane id (yet).
+pub enum SpawnError {
+    Failed(CliError),
+    /// The GUI has not answered in time; the call goes on.
+    Late(LateSpawn),
+}
+
+/// A spawn whose GUI did not answer in time, still waiting for its answer.
+pub struct LateSpawn {
+    call: Call,
+    timeout: Duration,
+}
+
+impl LateSpawn {
+    /// Why it is late, as the caller reports it.
+    pub fn error(&self) -> CliError {
+        CliError::TimedOut(self.timeout)
+    }
+
+    /// Waits up to `patience` more for the pane id; then the call is killed.
+    pub fn finish(self, patience: Duration) -> Result<u64, CliError> {
+        match self.call.wait(Instant::now() + patience) {
+            Waited::Done(out) => out.and_then(|o| pane_id(&o)),
+            Waited::Late(call) => {
+                call.kill();
+                Err(CliError::TimedOut(patience))
+            }
+        }
+    }
+}
+
+/// A pane id as `spawn` prints it.
+fn pane_id(out: &str) -> Result<u64, CliError> {
+    out.trim()
+        .parse()
+        .map_err(|_| CliError::Output(format!("{:?} is not a pane id", one_line(out.trim()))))
+}
+
+impl Call {
+    fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Waits for the call until `deadline`: its stdout, or the failure.
+    fn wait(mut self, deadline: Instant) -> Waited {
         let mut pause = Duration::from_millis(2);
         let status = loop {
-            match child.try_wait() {
+            match self.child.try_wait() {
                 Ok(Some(status)) => break status,
-                Ok(None) if Instant::now() >= deadline => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    return Err(CliError::TimedOut(self.timeout));
-                }
+                Ok(None) if Instant::now() >= deadline => return Waited::Late(self),
                 Ok(None) => {
                     thread::sleep(pause.min(deadline.saturating_duration_since(Instant::now())));
                     pause = (pause * 2).min(Duration::from_millis(25));
                 }
                 Err(e) => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    return Err(CliError::Launch(e.to_string()));
+                    self.kill();
+                    return Waited::Done(Err(CliError::Launch(e.to_string())));
                 }
             }
         };
+        Waited::Done(self.output(status, deadline))
+    }
+
+    fn output(
+        &self,
+        status: std::process::ExitStatus,
+        deadline: Instant,
+    ) -> Result<String, CliError> {
+        let rx = &self.rx;
         // A grandchild still holding a pipe must not hold the caller: the streams get what is
         // left of the deadline (at least a moment).
         let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
@@ -367,10 +475,11 @@ esac"#,
         // localpane.rs's messages for exit_behavior CloseOnCleanExit / Hold, and cmdbuilder's.
         let exited = "bye\r\n⚠️  Process sh didn't exit cleanly\r\nExited with code 3.\r\nThis message is shown because exit_behavior=\"CloseOnCleanExit\"\n";
         assert_eq!(ended_reason(exited).as_deref(), Some("exited with code 3"));
-        let missing = "⚠️  Unable to spawn /nonexistent/prog because it does not exist\n";
+        // As a real mux server showed it (80 columns): exit message, then the error, wrapped.
+        let missing = "⚠️ Process \"/work/x/agent 3600\" in domain \"local\" didn't exit cleanly\nExited with code 1.\nThis message is shown because exit_behavior=\"CloseOnCleanExit\"Unable to spawn /w\nork/x/agent because it doesn't exist on the filesystem (ENOENT: No such fi\nle or directory)\n";
         assert_eq!(
             ended_reason(missing).as_deref(),
-            Some("could not start: Unable to spawn /nonexistent/prog because it does not exist")
+            Some("could not start: Unable to spawn /work/x/agent because it doesn't exist on the filesystem (ENOENT: No such file or directory)")
         );
         assert_eq!(
             ended_reason(
