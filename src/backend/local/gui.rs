@@ -55,7 +55,13 @@ pub fn instance(socket: &Path) -> Result<String, String> {
                 .and_then(|t| t.trim().parse::<u32>().ok());
             match pid {
                 Some(pid) if process_alive(pid) => pid,
-                _ => {
+                Some(pid) => {
+                    return Err(format!(
+                        "the WezTerm mux server at {} has ended (pid {pid}, from its pid file, is gone); start it again",
+                        socket.display()
+                    ))
+                }
+                None => {
                     return Err(format!(
                         "the WezTerm socket {} names no server instance: no pid in its name, and no live pid in {} (wezterm-mux-server --daemonize writes one); a later server listening there could not be told from this one (its pane ids start again at 0). Point WEZTERM_UNIX_SOCKET at a GUI's gui-sock-<pid>, or unset it",
                         socket.display(),

@@ -533,11 +533,12 @@ impl Backend for LocalBackend {
             Err(SpawnError::Late(late)) => {
                 // The GUI may still open the tab: its record stays, and a thread waits for the
                 // pane id to record it (or to close the tab, if the worker is stopped first).
-                let e = late.error();
+                let waited = late.waited();
                 self.wait_for_late_tab(late, &record);
                 return Err(BackendError::Unavailable(format!(
-                    "WezTerm GUI {}: {e}; its tab may still open: the controller keeps waiting for WezTerm's answer (up to {} min) and records it as worker {}, listed starting until then",
+                    "WezTerm GUI {}: wezterm did not answer the spawn within {} ms (LOCAL_CLI_TIMEOUT); its tab may still open: the controller keeps waiting for WezTerm's answer (up to {} min) and records it as worker {}, listed starting until then",
                     gui.display(),
+                    waited.as_millis(),
                     LATE_PATIENCE.as_secs() / 60,
                     record.worker_id
                 )));

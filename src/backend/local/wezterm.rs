@@ -324,9 +324,9 @@ pub struct LateSpawn {
 }
 
 impl LateSpawn {
-    /// Why it is late, as the caller reports it.
-    pub fn error(&self) -> CliError {
-        CliError::TimedOut(self.timeout)
+    /// How long it was waited for before it was found late.
+    pub fn waited(&self) -> Duration {
+        self.timeout
     }
 
     /// Waits up to `patience` more for the pane id; then the call is killed.
