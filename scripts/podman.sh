@@ -42,6 +42,12 @@ CONF
       kill "$(cat "$dir/podman.pid")" 2>/dev/null || true
       rm -f "$dir/podman.pid"
     fi
+    # Container monitors (conmon) outlive the service; each names this storage in its
+    # arguments. End them, with whatever still runs under them.
+    for p in $(pgrep -f -- "$dir/" || true); do
+      for c in $(pgrep -P "$p" || true); do kill -9 "$c" 2>/dev/null || true; done
+      kill -9 "$p" 2>/dev/null || true
+    done
     ;;
   *) echo "usage: $0 start|stop DIR" >&2; exit 2 ;;
 esac
