@@ -3,6 +3,11 @@
 # for tests, without touching a system engine.
 #   scripts/dockerd.sh start DIR   # prints the DOCKER_HOST value once /_ping answers
 #   scripts/dockerd.sh stop DIR
+#   DOCKERD_OWN_BRIDGE=NAME:CIDR scripts/dockerd.sh start DIR
+#                                  # an engine beside another one on this host: its own bridge
+#                                  # (made here, removed at stop) and no iptables of its own
+#                                  # (two engines share the host's docker0 and its nat DOCKER
+#                                  # chain, which an engine's start rebuilds under the other)
 #   scripts/dockerd.sh find DIR    # an engine for tests: A2A_TEST_DOCKER_HOST, else the system
 #                                  # engine, else (root + dockerd) a private one started in DIR;
 #                                  # prints its DOCKER_HOST value, or exits 3 when there is none
@@ -43,9 +48,21 @@ case "$cmd" in
       fi
       rm -f "$dir"/exec/containerd/containerd.pid "$dir"/exec/containerd/containerd*.sock*
     fi
+    net=()
+    if [ -n "${DOCKERD_OWN_BRIDGE:-}" ]; then
+      br=${DOCKERD_OWN_BRIDGE%%:*}; cidr=${DOCKERD_OWN_BRIDGE#*:}
+      if ! ip link show "$br" >/dev/null 2>&1; then
+        ip link add name "$br" type bridge
+        ip addr add "$cidr" dev "$br"
+      fi
+      ip link set "$br" up
+      echo "$br" > "$dir/bridge"
+      # Published ports still work (docker-proxy, the userland proxy, on the host address).
+      net=(--bridge "$br" --iptables=false --ip6tables=false)
+    fi
     # A short exec root path: containerd's socket paths must stay under 108 bytes.
     nohup dockerd --host "unix://$sock" --data-root "$dir/data" --exec-root "$dir/exec" \
-      --pidfile "$dir/docker.pid" \
+      --pidfile "$dir/docker.pid" "${net[@]}" \
       >>"$dir/dockerd.log" 2>&1 &
     pid=$!
     for _ in $(seq 1 150); do
@@ -74,6 +91,10 @@ case "$cmd" in
       for c in $(pgrep -P "$p" || true); do kill -9 "$c" 2>/dev/null || true; done
       kill -9 "$p" 2>/dev/null || true
     done
+    if [ -f "$dir/bridge" ]; then
+      ip link delete "$(cat "$dir/bridge")" 2>/dev/null || true
+      rm -f "$dir/bridge"
+    fi
     ;;
   *) echo "usage: $0 start|stop DIR" >&2; exit 2 ;;
 esac

@@ -128,7 +128,11 @@ impl PrivateEngine {
     }
 
     fn start(dir: &Path) {
+        // Its own bridge and no iptables: beside the suite's engine, a second one on the
+        // default bridge would rebuild the host's nat DOCKER chain under it (a concurrent
+        // test's port publishing failed so: "iptables ... -j DNAT ... failed").
         let out = Command::new(Self::script())
+            .env("DOCKERD_OWN_BRIDGE", "a2afault0:172.31.254.1/24")
             .arg("start")
             .arg(dir)
             .output()
