@@ -241,14 +241,18 @@ impl BackendError {
     /// The same error with `note` added to its text (what became of what the failed call
     /// had made); an error without text is returned as it is.
     pub fn with_note(self, note: &str) -> BackendError {
-        let add = |s: String| format!("{s}; {note}");
+        self.map_text(|s| format!("{s}; {note}"))
+    }
+
+    /// The same error with its text (if it has one) passed through `f`.
+    fn map_text(self, f: impl Fn(String) -> String) -> BackendError {
         match self {
-            BackendError::Unavailable(s) => BackendError::Unavailable(add(s)),
-            BackendError::ImageNotFound(s) => BackendError::ImageNotFound(add(s)),
-            BackendError::NotReady(s) => BackendError::NotReady(add(s)),
-            BackendError::Rejected(s) => BackendError::Rejected(add(s)),
-            BackendError::Capacity(s) => BackendError::Capacity(add(s)),
-            BackendError::Internal(s) => BackendError::Internal(add(s)),
+            BackendError::Unavailable(s) => BackendError::Unavailable(f(s)),
+            BackendError::ImageNotFound(s) => BackendError::ImageNotFound(f(s)),
+            BackendError::NotReady(s) => BackendError::NotReady(f(s)),
+            BackendError::Rejected(s) => BackendError::Rejected(f(s)),
+            BackendError::Capacity(s) => BackendError::Capacity(f(s)),
+            BackendError::Internal(s) => BackendError::Internal(f(s)),
             other @ (BackendError::WorkerExists { .. } | BackendError::NotFound) => other,
         }
     }
@@ -260,16 +264,7 @@ impl BackendError {
         if secret.is_empty() {
             return self;
         }
-        let clean = |s: String| s.replace(secret, "<redacted>");
-        match self {
-            BackendError::Unavailable(s) => BackendError::Unavailable(clean(s)),
-            BackendError::ImageNotFound(s) => BackendError::ImageNotFound(clean(s)),
-            BackendError::NotReady(s) => BackendError::NotReady(clean(s)),
-            BackendError::Rejected(s) => BackendError::Rejected(clean(s)),
-            BackendError::Capacity(s) => BackendError::Capacity(clean(s)),
-            BackendError::Internal(s) => BackendError::Internal(clean(s)),
-            other @ (BackendError::WorkerExists { .. } | BackendError::NotFound) => other,
-        }
+        self.map_text(|s| s.replace(secret, "<redacted>"))
     }
 }
 

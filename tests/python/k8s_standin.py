@@ -179,6 +179,12 @@ def parse_fields(text, known):
     return terms
 
 
+def pod_selectors(query):
+    """A pod list's or watch's label and field selectors, parsed (SelectorError: a 400)."""
+    return (parse_selector(query.get("labelSelector", "")),
+            parse_fields(query.get("fieldSelector", ""), POD_FIELDS))
+
+
 def fields_match(obj, terms):
     return all((f(obj) == v) != negate for f, negate, v in terms)
 
@@ -575,8 +581,7 @@ class Handler(BaseHTTPRequestHandler):
     def list_pods(self, ns, query):
         store = self.server.store
         try:
-            reqs = parse_selector(query.get("labelSelector", ""))
-            fields = parse_fields(query.get("fieldSelector", ""), POD_FIELDS)
+            reqs, fields = pod_selectors(query)
         except SelectorError as e:
             return self.send_json(*status(400, "BadRequest", str(e)))
         items = [p for (pns, n), p in sorted(store.pods.items()) if pns == ns
@@ -673,8 +678,7 @@ class Handler(BaseHTTPRequestHandler):
     def watch(self, ns, query):
         store = self.server.store
         try:
-            reqs = parse_selector(query.get("labelSelector", ""))
-            fields = parse_fields(query.get("fieldSelector", ""), POD_FIELDS)
+            reqs, fields = pod_selectors(query)
         except SelectorError as e:
             return self.send_json(*status(400, "BadRequest", str(e)))
         timeout = min(float(query.get("timeoutSeconds") or 1800), 1800)

@@ -230,28 +230,10 @@ impl K8sBackend {
         })
     }
 
-    /// The answer to a name collision: the task's existing worker, if this controller owns it.
-    fn existing(&self, name: &str) -> BackendError {
-        match self.get(name) {
-            Ok(Some(mut pod)) => match self.worker_of(&mut pod) {
-                Some(w) => BackendError::WorkerExists {
-                    worker_id: w.worker_id,
-                    state: w.state,
-                },
-                None => BackendError::Internal(format!(
-                    "the pod name {name} is taken by a pod this controller does not own"
-                )),
-            },
-            Ok(None) => BackendError::Internal(format!(
-                "pod {name} was being created or deleted by someone else while this create ran; try again"
-            )),
-            Err(e) => e,
-        }
-    }
-
-    /// Creates pod `name` from `body`. A pod of the task that is still stopping (its grace
-    /// period) is waited for, until `deadline`, then the create is tried again; one that does
-    /// not go in time is the task's worker, `stopping`.
+    /// Creates pod `name` from `body`. A name collision is answered with the task's existing
+    /// worker, read once; one that is still stopping (its grace period) is waited for, until
+    /// `deadline`, then the create is tried again; one that does not go in time is the task's
+    /// worker, `stopping`.
     fn post(
         &self,
         spec: &CreateSpec,
@@ -276,27 +258,28 @@ impl K8sBackend {
                 return Err(create_error(refused, self.template.is_some()));
             }
             let Some(mut old) = self.get(name)? else {
-                // It went between the two calls: try again (once more at most per wait).
+                // It went between the two calls: try again, once.
                 if waited {
-                    return Err(self.existing(name));
+                    return Err(BackendError::Internal(format!(
+                        "pod {name} was being created or deleted by someone else while this create ran; try again"
+                    )));
                 }
                 waited = true;
                 continue;
             };
-            if !old.terminating() {
-                return Err(self.existing(name));
-            }
             let uid = old.metadata.uid.clone();
             let reason = old.stopping_reason();
             let Some(previous) = self.worker_of(&mut old) else {
-                return Err(self.existing(name));
+                return Err(BackendError::Internal(format!(
+                    "the pod name {name} is taken by a pod this controller does not own"
+                )));
             };
-            let stopping = BackendError::WorkerExists {
+            let exists = BackendError::WorkerExists {
                 worker_id: previous.worker_id.clone(),
-                state: WorkerState::Stopping,
+                state: previous.state,
             };
-            if waited || Instant::now() >= deadline {
-                return Err(stopping);
+            if previous.state != WorkerState::Stopping || waited || Instant::now() >= deadline {
+                return Err(exists);
             }
             spec.progress.step(&format!(
                 "waiting for the task's previous worker {} to finish stopping: it is {reason}",
@@ -308,7 +291,7 @@ impl K8sBackend {
                 Some(_) => None,
             })?;
             if gone.is_none() {
-                return Err(stopping);
+                return Err(exists);
             }
             spec.progress.step("the previous pod is gone");
             waited = true;

@@ -86,27 +86,48 @@ fn start_time(pid: u32) -> Option<String> {
     rest.split_whitespace().nth(19).map(str::to_string)
 }
 
-/// Whether the server that opened a record's pane (`recorded`, its instance) can still be
-/// the one at `socket`. Without a recorded instance only a pid in the socket's name can say.
+/// What is listening at one socket now, read once for all the records that name it.
+pub struct Server<'a> {
+    socket: &'a Path,
+    by_path: Liveness,
+    now: Result<String, String>,
+}
+
+impl<'a> Server<'a> {
+    pub fn at(socket: &'a Path) -> Server<'a> {
+        Server {
+            socket,
+            by_path: liveness(socket),
+            now: instance(socket),
+        }
+    }
+
+    /// Whether the server that opened a record's pane (`recorded`, its instance) can still
+    /// be this one. Without a recorded instance only a pid in the socket's name can say.
+    pub fn of(&self, recorded: Option<&str>) -> Liveness {
+        let Some(recorded) = recorded else {
+            return self.by_path.clone();
+        };
+        if let Liveness::Gone(why) = &self.by_path {
+            return Liveness::Gone(why.clone());
+        }
+        match &self.now {
+            Ok(now) if now == recorded => Liveness::Alive,
+            Ok(now) => Liveness::Gone(format!(
+                "another WezTerm server now listens at {} ({now}; the worker's was {recorded})",
+                self.socket.display()
+            )),
+            Err(_) => Liveness::Gone(format!(
+                "its WezTerm server ({recorded}) at {} has ended",
+                self.socket.display()
+            )),
+        }
+    }
+}
+
+/// [`Server::of`] for one record.
 pub fn liveness_of(socket: &Path, recorded: Option<&str>) -> Liveness {
-    let by_path = liveness(socket);
-    let Some(recorded) = recorded else {
-        return by_path;
-    };
-    if let Liveness::Gone(why) = by_path {
-        return Liveness::Gone(why);
-    }
-    match instance(socket) {
-        Ok(now) if now == recorded => Liveness::Alive,
-        Ok(now) => Liveness::Gone(format!(
-            "another WezTerm server now listens at {} ({now}; the worker's was {recorded})",
-            socket.display()
-        )),
-        Err(_) => Liveness::Gone(format!(
-            "its WezTerm server ({recorded}) at {} has ended",
-            socket.display()
-        )),
-    }
+    Server::at(socket).of(recorded)
 }
 
 /// The GUI's process id, from a socket named `gui-sock-<pid>`.

@@ -217,9 +217,10 @@ impl LocalBackend {
         for (socket, all) in by_gui {
             // Each record against the server instance it names: one socket path may have had
             // several servers.
+            let server = gui::Server::at(&socket);
             let mut records = Vec::new();
             for r in all {
-                match gui::liveness_of(&socket, r.gui_instance.as_deref()) {
+                match server.of(r.gui_instance.as_deref()) {
                     Liveness::Gone(why) => log::info!(
                         "local worker {} (task {:?}) dropped: its WezTerm GUI is gone: {why}",
                         r.worker_id,

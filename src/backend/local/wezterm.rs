@@ -151,13 +151,7 @@ impl Cli {
         self
     }
 
-    /// `spawn --new-window --cwd <cwd> -- <argv>`: a new window running `argv`; its pane id.
-    #[cfg(test)]
-    pub fn spawn(&self, gui: &Path, cwd: &Path, argv: &[String]) -> Result<u64, CliError> {
-        let args = self.spawn_args(cwd, argv);
-        pane_id(&self.run(gui, &args)?)
-    }
-
+    /// The arguments of `spawn --new-window --cwd <cwd> [--workspace W] -- <argv>`.
     fn spawn_args<'a>(&'a self, cwd: &'a Path, argv: &'a [String]) -> Vec<&'a std::ffi::OsStr> {
         let mut args: Vec<&std::ffi::OsStr> =
             vec!["spawn".as_ref(), "--new-window".as_ref(), "--cwd".as_ref()];
@@ -224,8 +218,8 @@ impl Cli {
         }
     }
 
-    /// `spawn` as [`Cli::spawn`], except that a call that does not finish in time is handed
-    /// back instead of killed: a stopped GUI carries out a queued spawn when it resumes (even
+    /// `spawn --new-window --cwd <cwd> -- <argv>`: a new window running `argv`; its pane id.
+    /// Unlike every other call, one that does not finish in time is handed back, not killed: a stopped GUI carries out a queued spawn when it resumes (even
     /// for a CLI that was killed), so the caller keeps waiting for the pane id it will print.
     pub fn spawn_or_late(
         &self,
@@ -463,7 +457,10 @@ esac"#,
         );
         let cli = Cli::new(p, Duration::from_secs(5));
         let gui = Path::new("/g");
-        assert_eq!(cli.spawn(gui, Path::new("/t"), &["a".into()]), Ok(42));
+        assert!(matches!(
+            cli.spawn_or_late(gui, Path::new("/t"), &["a".into()]),
+            Ok(42)
+        ));
         let ids: Vec<u64> = cli.list(gui).unwrap().iter().map(|p| p.pane_id).collect();
         assert_eq!(ids, vec![3, 9]);
         assert_eq!(cli.kill_pane(gui, 3), Ok(Killed::Closed));
@@ -531,8 +528,8 @@ esac"#,
         let cli = Cli::new(p, Duration::from_secs(5));
         let gui = Path::new("/g");
         assert!(matches!(
-            cli.spawn(gui, Path::new("/t"), &[]),
-            Err(CliError::Output(_))
+            cli.spawn_or_late(gui, Path::new("/t"), &[]),
+            Err(SpawnError::Failed(CliError::Output(_)))
         ));
         assert!(matches!(cli.list(gui), Err(CliError::Output(_))));
     }
