@@ -15,6 +15,7 @@
 //! | every failing call leaves `wezterm-log-<pid>.txt` in the runtime directory (the socket's) | rec README |
 //! | `Exited with code N.` and `exit_behavior` (the tests' `Gui::program_exits` writes localpane.rs's lines) | rec README; localpane.rs |
 //! | a stopped GUI (`hung`) answers nothing, then carries out the call when it resumes | rec README |
+//! | `get-text` on a scrolled pane answers two more scrollback rows than the start line asks, keeps the trailing spaces the program wrote, leaves colours out; `--escapes` keeps them, drops trailing blanks, ends each row with CR LF and the text with one more LF | rec 05-get-text-default, 07-get-text-start-5, 08-get-text-escapes |
 //!
 //! And as before:
 //!
@@ -26,9 +27,9 @@
 //!   `WEZTERM_PANE`) it fails, as the real CLI does outside a WezTerm pane.
 //! - `list [--format json|table]`: the real JSON shape (an array, one object per pane).
 //! - `kill-pane --pane-id N`: prints nothing; an unknown id fails with "no such pane N".
-//! - `get-text --pane-id N [--start-line L] [--end-line L]`: line 0 is the first row of the
-//!   24-row screen, negative lines reach back into the scrollback; the default range is the
-//!   screen. Rows the program has not written are empty lines; trailing spaces are trimmed.
+//! - `get-text --pane-id N [--start-line L] [--end-line L] [--escapes]`: line 0 is the first
+//!   row of the 24-row screen, negative lines reach back into the scrollback; the default
+//!   range is the screen. Rows the program has not written are empty lines.
 //! - A socket whose file is missing fails to connect; so does one named `gui-sock-<pid>`
 //!   whose pid has ended (the real socket is left behind and refuses connections).
 //! - Errors go to stderr as `ERROR  wezterm > <message>; terminating` with exit status 1.
@@ -119,7 +120,8 @@ fn log_call(socket: Option<&Path>, argv: &[String], violation: Option<&str>) {
         .append(true)
         .open(dir.join("standin-calls.log"))
     {
-        let _ = writeln!(f, "{line}");
+        // One write per line: calls to several GUIs run at once and append to one file.
+        let _ = f.write_all(format!("{line}\n").as_bytes());
     }
 }
 
@@ -385,20 +387,30 @@ fn main() -> ExitCode {
             };
             // The screen shows the last rows written; what scrolled off is the scrollback.
             let scrollback = pane.output.len().saturating_sub(ROWS) as i64;
+            let escapes = args.contains(&"--escapes");
             let row = |r: i64| -> String {
                 let at = scrollback + r;
                 if at < 0 {
                     return String::new();
                 }
-                pane.output
-                    .get(at as usize)
-                    .map_or(String::new(), |l| l.trim_end().to_string())
+                let line = pane.output.get(at as usize).map_or("", String::as_str);
+                if escapes {
+                    // With escapes, a row ends where its last written cell does (rec 08).
+                    line.trim_end_matches(' ').to_string()
+                } else {
+                    without_escapes(line)
+                }
             };
-            let first = start.max(-scrollback);
+            // Two more scrollback rows than the start line asks, where there are some (rec
+            // 05, 07: `--start-line -5` on a scrolled 24-row pane answers 31 rows).
+            let first = (start - 2).max(-scrollback);
             let last = end.min(ROWS as i64 - 1);
             let mut text = String::new();
             for r in first..=last {
                 text.push_str(&row(r));
+                text.push_str(if escapes { "\r\n" } else { "\n" });
+            }
+            if escapes {
                 text.push('\n');
             }
             print!("{text}");
@@ -409,6 +421,27 @@ fn main() -> ExitCode {
         }
     }
     ExitCode::SUCCESS
+}
+
+/// The line as `get-text` without `--escapes` gives it: CSI sequences (colours) left out,
+/// trailing spaces kept (rec 05-get-text-default against 08-get-text-escapes).
+fn without_escapes(line: &str) -> String {
+    let mut out = String::new();
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c != '\u{1b}' {
+            out.push(c);
+            continue;
+        }
+        if chars.next() == Some('[') {
+            for c in chars.by_ref() {
+                if ('\u{40}'..='\u{7e}').contains(&c) {
+                    break;
+                }
+            }
+        }
+    }
+    out
 }
 
 /// A JSON object with its keys in the order given (values already JSON), pretty-printed as

@@ -670,18 +670,24 @@ fn tabs_expire_and_show_their_output() {
 
     // Output: 40 lines, more than the 24-row screen holds.
     let pane = pane_of(&chatty);
-    let printed: Vec<String> = (1..=40).map(|i| format!("step {i} done")).collect();
+    // WezTerm keeps the trailing spaces a program wrote and leaves its colours out.
+    let mut printed: Vec<String> = (1..=40).map(|i| format!("step {i} done")).collect();
+    printed[38] = "step 39 done  ".into();
+    printed[37] = "\u{1b}[31mstep 38\u{1b}[0m done".into();
     gui.print(pane, &printed);
     let logs = reply_data(
         &p.control(json!({"operation": "logs", "worker_id": chatty["worker_id"], "tail": 30})),
     );
-    let want: String = printed[10..].iter().map(|l| format!("{l}\n")).collect();
+    let want: String = printed[10..]
+        .iter()
+        .map(|l| format!("{}\n", l.replace("\u{1b}[31m", "").replace("\u{1b}[0m", "")))
+        .collect();
     assert_eq!(logs["text"], want);
     assert_eq!(logs["truncated"], false);
     let few = reply_data(
         &p.control(json!({"operation": "logs", "worker_id": chatty["worker_id"], "tail": 2})),
     );
-    assert_eq!(few["text"], "step 39 done\nstep 40 done\n");
+    assert_eq!(few["text"], "step 39 done  \nstep 40 done\n");
     p.expect_failure(
         json!({"operation": "logs", "worker_id": "000000000000"}),
         "not_found",
@@ -1041,4 +1047,115 @@ fn a_late_spawn_is_adopted_or_closed_never_doubled() {
         "nothing queued in a silent GUI"
     );
     gui.hang(false);
+}
+
+/// Two GUIs hang: a list asks them at the same time (one timeout, not two), and a stop, a
+/// `logs` and a create on the GUI that answers never wait behind the list, nor for the hung
+/// GUIs (the state file's mutex is never held across a CLI call).
+#[test]
+fn a_hung_gui_holds_up_no_other_gui() {
+    let mut wez = Wez::new("hungother");
+    wez.cli_timeout = "2s";
+    let first = wez.gui();
+    let p = wez.controller();
+    let a = create(&p, "a");
+    let second = wez.gui();
+    let b = create(&p, "b");
+    let _third = wez.gui();
+    let c = create(&p, "c");
+    first.hang(true);
+    second.hang(true);
+
+    let started = Instant::now();
+    let listed = list(&p);
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_millis(3500),
+        "two hung GUIs are asked at once, one timeout (2 s) in all: {took:?}"
+    );
+    let state = |w: &Value| {
+        listed
+            .iter()
+            .find(|l| l["worker_id"] == w["worker_id"])
+            .map(|l| l["state"].clone())
+    };
+    assert_eq!(state(&a), Some(json!("unknown")));
+    assert_eq!(state(&b), Some(json!("unknown")));
+    assert_eq!(state(&c), Some(json!("running")));
+
+    std::thread::scope(|s| {
+        let slow = s.spawn(|| list(&p));
+        std::thread::sleep(Duration::from_millis(300));
+        let timed = |what: &str, f: &dyn Fn()| {
+            let started = Instant::now();
+            f();
+            let took = started.elapsed();
+            assert!(
+                took < Duration::from_millis(1200),
+                "{what} waited for a hung GUI: {took:?}"
+            );
+        };
+        timed("logs", &|| {
+            reply_data(
+                &p.control(json!({"operation": "logs", "worker_id": c["worker_id"], "tail": 5})),
+            );
+        });
+        timed("a create into the GUI that answers", &|| {
+            create(&p, "d");
+        });
+        timed("stop", &|| {
+            stop(&p, &c["worker_id"]);
+        });
+        let listed = slow.join().unwrap();
+        assert_eq!(listed.len(), 3, "{listed:?}");
+    });
+    let kept: HashSet<String> = wez
+        .records()
+        .iter()
+        .map(|r| r["task"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        kept,
+        ["a", "b", "d"].map(String::from).into(),
+        "the list that ran beside them wrote back only what it found gone"
+    );
+    first.hang(false);
+    second.hang(false);
+}
+
+/// The stand-in's `get-text` against the real CLI's answers for the same pane (recordings
+/// `gui/05-get-text-default`, `07-get-text-start-5`, `08-get-text-escapes`: 40 lines with
+/// two trailing spaces, a coloured line, the cursor's empty row, on a 24-row pane).
+#[test]
+fn the_standin_answers_get_text_as_the_real_cli_did() {
+    let wez = Wez::new("gettext");
+    let gui = wez.gui();
+    let mut printed: Vec<String> = (1..=40).map(|i| format!("line {i}  ")).collect();
+    printed.push("\u{1b}[31mred\u{1b}[39m end".into());
+    printed.push(String::new());
+    gui.print(0, &printed);
+    let get_text = |extra: &[&str]| {
+        let out = std::process::Command::new(standin())
+            .args(["cli", "--no-auto-start", "get-text", "--pane-id", "0"])
+            .args(extra)
+            .env("WEZTERM_UNIX_SOCKET", &gui.socket)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let rows = |from: u32| -> String {
+        let mut t: String = (from..=40).map(|i| format!("line {i}  \n")).collect();
+        t.push_str("red end\n\n");
+        t
+    };
+    assert_eq!(
+        get_text(&[]),
+        rows(17),
+        "rec 05: the screen and two more rows"
+    );
+    assert_eq!(get_text(&["--start-line", "-5"]), rows(12), "rec 07");
+    let mut escaped: String = (17..=40).map(|i| format!("line {i}\r\n")).collect();
+    escaped.push_str("\u{1b}[31mred\u{1b}[39m end\r\n\r\n\n");
+    assert_eq!(get_text(&["--escapes"]), escaped, "rec 08");
 }

@@ -16,7 +16,10 @@
 //!
 //! Creates are check-then-act, so [`Backend::atomic_task_uniqueness`] is `false`: the
 //! operation layer serialises them, and one mutex here orders every read-modify-write of
-//! the state file; the file's lock keeps a second controller off it.
+//! the state file; the file's lock keeps a second controller off it. That mutex is never held
+//! across a CLI call (a hung GUI would hold up every other): reconciliation reads a snapshot,
+//! asks the GUIs (all at once), then removes from the file as it is by then only the records
+//! it found gone. Stop and `logs` ask only the worker's own GUI.
 
 pub(crate) mod gui;
 pub(crate) mod store;
@@ -80,6 +83,9 @@ struct Pending {
     /// Stopped before its tab opened: the tab is closed as soon as its id is known.
     cancelled: bool,
 }
+
+/// What reconciling some records found: those kept (with what was seen) and those to drop.
+type Verdict = (Vec<(Record, Seen)>, Vec<Record>);
 
 /// How long a late spawn is waited for before it is given up (and its CLI killed).
 const LATE_PATIENCE: Duration = Duration::from_secs(600);
@@ -177,26 +183,43 @@ impl LocalBackend {
         self.store.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The records on disk, reconciled with the live panes; saved when anything was dropped.
-    fn reconciled(&self, store: &Store) -> Result<Vec<(Record, Seen)>, BackendError> {
+    /// The records on disk and the spawns in flight, read together under the store's mutex
+    /// (so a record without a pane is either in flight or left by a crash). No CLI call is
+    /// ever made under that mutex: a GUI that hangs must not hold up the others.
+    fn snapshot(&self) -> Result<(Vec<Record>, HashMap<String, Pending>), BackendError> {
+        let store = self.store();
         let records = store.load().map_err(state_error)?;
-        let before = records.len();
-        let kept = self.reconcile(records);
-        if kept.len() != before {
-            let records: Vec<Record> = kept.iter().map(|(r, _)| r.clone()).collect();
-            store.save(&records).map_err(state_error)?;
-        }
-        Ok(kept)
+        let pending = self.pending().clone();
+        Ok((records, pending))
     }
 
-    fn reconcile(&self, records: Vec<Record>) -> Vec<(Record, Seen)> {
+    fn pending(&self) -> MutexGuard<'_, HashMap<String, Pending>> {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Removes from the file, as it is now, the records reconciliation dropped. A record
+    /// changed or added since the snapshot (a pane recorded, a create) is not among them.
+    fn forget(&self, dropped: &[Record]) -> Result<(), BackendError> {
+        if dropped.is_empty() {
+            return Ok(());
+        }
+        let store = self.store();
+        let mut records = store.load().map_err(state_error)?;
+        let before = records.len();
+        records.retain(|r| !dropped.contains(r));
+        if records.len() != before {
+            store.save(&records).map_err(state_error)?;
+        }
+        Ok(())
+    }
+
+    /// Reconciles `records` with the live panes, each GUI asked once and all GUIs at the same
+    /// time, so a list costs at most one `LOCAL_CLI_TIMEOUT` however many GUIs hang. Returns
+    /// the records kept, with what was seen, oldest first, and the records to drop.
+    fn reconcile(&self, records: Vec<Record>, pending: &HashMap<String, Pending>) -> Verdict {
         let mut by_gui: BTreeMap<PathBuf, Vec<Record>> = BTreeMap::new();
         let mut kept = Vec::new();
-        let pending = self
-            .pending
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        let mut dropped = Vec::new();
         for r in records {
             if r.pane_id.is_none() {
                 if let Some(p) = pending.get(&r.worker_id) {
@@ -210,69 +233,119 @@ impl LocalBackend {
                 }
             }
             if !finished(&r) {
+                dropped.push(r);
                 continue;
             }
             by_gui.entry(r.gui_socket.clone()).or_default().push(r);
         }
-        for (socket, all) in by_gui {
-            // Each record against the server instance it names: one socket path may have had
-            // several servers.
-            let server = gui::Server::at(&socket);
-            let mut records = Vec::new();
-            for r in all {
-                match server.of(r.gui_instance.as_deref()) {
-                    Liveness::Gone(why) => log::info!(
+        let mut asked: Vec<Verdict> = Vec::new();
+        if by_gui.len() <= 1 {
+            asked.extend(
+                by_gui
+                    .into_iter()
+                    .map(|(s, all)| self.reconcile_gui(&s, all)),
+            );
+        } else {
+            std::thread::scope(|scope| {
+                let mut threads = Vec::new();
+                for (socket, all) in by_gui {
+                    let started = std::thread::Builder::new()
+                        .name("wezterm-list".into())
+                        .spawn_scoped(scope, move || self.reconcile_gui(&socket, all));
+                    match started {
+                        Ok(thread) => threads.push(thread),
+                        // No thread to spare: this GUI is asked here, after the others start.
+                        Err(e) => log::warn!("cannot list a WezTerm GUI in parallel: {e}"),
+                    }
+                }
+                for thread in threads {
+                    match thread.join() {
+                        Ok(one) => asked.push(one),
+                        // Its records stay on disk; they are missing from this answer only.
+                        Err(_) => log::error!("listing a WezTerm GUI panicked"),
+                    }
+                }
+            });
+        }
+        for (k, d) in asked {
+            kept.extend(k);
+            dropped.extend(d);
+        }
+        kept.sort_by(|a, b| oldest_first(&a.0, &b.0));
+        (kept, dropped)
+    }
+
+    /// One GUI's records against its live panes.
+    fn reconcile_gui(&self, socket: &Path, all: Vec<Record>) -> Verdict {
+        let (mut kept, mut dropped) = (Vec::new(), Vec::new());
+        // Each record against the server instance it names: one socket path may have had
+        // several servers.
+        let server = gui::Server::at(socket);
+        let mut records = Vec::new();
+        for r in all {
+            match server.of(r.gui_instance.as_deref()) {
+                Liveness::Gone(why) => {
+                    log::info!(
                         "local worker {} (task {:?}) dropped: its WezTerm GUI is gone: {why}",
                         r.worker_id,
                         r.task
-                    ),
-                    Liveness::Unprovable(why) => kept.push((r, Seen::Unanswered(why))),
-                    Liveness::Alive => records.push(r),
-                }
-            }
-            if records.is_empty() {
-                continue;
-            }
-            match self.cli.list(&socket) {
-                Ok(panes) => {
-                    for r in records {
-                        let listed = r
-                            .pane_id
-                            .and_then(|p| panes.iter().find(|l| l.pane_id == p));
-                        if let Some(l) = listed.filter(|l| l.ended()) {
-                            let why = self
-                                .cli
-                                .get_text(&socket, l.pane_id, 20)
-                                .ok()
-                                .and_then(|t| ended_reason(&t))
-                                .unwrap_or_else(|| "its program has ended".into());
-                            kept.push((r, Seen::Ended(why)));
-                        } else if listed.is_some() {
-                            kept.push((r, Seen::Live));
-                        } else {
-                            log::info!(
-                                "local worker {} (task {:?}) dropped: pane {} is gone from WezTerm GUI {}",
-                                r.worker_id,
-                                r.task,
-                                pane_text(&r),
-                                socket.display()
-                            );
-                        }
-                    }
-                }
-                Err(e) => {
-                    let why = format!("WezTerm GUI {} does not answer: {e}", socket.display());
-                    log::warn!("{why}; its {} record(s) are kept", records.len());
-                    kept.extend(
-                        records
-                            .into_iter()
-                            .map(|r| (r, Seen::Unanswered(why.clone()))),
                     );
+                    dropped.push(r);
                 }
+                Liveness::Unprovable(why) => kept.push((r, Seen::Unanswered(why))),
+                Liveness::Alive => records.push(r),
             }
         }
-        kept.sort_by(|a, b| oldest_first(&a.0, &b.0));
-        kept
+        if records.is_empty() {
+            return (kept, dropped);
+        }
+        match self.cli.list(socket) {
+            Ok(panes) => {
+                for r in records {
+                    let listed = r
+                        .pane_id
+                        .and_then(|p| panes.iter().find(|l| l.pane_id == p));
+                    if let Some(l) = listed.filter(|l| l.ended()) {
+                        let why = self
+                            .cli
+                            .get_text(socket, l.pane_id, 20)
+                            .ok()
+                            .and_then(|t| ended_reason(&t))
+                            .unwrap_or_else(|| "its program has ended".into());
+                        kept.push((r, Seen::Ended(why)));
+                    } else if listed.is_some() {
+                        kept.push((r, Seen::Live));
+                    } else {
+                        log::info!(
+                            "local worker {} (task {:?}) dropped: pane {} is gone from WezTerm GUI {}",
+                            r.worker_id,
+                            r.task,
+                            pane_text(&r),
+                            socket.display()
+                        );
+                        dropped.push(r);
+                    }
+                }
+            }
+            Err(e) => {
+                let why = format!("WezTerm GUI {} does not answer: {e}", socket.display());
+                log::warn!("{why}; its {} record(s) are kept", records.len());
+                kept.extend(
+                    records
+                        .into_iter()
+                        .map(|r| (r, Seen::Unanswered(why.clone()))),
+                );
+            }
+        }
+        (kept, dropped)
+    }
+
+    /// Every record, reconciled; what was found gone is removed from the file.
+    fn reconciled(&self) -> Result<Vec<(Record, Seen)>, BackendError> {
+        let (records, pending) = self.snapshot()?;
+        let (kept, dropped) = self.reconcile(records, &pending);
+        self.forget(&dropped)?;
+        Ok(kept)
     }
 
     /// A record as callers see it: the session id only once it differs from the baseline.
@@ -321,9 +394,38 @@ impl LocalBackend {
 }
 
 impl LocalBackend {
+    /// Records the pane a spawn answered with, and ends the spawn's pending entry. `Ok(false)`
+    /// when the worker was stopped while its tab opened: its record is gone then, and the
+    /// caller closes the tab. The CLI is never called here (the store's mutex is held).
+    fn record_pane(
+        store: &Mutex<Store>,
+        pending: &Mutex<HashMap<String, Pending>>,
+        worker_id: &str,
+        pane: Option<u64>,
+    ) -> Result<bool, StoreError> {
+        let store = store.lock().unwrap_or_else(|p| p.into_inner());
+        let cancelled = pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(worker_id)
+            .is_some_and(|p| p.cancelled);
+        let mut records = store.load()?;
+        let at = records.iter().position(|r| r.worker_id == worker_id);
+        match (pane, at) {
+            (Some(pane), Some(at)) if !cancelled => records[at].pane_id = Some(pane),
+            (_, Some(at)) => {
+                records.remove(at);
+            }
+            (_, None) => {}
+        }
+        store.save(&records)?;
+        Ok(pane.is_some() && !cancelled && at.is_some())
+    }
+
     /// Waits in the background for a spawn the GUI did not answer in time, then records its
     /// pane (or closes it, if the worker was stopped meanwhile); a spawn never answered drops
-    /// its record. Either way one task never has two tabs: until then the record stands.
+    /// its record. Either way one task never has two tabs: until then the record stands,
+    /// listed `starting`.
     fn wait_for_late_tab(&self, late: LateSpawn, record: &Record) {
         let (store, pending, cli) = (
             Arc::clone(&self.store),
@@ -331,59 +433,42 @@ impl LocalBackend {
             Arc::clone(&self.cli),
         );
         let (worker_id, gui) = (record.worker_id.clone(), record.gui_socket.clone());
-        pending.lock().unwrap_or_else(|p| p.into_inner()).insert(
-            worker_id.clone(),
-            Pending {
-                since: record.created_at.clone(),
-                gui: gui.clone(),
-                cancelled: false,
-            },
-        );
         let spawned = std::thread::Builder::new()
             .name("wezterm-late-spawn".into())
             .spawn(move || {
                 let outcome = late.finish(LATE_PATIENCE);
-                let store = store.lock().unwrap_or_else(|p| p.into_inner());
-                let cancelled = pending
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .remove(&worker_id)
-                    .is_some_and(|p| p.cancelled);
-                let mut records = match store.load() {
-                    Ok(r) => r,
-                    Err(e) => return log::warn!("{e}"),
-                };
-                let at = records.iter().position(|r| r.worker_id == worker_id);
-                match (outcome, at) {
-                    (Ok(pane), Some(at)) if !cancelled => {
-                        records[at].pane_id = Some(pane);
-                        log::info!("the late tab of local worker {worker_id} opened (pane {pane} in WezTerm GUI {}): recorded", gui.display());
-                    }
-                    (Ok(pane), at) => {
-                        if let Some(at) = at {
-                            records.remove(at);
-                        }
-                        match cli.kill_pane(&gui, pane) {
-                            Ok(_) => log::info!("the late tab of stopped local worker {worker_id} (pane {pane}) was closed"),
-                            Err(e) => log::warn!("the late tab of stopped local worker {worker_id} (pane {pane} in WezTerm GUI {}) could not be closed ({e}): close it by hand", gui.display()),
-                        }
-                    }
-                    (Err(e), at) => {
-                        if let Some(at) = at {
-                            records.remove(at);
-                        }
-                        log::warn!("WezTerm GUI {} never answered the spawn of local worker {worker_id} ({e}); its record was dropped: if a tab opens for it, close it by hand", gui.display());
-                    }
-                }
-                if let Err(e) = store.save(&records) {
+                let pane = outcome.as_ref().ok().copied();
+                let recorded = LocalBackend::record_pane(&store, &pending, &worker_id, pane);
+                if let Err(e) = &recorded {
                     log::warn!("{e}");
+                }
+                match (outcome, recorded) {
+                    (Ok(pane), Ok(true)) => log::info!(
+                        "the late tab of local worker {worker_id} opened (pane {pane} in WezTerm GUI {}): recorded",
+                        gui.display()
+                    ),
+                    (Ok(pane), _) => match cli.kill_pane(&gui, pane) {
+                        Ok(_) => log::info!(
+                            "the late tab of stopped local worker {worker_id} (pane {pane}) was closed"
+                        ),
+                        Err(e) => log::warn!(
+                            "the late tab of stopped local worker {worker_id} (pane {pane} in WezTerm GUI {}) could not be closed ({e}): close it by hand",
+                            gui.display()
+                        ),
+                    },
+                    (Err(e), _) => log::warn!(
+                        "WezTerm GUI {} never answered the spawn of local worker {worker_id} ({e}); its record was dropped: if a tab opens for it, close it by hand",
+                        gui.display()
+                    ),
                 }
             });
         if let Err(e) = spawned {
             log::warn!(
-                "cannot wait for the late tab of local worker {}: {e}",
+                "cannot wait for the late tab of local worker {} ({e}); its record was dropped: if a tab opens for it, close it by hand",
                 record.worker_id
             );
+            let _ = LocalBackend::record_pane(&self.store, &self.pending, &record.worker_id, None)
+                .map_err(|e| log::warn!("{e}"));
         }
     }
 }
@@ -487,9 +572,16 @@ impl Backend for LocalBackend {
 
     fn create(&self, spec: &CreateSpec) -> Result<Worker, BackendError> {
         let file = task::task_file(&self.task_dir, &spec.task).map_err(BackendError::Internal)?;
-        let store = self.store();
-        let kept = self.reconciled(&store)?;
-        if let Some((r, seen)) = kept.iter().find(|(r, _)| r.task == spec.task) {
+        // Only this task's records are asked about: a GUI that hangs holding other workers
+        // does not hold up a create into another one.
+        let (records, pending) = self.snapshot()?;
+        let mine: Vec<Record> = records
+            .into_iter()
+            .filter(|r| r.task == spec.task)
+            .collect();
+        let (kept, dropped) = self.reconcile(mine, &pending);
+        self.forget(&dropped)?;
+        if let Some((r, seen)) = kept.first() {
             return Err(BackendError::WorkerExists {
                 worker_id: r.worker_id.clone(),
                 state: self.worker(r, seen).state,
@@ -501,18 +593,10 @@ impl Backend for LocalBackend {
             .map_err(BackendError::Unavailable)?;
         let instance = gui::instance(&gui).map_err(BackendError::Unavailable)?;
         // A GUI that does not answer now would queue the spawn and carry it out whenever it
-        // resumes: ask it first (unless it just answered), and open nothing if it is silent.
-        let answered = kept
-            .iter()
-            .any(|(r, seen)| r.gui_socket == gui && matches!(seen, Seen::Live | Seen::Ended(_)));
-        if let Some((_, Seen::Unanswered(why))) = kept.iter().find(|(r, _)| r.gui_socket == gui) {
-            return Err(BackendError::Unavailable(why.clone()));
-        }
-        if !answered {
-            self.cli.list(&gui).map_err(|e| {
-                BackendError::Unavailable(format!("WezTerm GUI {}: {e}", gui.display()))
-            })?;
-        }
+        // resumes: ask it first, and open nothing if it is silent.
+        self.cli.list(&gui).map_err(|e| {
+            BackendError::Unavailable(format!("WezTerm GUI {}: {e}", gui.display()))
+        })?;
         let mut record = Record {
             worker_id: spec.worker_id.clone(),
             task: spec.task.clone(),
@@ -523,10 +607,22 @@ impl Backend for LocalBackend {
             created_at: rfc3339_secs(now_millis() / 1000),
             expires_at: spec.expires_at,
         };
-        let mut records: Vec<Record> = kept.into_iter().map(|(r, _)| r).collect();
-        // Written before the tab opens: a crash while it opens leaves a trace to warn about.
-        records.push(record.clone());
-        store.save(&records).map_err(state_error)?;
+        {
+            // Written before the tab opens (a crash while it opens leaves a trace to warn
+            // about), together with its pending entry (a list meanwhile says `starting`).
+            let store = self.store();
+            let mut records = store.load().map_err(state_error)?;
+            records.push(record.clone());
+            store.save(&records).map_err(state_error)?;
+            self.pending().insert(
+                record.worker_id.clone(),
+                Pending {
+                    since: record.created_at.clone(),
+                    gui: gui.clone(),
+                    cancelled: false,
+                },
+            );
+        }
         let argv = self.argv(&spec.task, &file, &spec.worker_id);
         spec.progress.step("opening a tab in WezTerm");
         let pane = match self.cli.spawn_or_late(&gui, &self.task_dir, &argv) {
@@ -545,8 +641,9 @@ impl Backend for LocalBackend {
                 )));
             }
             Err(SpawnError::Failed(e)) => {
-                records.pop();
-                if let Err(save) = store.save(&records) {
+                if let Err(save) =
+                    LocalBackend::record_pane(&self.store, &self.pending, &spec.worker_id, None)
+                {
                     log::warn!("{save}");
                 }
                 return Err(BackendError::Unavailable(format!(
@@ -555,63 +652,53 @@ impl Backend for LocalBackend {
                 )));
             }
         };
-        record.pane_id = Some(pane);
-        spec.progress.step(&format!("tab opened (pane {pane})"));
-        if let Some(last) = records.last_mut() {
-            *last = record.clone();
-        }
-        if let Err(e) = store.save(&records) {
-            // Unrecorded, the tab could never be listed or stopped: close it again.
-            let closed = match self.cli.kill_pane(&gui, pane) {
-                Ok(_) => "it was closed again".to_string(),
-                Err(kill) => format!("closing it failed too ({kill}): close pane {pane} by hand"),
-            };
-            return Err(BackendError::Internal(format!(
-                "the tab opened but could not be recorded ({e}); {closed}"
-            )));
-        }
-        Ok(self.worker(&record, &Seen::Live))
+        let recorded =
+            LocalBackend::record_pane(&self.store, &self.pending, &spec.worker_id, Some(pane));
+        let why = match recorded {
+            Ok(true) => {
+                record.pane_id = Some(pane);
+                spec.progress.step(&format!("tab opened (pane {pane})"));
+                return Ok(self.worker(&record, &Seen::Live));
+            }
+            Ok(false) => "it was stopped while its tab opened".to_string(),
+            // Unrecorded, the tab could never be listed or stopped.
+            Err(e) => format!("the tab opened but could not be recorded ({e})"),
+        };
+        let closed = match self.cli.kill_pane(&gui, pane) {
+            Ok(_) => "the tab was closed".to_string(),
+            Err(kill) => format!("closing the tab failed ({kill}): close pane {pane} by hand"),
+        };
+        Err(BackendError::NotReady(format!("{why}; {closed}")))
     }
 
     fn list(&self) -> Result<Vec<Worker>, BackendError> {
-        let store = self.store();
-        let kept = self.reconciled(&store)?;
+        let kept = self.reconciled()?;
         Ok(kept.iter().map(|(r, seen)| self.worker(r, seen)).collect())
     }
 
+    /// Closes the worker's pane in its own GUI (no other GUI is asked), then forgets it.
     fn stop(&self, worker_id: &str) -> Result<Worker, BackendError> {
-        let store = self.store();
-        let mut records = store.load().map_err(state_error)?;
-        // A tab still being opened is closed when its GUI answers.
-        if let Some(p) = self
-            .pending
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get_mut(worker_id)
-        {
-            p.cancelled = true;
-            if let Some(r) = records.iter().find(|r| r.worker_id == worker_id) {
-                let mut w = self.worker(r, &Seen::Live);
-                w.state = WorkerState::Stopping;
-                w.reason = format!(
-                    "its tab is still being opened (WezTerm GUI {} has not answered); it is closed when WezTerm answers",
-                    p.gui.display()
-                );
-                return Ok(w);
+        let target = {
+            let store = self.store();
+            let records = store.load().map_err(state_error)?;
+            // A tab still being opened is closed when its GUI answers.
+            if let Some(p) = self.pending().get_mut(worker_id) {
+                p.cancelled = true;
+                if let Some(r) = records.iter().find(|r| r.worker_id == worker_id) {
+                    let mut w = self.worker(r, &Seen::Live);
+                    w.state = WorkerState::Stopping;
+                    w.reason = format!(
+                        "its tab is still being opened (WezTerm GUI {} has not answered); it is closed when WezTerm answers",
+                        p.gui.display()
+                    );
+                    return Ok(w);
+                }
             }
-        }
-        let Some(at) = records
-            .iter()
-            .position(|r| r.worker_id == worker_id && r.pane_id.is_some())
-        else {
-            return Err(BackendError::NotFound);
+            records
+                .into_iter()
+                .find(|r| r.worker_id == worker_id && r.pane_id.is_some())
+                .ok_or(BackendError::NotFound)?
         };
-        let target = records.remove(at);
-        let mut kept: Vec<Record> = self
-            .reconcile(records)
-            .into_iter()
-            .map(|(r, _)| r)
-            .collect();
         let mut worker = self.worker(&target, &Seen::Live);
         let pane = target.pane_id.unwrap_or_default();
         let closed = match gui::liveness_of(&target.gui_socket, target.gui_instance.as_deref()) {
@@ -624,15 +711,12 @@ impl Backend for LocalBackend {
             Liveness::Alive => match self.cli.kill_pane(&target.gui_socket, pane) {
                 Ok(Killed::Closed) => Ok(()),
                 Ok(Killed::AlreadyGone) => Err("its pane was already gone".to_string()),
+                // Stopping failed: the record stays, the worker is still ours.
                 Err(e) => {
-                    // Stopping failed: the record stays, the worker is still ours.
-                    kept.push(target.clone());
-                    kept.sort_by(oldest_first);
-                    store.save(&kept).map_err(state_error)?;
                     return Err(BackendError::Unavailable(format!(
                         "WezTerm GUI {}: {e}",
                         target.gui_socket.display()
-                    )));
+                    )))
                 }
             },
         };
@@ -640,15 +724,14 @@ impl Backend for LocalBackend {
             worker.state = WorkerState::Exited;
             worker.reason = why;
         }
-        store.save(&kept).map_err(state_error)?;
+        self.forget(&[target])?;
         Ok(worker)
     }
 
     /// The pane's text: the last `lines` lines of scrollback and screen, the screen's unwritten
     /// rows left out.
     fn logs(&self, worker_id: &str, lines: u32) -> Result<Logs, BackendError> {
-        let store = self.store();
-        let records = store.load().map_err(state_error)?;
+        let records = self.store().load().map_err(state_error)?;
         let Some(record) = records
             .into_iter()
             .find(|r| r.worker_id == worker_id && r.pane_id.is_some())
