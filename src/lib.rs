@@ -188,8 +188,21 @@ pub fn start(settings: &Settings, backend: Arc<dyn Backend>) -> Result<Running, 
     );
     let reaper = control::Reaper::start(Arc::clone(&control), settings.reap_interval);
     let tasks = Arc::new(a2a::TaskStore::new(a2a::tasks::DEFAULT_CAPACITY));
+    let deployment = a2a::card::Deployment {
+        backend: control.backend().kind().as_str(),
+        max_workers: settings.max_workers,
+        default_ttl_secs: settings.lifetime.default_ttl.map(|t| t.as_secs()),
+        max_ttl_secs: settings.lifetime.max_ttl.map(|t| t.as_secs()),
+        ready_timeout_secs: settings.worker_ready_timeout.as_secs(),
+        reap_interval_secs: settings.reap_interval.as_secs(),
+        commit: env!("A2A_WC_GIT_COMMIT"),
+    };
+    let extended =
+        a2a::card::extended_card(&settings.agent_name, &settings.public_url, &deployment);
+    let service = Arc::new(a2a::Service::new(Arc::clone(&control), tasks, extended));
     let routes = routes::Routes {
-        protocol: a2a::Protocol::new(Arc::clone(&control), tasks),
+        jsonrpc: a2a::JsonRpc::new(Arc::clone(&service)),
+        rest: a2a::Rest::new(service),
         control,
         card: a2a::card::AgentCard::new(&settings.agent_name, &settings.public_url),
         metrics,

@@ -1,23 +1,25 @@
-//! Routes: which path and method reach what, with authentication and the JSON-RPC binding's
-//! `Content-Type` rule wrapped around the protocol endpoint. Every answer is counted by route
-//! and status.
+//! Routes: which path and method reach what, with authentication and the `Content-Type` rule
+//! wrapped around both A2A bindings (JSON-RPC at `/a2a`, HTTP+JSON below `/a2a/rest`), in
+//! the same order for both: the body's size, then the caller's token, then the media type,
+//! and only then is anything parsed. Every answer is counted by route and status.
 
 use std::sync::Arc;
 
 use serde_json::{json, Value};
 
-use crate::a2a::card::{AgentCard, CACHE_CONTROL};
-use crate::a2a::{response_err, Answer, Protocol, RpcError, ServiceParams};
+use crate::a2a::card::{AgentCard, CACHE_CONTROL, REST_BASE};
+use crate::a2a::{response_err, Answer, JsonRpc, Rest, RestBody, RpcError, ServiceParams};
 use crate::auth;
 use crate::control::Control;
 use crate::http::{Body, Handler, Request, Response, MAX_BODY};
 use crate::metrics::Metrics;
 
-/// The request media types the JSON-RPC binding accepts (parameters such as `charset` allowed).
+/// The request media types both bindings accept (parameters such as `charset` allowed).
 pub const JSON_MEDIA_TYPES: [&str; 2] = ["application/json", "application/a2a+json"];
 
 pub struct Routes {
-    pub protocol: Protocol,
+    pub jsonrpc: JsonRpc,
+    pub rest: Rest,
     pub control: Arc<Control>,
     pub card: AgentCard,
     pub metrics: Arc<Metrics>,
@@ -62,7 +64,72 @@ impl Routes {
                     Response::new(200, "text/plain; version=0.0.4", self.metrics.render())
                 }),
             ),
+            path if path.starts_with(REST_BASE) && path[REST_BASE.len()..].starts_with('/') => {
+                ("a2a_rest", self.a2a_rest(&req, &path[REST_BASE.len()..]))
+            }
             _ => ("not_found", Response::text(404, "not found")),
+        }
+    }
+
+    /// The HTTP+JSON binding: the same checks, in the same order, as the JSON-RPC endpoint,
+    /// with errors in the binding's own shape (AIP-193).
+    fn a2a_rest(&self, req: &Request, path: &str) -> Response {
+        let rest_error = |status: u16, code: &str, reason: &str, message: String| {
+            Response::json(
+                status,
+                &json!({"error": {
+                    "code": status,
+                    "status": code,
+                    "message": message,
+                    "details": [{
+                        "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                        "reason": reason,
+                        "domain": "a2a-protocol.org",
+                        "metadata": {},
+                    }],
+                }}),
+            )
+        };
+        let body = match &req.body {
+            Body::Complete(b) => b,
+            Body::TooLarge => {
+                return rest_error(
+                    413,
+                    "INVALID_ARGUMENT",
+                    "PAYLOAD_TOO_LARGE",
+                    format!("request bodies are limited to {MAX_BODY} bytes"),
+                )
+                .with_header("Connection", "close")
+            }
+        };
+        if let Err(failure) = self.credentials.check(req.header("Authorization")) {
+            return rest_error(
+                401,
+                "UNAUTHENTICATED",
+                "UNAUTHENTICATED",
+                failure.message().to_string(),
+            )
+            .with_header("WWW-Authenticate", failure.challenge());
+        }
+        if req.method == "POST" || !body.is_empty() {
+            if let Some(e) = content_type_error(req.header("Content-Type")) {
+                let accepted = JSON_MEDIA_TYPES.join(", ");
+                return Response::json(415, &e.to_rest_json()).with_header("Accept", accepted);
+            }
+        }
+        let headers = auth::strip_credentials(&req.headers);
+        let params = ServiceParams::from_request(&headers, &req.query);
+        let answer = self
+            .rest
+            .handle(&params, &req.method, path, &req.query, body);
+        let response = match answer.body {
+            RestBody::Json(text) => Response::new(answer.status, "application/json", text),
+            RestBody::Events(events) => Response::streamed(200, "text/event-stream", events)
+                .with_header("Cache-Control", "no-store"),
+        };
+        match answer.allow {
+            Some(allow) => response.with_header("Allow", allow),
+            None => response,
         }
     }
 
@@ -85,7 +152,7 @@ impl Routes {
         }
         let headers = auth::strip_credentials(&req.headers);
         let params = ServiceParams::from_request(&headers, &req.query);
-        match self.protocol.handle(&params, body) {
+        match self.jsonrpc.handle(&params, body) {
             Answer::Json(text) => Response::new(200, "application/json", text),
             Answer::Events(events) => Response::streamed(200, "text/event-stream", events)
                 .with_header("Cache-Control", "no-store"),
@@ -121,12 +188,12 @@ impl Routes {
     }
 }
 
-/// The A2A JSON-RPC binding carries JSON (specification 9.1). A declared non-JSON media type
-/// (`text/plain`, or the form encoding `curl -d` sends by default) is answered 415 with the
-/// JSON-RPC error -32005 naming the accepted types; the body is never parsed. A request
-/// without `Content-Type` is read as JSON: it declares nothing else, and minimal clients omit
-/// the header.
-fn content_type_refusal(content_type: Option<&str>) -> Option<Response> {
+/// Both A2A bindings carry JSON (specification §9.1, §11.1). A declared non-JSON media type
+/// (`text/plain`, or the form encoding `curl -d` sends by default) is answered 415 naming the
+/// accepted types (JSON-RPC: the error -32005; HTTP+JSON: its AIP-193 form); the body is never
+/// parsed. A request without `Content-Type` is read as JSON: it declares nothing else, and
+/// minimal clients omit the header.
+fn content_type_error(content_type: Option<&str>) -> Option<RpcError> {
     let value = content_type.map(str::trim).filter(|v| !v.is_empty())?;
     let media_type = value.split(';').next().unwrap_or("").trim();
     if JSON_MEDIA_TYPES
@@ -141,11 +208,19 @@ fn content_type_refusal(content_type: Option<&str>) -> Option<Response> {
         .take(64)
         .collect();
     let accepted = JSON_MEDIA_TYPES.join(", ");
-    let error = RpcError::content_type_not_supported(&format!(
-        "the request body must be JSON: send Content-Type {} (got {shown:?})",
-        JSON_MEDIA_TYPES.join(" or ")
-    ))
-    .with("supportedContentTypes", accepted.clone());
+    Some(
+        RpcError::content_type_not_supported(&format!(
+            "the request body must be JSON: send Content-Type {} (got {shown:?})",
+            JSON_MEDIA_TYPES.join(" or ")
+        ))
+        .with("supportedContentTypes", accepted),
+    )
+}
+
+/// The JSON-RPC endpoint's 415.
+fn content_type_refusal(content_type: Option<&str>) -> Option<Response> {
+    let error = content_type_error(content_type)?;
+    let accepted = JSON_MEDIA_TYPES.join(", ");
     Some(Response::json(415, &response_err(&Value::Null, &error)).with_header("Accept", accepted))
 }
 

@@ -35,6 +35,54 @@ impl AgentCard {
     }
 }
 
+/// Where the HTTP+JSON binding's routes live, below the public URL.
+pub const REST_BASE: &str = "/a2a/rest";
+
+/// What the extended Agent Card tells an authenticated caller about this deployment: its
+/// limits and where it runs, nothing secret.
+#[derive(Debug, Clone)]
+pub struct Deployment {
+    pub backend: &'static str,
+    pub max_workers: u32,
+    pub default_ttl_secs: Option<u64>,
+    pub max_ttl_secs: Option<u64>,
+    pub ready_timeout_secs: u64,
+    pub reap_interval_secs: u64,
+    pub commit: &'static str,
+}
+
+/// The extended Agent Card (§3.1.11): the public card, and one informational extension whose
+/// `params` describe the deployment and the control operations with their parameters.
+pub fn extended_card(agent_name: &str, public_url: &str, d: &Deployment) -> Value {
+    let mut card = card_json(agent_name, public_url);
+    let seconds = |s: Option<u64>| s.map_or(Value::Null, |s| json!(s));
+    card["capabilities"]["extensions"] = json!([{
+        "uri": DEPLOYMENT_EXTENSION,
+        "description": "This controller's deployment: backend, limits, lifetimes, build, and the control operations a SendMessage data part may ask for. Informational; nothing to negotiate.",
+        "required": false,
+        "params": {
+            "backend": d.backend,
+            "maxWorkers": d.max_workers,
+            "workerTtlSeconds": seconds(d.default_ttl_secs),
+            "maxWorkerTtlSeconds": seconds(d.max_ttl_secs),
+            "workerReadyTimeoutSeconds": d.ready_timeout_secs,
+            "reapIntervalSeconds": d.reap_interval_secs,
+            "version": env!("CARGO_PKG_VERSION"),
+            "commit": d.commit,
+            "operations": [
+                {"operation": "create", "parameters": {"task": "required string: the task's name", "ttl": "optional: \"90m\", \"2h\" or seconds, at most maxWorkerTtlSeconds"}},
+                {"operation": "list", "parameters": {}},
+                {"operation": "stop", "parameters": {"worker_id": "required string"}},
+                {"operation": "logs", "parameters": {"worker_id": "required string", "tail": "optional whole number of lines, default 200, at most 10000"}},
+            ],
+        },
+    }]);
+    card
+}
+
+/// The extension URI the extended card describes the deployment under.
+pub const DEPLOYMENT_EXTENSION: &str = "urn:a2a-worker-controller:deployment:v1";
+
 fn card_json(agent_name: &str, public_url: &str) -> Value {
     let example = |data: Value| -> String { json!({"parts": [{"data": data}]}).to_string() };
     json!({
@@ -43,15 +91,22 @@ fn card_json(agent_name: &str, public_url: &str) -> Value {
             Send a SendMessage whose first data part is a control request; create returns the \
             worker's own A2A URL and bearer token, and callers talk to the worker directly.",
         "version": env!("CARGO_PKG_VERSION"),
-        "supportedInterfaces": [{
-            "url": format!("{public_url}/a2a"),
-            "protocolBinding": "JSONRPC",
-            "protocolVersion": PROTOCOL_VERSION,
-        }],
+        "supportedInterfaces": [
+            {
+                "url": format!("{public_url}/a2a"),
+                "protocolBinding": "JSONRPC",
+                "protocolVersion": PROTOCOL_VERSION,
+            },
+            {
+                "url": format!("{public_url}{REST_BASE}"),
+                "protocolBinding": "HTTP+JSON",
+                "protocolVersion": PROTOCOL_VERSION,
+            },
+        ],
         "capabilities": {
             "streaming": true,
             "pushNotifications": false,
-            "extendedAgentCard": false,
+            "extendedAgentCard": true,
             "extensions": [],
         },
         "securitySchemes": {

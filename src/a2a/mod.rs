@@ -1,19 +1,27 @@
-//! A2A v1.0 over JSON-RPC 2.0, as this controller speaks it.
+//! A2A v1.0, as this controller speaks it: one service, two bindings.
 //!
-//! - [`types`]: the wire types (Task, Message, Part, ...) and the JSON-RPC error object; a
-//!   leaf that knows nothing of workers (the echo worker uses it too).
+//! - [`types`]: the wire types (Task, Message, Part, ...) and the A2A error; a leaf that knows
+//!   nothing of workers (the echo worker uses it too).
 //! - `decode`: what a caller sent, checked field by field.
-//! - `jsonrpc`: the methods, running control operations as A2A tasks.
 //! - `tasks`: the bounded in-memory store of recent tasks.
-//! - `card`: the Agent Card.
+//! - `service`: the operations of §3.1 on the tasks and the control operations, typed, for
+//!   any binding.
+//! - `stream`: a task's events (`StreamResponse`s), framed by each binding.
+//! - `card`: the Agent Card and the extended one.
+//! - `jsonrpc`, `rest`: the JSON-RPC and HTTP+JSON bindings, which only translate.
 
 pub(crate) mod card;
 mod decode;
 mod jsonrpc;
+mod rest;
+mod service;
+mod stream;
 pub(crate) mod tasks;
 pub mod types;
 
 pub use decode::ServiceParams;
-pub use jsonrpc::{Answer, Protocol};
+pub use jsonrpc::{Answer, JsonRpc};
+pub use rest::{Rest, RestAnswer, RestBody};
+pub use service::Service;
 pub use tasks::TaskStore;
 pub use types::{response_err, response_ok, RpcError, PROTOCOL_VERSION};

@@ -228,6 +228,13 @@ impl RpcError {
     pub fn method_not_found(method: &str) -> RpcError {
         RpcError::plain(-32601, format!("Method not found: {:?}", clip(method)))
     }
+    /// An HTTP+JSON path that names no operation (JSON-RPC's "method not found").
+    pub fn no_route(path: &str) -> RpcError {
+        RpcError::plain(
+            -32601,
+            format!("Not found: no A2A operation at {:?}", clip(path)),
+        )
+    }
     pub fn invalid_params(detail: impl Into<String>) -> RpcError {
         RpcError::plain(-32602, format!("Invalid params: {}", detail.into()))
     }
@@ -300,6 +307,54 @@ impl RpcError {
             );
         }
         Value::Object(obj)
+    }
+}
+
+impl RpcError {
+    /// The HTTP status and `google.rpc.Code` name the HTTP+JSON binding answers this error
+    /// with (specification §5.4; JSON-RPC's own codes by their meaning).
+    pub fn http_status(&self) -> (u16, &'static str) {
+        match self.code {
+            -32001 => (404, "NOT_FOUND"),
+            -32002 => (409, "FAILED_PRECONDITION"),
+            -32003 | -32004 | -32009 => (400, "UNIMPLEMENTED"),
+            -32005 => (415, "INVALID_ARGUMENT"),
+            -32006 => (502, "INTERNAL"),
+            -32007 | -32008 => (400, "FAILED_PRECONDITION"),
+            -32601 => (404, "NOT_FOUND"),
+            -32603 => (500, "INTERNAL"),
+            _ => (400, "INVALID_ARGUMENT"),
+        }
+    }
+
+    /// The HTTP+JSON body (AIP-193, specification §11.6): `{"error": {code, status, message,
+    /// details: [ErrorInfo]}}`; JSON-RPC's own errors carry a reason too (`INVALID_PARAMS`,
+    /// ...), so a client can tell them apart without reading the message.
+    pub fn to_rest_json(&self) -> Value {
+        let (code, status) = self.http_status();
+        let reason = self.reason.unwrap_or(match self.code {
+            -32700 => "PARSE_ERROR",
+            -32600 => "INVALID_REQUEST",
+            -32601 => "METHOD_NOT_FOUND",
+            -32602 => "INVALID_PARAMS",
+            _ => "INTERNAL_ERROR",
+        });
+        let metadata: Map<String, Value> = self
+            .metadata
+            .iter()
+            .map(|(k, v)| (k.to_string(), json!(v)))
+            .collect();
+        json!({"error": {
+            "code": code,
+            "status": status,
+            "message": self.message,
+            "details": [{
+                "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                "reason": reason,
+                "domain": ERROR_DOMAIN,
+                "metadata": metadata,
+            }],
+        }})
     }
 }
 

@@ -58,15 +58,19 @@ const LAYERS: &[(&str, &[&str])] = &[
     ),
     ("control operations", &["control"]),
     (
-        "A2A protocol and authentication",
+        "A2A service and authentication",
         &[
-            "a2a",
             "a2a::decode",
             "a2a::tasks",
             "a2a::card",
-            "a2a::jsonrpc",
+            "a2a::stream",
+            "a2a::service",
             "auth",
         ],
+    ),
+    (
+        "A2A bindings (they only translate)",
+        &["a2a", "a2a::jsonrpc", "a2a::rest"],
     ),
     ("routes", &["routes"]),
     (

@@ -172,11 +172,14 @@ fn agent_card_v1_shape_and_validators() {
     }
     assert_eq!(
         card["supportedInterfaces"],
-        json!([{"url": "http://controller.test:8080/a2a", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}])
+        json!([
+            {"url": "http://controller.test:8080/a2a", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+            {"url": "http://controller.test:8080/a2a/rest", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
+        ])
     );
     assert_eq!(
         card["capabilities"],
-        json!({"streaming": true, "pushNotifications": false, "extendedAgentCard": false, "extensions": []})
+        json!({"streaming": true, "pushNotifications": false, "extendedAgentCard": true, "extensions": []})
     );
     assert_eq!(
         card["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"],

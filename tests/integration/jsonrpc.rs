@@ -133,9 +133,6 @@ fn a2a_specific_errors_carry_error_info() {
     assert_eq!(error_reason(&e), "TASK_NOT_CANCELABLE");
 
     // (Streaming is answered as events: tests/integration/streaming.rs.)
-    let e = c.rpc_error("GetExtendedAgentCard", json!({"id": id}));
-    assert_eq!(e["code"], -32004);
-    assert_eq!(error_reason(&e), "UNSUPPORTED_OPERATION");
     for method in [
         "CreateTaskPushNotificationConfig",
         "GetTaskPushNotificationConfig",

@@ -1,11 +1,18 @@
 // Interoperability with the official A2A JavaScript SDK (@a2a-js/sdk 1.3.0).
-// Usage: node sdk_interop.mjs BASE_URL TOKEN
-// Reads the Agent Card through the SDK's ClientFactory (JSON-RPC transport, bearer header on
-// every call), sends `list` and `create`, reads the create task back with getTask, lists tasks,
-// and checks a rejected request, as the SDK parses them. Exits non-zero on any mismatch.
-import { ClientFactory, ClientFactoryOptions, JsonRpcTransportFactory } from '@a2a-js/sdk/client';
+// Usage: node sdk_interop.mjs BASE_URL TOKEN [JSONRPC|HTTP+JSON]
+// Reads the Agent Card through the SDK's ClientFactory, preferring the transport of the binding
+// given (default JSONRPC; bearer header on every call), so the factory picks that interface
+// from the card; sends `list` and `create`, reads the create task back with getTask, lists
+// tasks, checks a rejected request, streams and resubscribes, and reads the extended card, as
+// the SDK parses them. Exits non-zero on any mismatch.
+import {
+  ClientFactory,
+  ClientFactoryOptions,
+  JsonRpcTransportFactory,
+  RestTransportFactory,
+} from '@a2a-js/sdk/client';
 
-const [base, token] = process.argv.slice(2);
+const [base, token, binding = 'JSONRPC'] = process.argv.slice(2);
 const check = (cond, what) => {
   if (!cond) {
     console.error(`interop check failed: ${what}`);
@@ -20,7 +27,11 @@ const authFetch = (url, init = {}) => {
 };
 const factory = new ClientFactory(
   ClientFactoryOptions.createFrom(ClientFactoryOptions.default, {
-    transports: [new JsonRpcTransportFactory({ fetchImpl: authFetch })],
+    transports: [
+      new JsonRpcTransportFactory({ fetchImpl: authFetch }),
+      new RestTransportFactory({ fetchImpl: authFetch }),
+    ],
+    preferredTransports: [binding],
   }),
 );
 const client = await factory.createFromUrl(base);
@@ -101,4 +112,6 @@ const sub = await collect(client.resubscribeTask({ id: startedTask.id }));
 const subKinds = sub.map(caseOf);
 check(subKinds[0] === 'task' && subKinds.includes('artifactUpdate'), `subscription ${JSON.stringify(subKinds)}`);
 check(isState(valueOf(sub[sub.length - 1]).status.state, COMPLETED, 'COMPLETED'), 'it finished');
-console.log('a2a-js interop: ok');
+const extended = await client.getAgentCard();
+check(extended.capabilities.extensions.length === 1, `the extended card: ${JSON.stringify(extended.capabilities)}`);
+console.log(`a2a-js interop over ${binding}: ok`);

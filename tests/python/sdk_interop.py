@@ -1,10 +1,12 @@
 """Interoperability with the official A2A Python SDK (a2a-sdk 1.3.0).
 
-Usage: sdk_interop.py BASE_URL TOKEN
+Usage: sdk_interop.py BASE_URL TOKEN [JSONRPC|HTTP+JSON]
 
-Reads the controller's Agent Card with the SDK's card resolver, sends a `list` control request
-with SendMessage (bearer header on every call), then a `create`, reads that task back with
-GetTask and lists tasks, checking the reply shapes as the SDK parses them.
+Reads the controller's Agent Card with the SDK's card resolver, has the SDK's client factory
+choose the card's interface for the binding given (default JSONRPC), sends a `list` control
+request with SendMessage (bearer header on every call), then a `create`, reads that task back
+with GetTask and lists tasks, streams and subscribes, checking the reply shapes as the SDK
+parses them; over HTTP+JSON also the extended Agent Card.
 Exits non-zero with a message on any mismatch.
 """
 
@@ -16,8 +18,8 @@ from google.protobuf import struct_pb2
 from google.protobuf.json_format import MessageToDict
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.helpers.proto_helpers import new_message
-from a2a.types import (GetTaskRequest, ListTasksRequest, Part, Role, SendMessageRequest,
-                       SubscribeToTaskRequest)
+from a2a.types import (GetExtendedAgentCardRequest, GetTaskRequest, ListTasksRequest, Part,
+                       Role, SendMessageRequest, SubscribeToTaskRequest)
 
 WORKING, COMPLETED = 2, 3  # TASK_STATE_WORKING, TASK_STATE_COMPLETED
 
@@ -43,17 +45,22 @@ async def send(client, data):
     return events[0].task
 
 
-async def main(base, token):
+async def main(base, token, binding):
     headers = {"Authorization": f"Bearer {token}"}
     async with httpx.AsyncClient(headers=headers, timeout=30) as http:
         card = await A2ACardResolver(http, base).get_agent_card()
-        check(card.supported_interfaces[0].url == f"{base}/a2a", "card interface URL")
-        check(card.supported_interfaces[0].protocol_version == "1.0", "protocolVersion 1.0")
+        interfaces = [(i.protocol_binding, i.url, i.protocol_version) for i in card.supported_interfaces]
+        check(interfaces == [("JSONRPC", f"{base}/a2a", "1.0"), ("HTTP+JSON", f"{base}/a2a/rest", "1.0")],
+              f"card interfaces: {interfaces}")
         check([s.id for s in card.skills] == ["create", "list", "stop", "logs"], "skills")
         check("bearer" in card.security_schemes, "bearer scheme")
         check(card.capabilities.streaming, "streaming")
 
-        factory = ClientFactory(ClientConfig(httpx_client=http, streaming=False))
+        def config(streaming):
+            return ClientConfig(httpx_client=http, streaming=streaming,
+                                supported_protocol_bindings=[binding])
+
+        factory = ClientFactory(config(False))
         client = await factory.create_from_url(base)
 
         task = await send(client, {"operation": "list"})
@@ -84,7 +91,7 @@ async def main(base, token):
         check(err["code"] == "invalid_request", f"error code: {err}")
 
         # Streaming: the task, each step as a WORKING status, the artifact, the final status.
-        streaming = await ClientFactory(ClientConfig(httpx_client=http, streaming=True)).create_from_url(base)
+        streaming = await ClientFactory(config(True)).create_from_url(base)
         events = [e async for e in streaming.send_message(request({"operation": "create", "task": "streamed"}))]
         kinds = [e.WhichOneof("payload") for e in events]
         check(kinds == ["task", "status_update", "status_update", "artifact_update", "status_update"],
@@ -119,8 +126,16 @@ async def main(base, token):
         check(kinds[0] == "task" and kinds[-1] == "status_update", f"subscription: {kinds}")
         check("artifact_update" in kinds, f"the subscriber sees the result: {kinds}")
         check(events[-1].status_update.status.state == COMPLETED, "it finished")
-    print("a2a-sdk interop: ok")
+
+        if card.capabilities.extended_agent_card:
+            extended = await client.get_extended_agent_card(GetExtendedAgentCardRequest())
+            check(extended.name == card.name, "the extended card is this agent's")
+            [ext] = extended.capabilities.extensions
+            params = MessageToDict(ext.params)
+            check(params["backend"] == "docker", f"extended card params: {params}")
+    print(f"a2a-sdk interop over {binding}: ok")
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1].rstrip("/"), sys.argv[2]))
+    asyncio.run(main(sys.argv[1].rstrip("/"), sys.argv[2],
+                     sys.argv[3] if len(sys.argv) > 3 else "JSONRPC"))

@@ -1,0 +1,61 @@
+//! What the A2A fuzz targets share: a backend that refuses everything (nothing is created
+//! while fuzzing), the service over it, and a sink that collects a stream.
+use std::sync::{Arc, OnceLock};
+
+use a2a_worker_controller::a2a::{Service, TaskStore};
+use a2a_worker_controller::backend::{Backend, BackendError, BackendKind, CreateSpec, Logs, Worker};
+use a2a_worker_controller::control::Control;
+use a2a_worker_controller::http::Sink;
+use a2a_worker_controller::testing::Metrics;
+
+struct Refuses;
+
+impl Backend for Refuses {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Docker
+    }
+    fn create(&self, _: &CreateSpec) -> Result<Worker, BackendError> {
+        Err(BackendError::Unavailable("fuzzing".into()))
+    }
+    fn list(&self) -> Result<Vec<Worker>, BackendError> {
+        Ok(Vec::new())
+    }
+    fn stop(&self, _: &str) -> Result<Worker, BackendError> {
+        Err(BackendError::NotFound)
+    }
+    fn logs(&self, _: &str, _: u32) -> Result<Logs, BackendError> {
+        Err(BackendError::NotFound)
+    }
+    fn health(&self) -> Result<(), BackendError> {
+        Ok(())
+    }
+}
+
+pub fn service() -> Arc<Service> {
+    static S: OnceLock<Arc<Service>> = OnceLock::new();
+    Arc::clone(S.get_or_init(|| {
+        let control = Arc::new(Control::new(Arc::new(Refuses), Arc::new(Metrics::new()), None, 0));
+        Arc::new(Service::new(
+            control,
+            Arc::new(TaskStore::new(64)),
+            serde_json::json!({"name": "fuzz"}),
+        ))
+    }))
+}
+
+pub struct Collect(pub Vec<u8>);
+
+impl Sink for Collect {
+    fn send(&mut self, bytes: &[u8]) -> bool {
+        self.0.extend_from_slice(bytes);
+        true
+    }
+}
+
+/// The `data` of each event of a stream (comments left out).
+pub fn events(text: &str) -> Vec<String> {
+    text.split("\n\n")
+        .filter(|e| !e.is_empty() && !e.starts_with(':'))
+        .map(|e| e.strip_prefix("data: ").expect("a data line").to_string())
+        .collect()
+}

@@ -1,0 +1,510 @@
+//! The A2A service: the operations of specification §3.1 on the recent tasks and the control
+//! operations, independent of any binding. `SendMessage` runs an operation as an A2A task;
+//! `GetTask`, `ListTasks`, `CancelTask` and `SubscribeToTask` read the recent tasks. Requests
+//! arrive as their JSON request objects (§3.2, camelCase or snake_case names) and answers are
+//! typed; a refusal is an [`RpcError`], which each binding renders its own way (§5.4). The
+//! bindings (`jsonrpc`, `rest`) only translate: nothing here knows which one a request came
+//! through. It sees request headers only after the routes have authenticated the caller and
+//! removed credentials.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread;
+
+use serde::Serialize;
+use serde_json::{json, Map, Value};
+
+use super::decode::{
+    field, history_length, optional_string, parse_message, required_string, string_list,
+    whole_number, ServiceParams,
+};
+use super::stream::TaskStream;
+use super::tasks::{self, Filter, TaskStore};
+use super::types::{
+    Artifact, DataPart, Message, Part, Role, RpcError, Task, TaskState, TaskStatus,
+    PROTOCOL_VERSION,
+};
+use crate::backend::Progress;
+use crate::control::{self, Control, ControlError, ControlRequest, ErrorCode, Outcome};
+use crate::time::{now_millis, parse_rfc3339_millis, rfc3339_millis};
+use crate::token::{uuid_v4, Token};
+
+/// Most `returnImmediately` operations running in the background at once; beyond it a request
+/// is served as if it had not asked (the reply then simply arrives finished).
+const MAX_BACKGROUND: usize = 64;
+const DEFAULT_PAGE_SIZE: usize = 50;
+const MAX_PAGE_SIZE: usize = 100;
+
+pub struct Service {
+    control: Arc<Control>,
+    tasks: Arc<TaskStore>,
+    background: Arc<AtomicUsize>,
+    extended_card: Value,
+}
+
+impl Service {
+    pub fn new(control: Arc<Control>, tasks: Arc<TaskStore>, extended_card: Value) -> Service {
+        Service {
+            control,
+            tasks,
+            background: Arc::new(AtomicUsize::new(0)),
+            extended_card,
+        }
+    }
+
+    /// The service parameters every operation checks first (§3.2.6): the version this
+    /// server speaks; extensions are none, and asking for one is not an error.
+    pub fn check(&self, params: &ServiceParams) -> Result<(), RpcError> {
+        if let Some(v) = &params.version {
+            if v != PROTOCOL_VERSION {
+                return Err(RpcError::version_not_supported(v));
+            }
+        }
+        if !params.extensions.is_empty() {
+            log::debug!(
+                "A2A-Extensions requested (none supported): {:?}",
+                params.extensions
+            );
+        }
+        Ok(())
+    }
+
+    /// `GetExtendedAgentCard` (§3.1.11): the card for authenticated callers.
+    pub fn extended_card(&self) -> &Value {
+        &self.extended_card
+    }
+
+    /// The four push-notification config operations (§3.1.7-3.1.10).
+    pub fn push_config(&self, _params: &Map<String, Value>) -> Result<Value, RpcError> {
+        Err(RpcError::push_not_supported())
+    }
+
+    /// `SendMessage` (§3.1.1): runs the control operation (in the background when the caller
+    /// asked `returnImmediately`) and answers the task; the token, if any, only here.
+    pub fn send_message(&self, params: &Map<String, Value>) -> Result<Task, RpcError> {
+        let Prepared {
+            base,
+            request,
+            history_length,
+            return_immediately,
+        } = self.prepare(params)?;
+        let task_id = base.id.clone();
+        if return_immediately && request.is_ok() && self.reserve_background() {
+            let working = self.store_working(&base);
+            self.spawn_background(base, request, task_id);
+            return Ok(with_history(working, history_length));
+        }
+
+        let outcome = self.control.execute(request, &task_id);
+        let (task, token, status_millis) = finish(base, outcome);
+        // The reply below delivers the token; the stored copy never holds it.
+        self.tasks.insert(&task, None, status_millis);
+        let mut task = task;
+        if let Some(token) = &token {
+            tasks::with_token(&mut task, token);
+        }
+        Ok(with_history(task, history_length))
+    }
+
+    /// `SendStreamingMessage`: the task is stored WORKING and its operation runs in the
+    /// background (a client that goes away neither cancels nor disturbs it); the stream is the
+    /// task, its progress, its artifact and its final status.
+    pub fn send_streaming(&self, params: &Map<String, Value>) -> Result<TaskStream, RpcError> {
+        let Prepared {
+            base,
+            request,
+            history_length,
+            ..
+        } = self.prepare(params)?;
+        let task_id = base.id.clone();
+        self.store_working(&base);
+        let subscribed = self.tasks.subscribe(&task_id);
+        if self.reserve_background() {
+            self.spawn_background(base, request, task_id.clone());
+        } else {
+            // No background place: the operation runs here, and the stream shows its end.
+            let outcome = self.control.execute(request, &task_id);
+            let (task, token, status_millis) = finish(base, outcome);
+            self.tasks.update(&task, token, status_millis);
+        }
+        let (first, updates) = subscribed.ok_or_else(|| RpcError::task_not_found(&task_id))?;
+        Ok(TaskStream {
+            first: with_history(first, history_length),
+            updates,
+        })
+    }
+
+    /// `SubscribeToTask`: the task as it is, then its changes until it ends. A finished task
+    /// has nothing more to tell (UnsupportedOperationError, as the specification says).
+    pub fn subscribe(&self, params: &Map<String, Value>) -> Result<TaskStream, RpcError> {
+        let task_id = required_string(params, &["id", "taskId", "task_id"], "id")?;
+        let (first, updates) = self
+            .tasks
+            .subscribe(&task_id)
+            .ok_or_else(|| RpcError::task_not_found(&task_id))?;
+        if first.status.state.is_terminal() {
+            return Err(RpcError::unsupported(&format!(
+                "task {task_id} is already {}: nothing more will happen (GetTask shows it)",
+                first.status.state.name()
+            ))
+            .with("taskId", task_id.clone()));
+        }
+        Ok(TaskStream { first, updates })
+    }
+
+    /// What `SendMessage` and `SendStreamingMessage` share: the message checked, the task
+    /// made (WORKING, no timestamp yet), the control request read from it.
+    fn prepare(&self, params: &Map<String, Value>) -> Result<Prepared, RpcError> {
+        let message = field(params, &["message"])
+            .ok_or_else(|| RpcError::invalid_params("message is required"))?;
+        let message = parse_message(message)?;
+        let config = match field(params, &["configuration"]) {
+            None | Some(Value::Null) => Map::new(),
+            Some(Value::Object(c)) => c.clone(),
+            Some(_) => return Err(RpcError::invalid_params("configuration must be an object")),
+        };
+        let history_length = history_length(&config)?;
+        let return_immediately = match field(&config, &["returnImmediately", "return_immediately"])
+        {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => *b,
+            Some(_) => {
+                return Err(RpcError::invalid_params(
+                    "returnImmediately must be a boolean",
+                ))
+            }
+        };
+        if let Some(modes) = field(&config, &["acceptedOutputModes", "accepted_output_modes"]) {
+            let modes = string_list(modes, "acceptedOutputModes")?;
+            let ok = modes.is_empty()
+                || modes
+                    .iter()
+                    .any(|m| matches!(m.as_str(), "application/json" | "*/*" | "application/*"));
+            if !ok {
+                return Err(RpcError::content_type_not_supported(
+                    "replies are application/json data parts",
+                )
+                .with("supportedOutputModes", "application/json"));
+            }
+        }
+        if let Some(task_id) = &message.task_id {
+            // Every control task is finished when its reply is sent, so a follow-up message
+            // can never be accepted; unknown ids are reported as such.
+            let (context_id, _) = self
+                .tasks
+                .peek(task_id)
+                .ok_or_else(|| RpcError::task_not_found(task_id))?;
+            if message
+                .context_id
+                .as_ref()
+                .is_some_and(|c| c != &context_id)
+            {
+                return Err(RpcError::invalid_params(
+                    "contextId does not match the task's contextId",
+                ));
+            }
+            return Err(RpcError::unsupported(
+                "control tasks are terminal and accept no further messages; send a new message without taskId",
+            )
+            .with("taskId", task_id.clone()));
+        }
+
+        let task_id = uuid_v4().map_err(|e| RpcError::internal(&e.to_string()))?;
+        let context_id = match &message.context_id {
+            Some(c) => c.clone(),
+            None => uuid_v4().map_err(|e| RpcError::internal(&e.to_string()))?,
+        };
+        let mut user = message;
+        user.task_id = Some(task_id.clone());
+        user.context_id = Some(context_id.clone());
+        let request = control::parse_request(user.parts.iter().filter_map(|p| p.data.as_ref()));
+        let base = Task {
+            id: task_id.clone(),
+            context_id,
+            status: TaskStatus {
+                state: TaskState::Working,
+                timestamp: String::new(),
+                message: None,
+            },
+            artifacts: Vec::new(),
+            history: vec![user],
+            metadata: None,
+        };
+
+        Ok(Prepared {
+            base,
+            request,
+            history_length,
+            return_immediately,
+        })
+    }
+
+    /// Stores the task as it starts (WORKING, stamped now); returns that copy.
+    fn store_working(&self, base: &Task) -> Task {
+        let now = now_millis();
+        let mut working = base.clone();
+        working.status.timestamp = rfc3339_millis(now);
+        self.tasks.insert(&working, None, now);
+        working
+    }
+
+    fn reserve_background(&self) -> bool {
+        self.background
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < MAX_BACKGROUND).then_some(n + 1)
+            })
+            .is_ok()
+    }
+
+    fn spawn_background(
+        &self,
+        base: Task,
+        request: Result<ControlRequest, ControlError>,
+        task_id: String,
+    ) {
+        let control = Arc::clone(&self.control);
+        let tasks = Arc::clone(&self.tasks);
+        let slot = BackgroundSlot(Arc::clone(&self.background));
+        let fallback = base.clone();
+        let progress_base = base.clone();
+        let run = move || {
+            let _slot = slot;
+            // A bug in the operation must not leave its task WORKING forever: the panic is
+            // caught here as the HTTP layer catches a request handler's.
+            // Each step the backend reports becomes the task's WORKING status, which
+            // subscribers hear as it happens.
+            let progress = {
+                let (tasks, base) = (Arc::clone(&tasks), progress_base);
+                Progress::new(move |step: &str| {
+                    tasks.progress(&base.id, working_status(&base, step));
+                })
+            };
+            let outcome = catch_unwind(AssertUnwindSafe(|| {
+                control.execute_reporting(request, &task_id, progress)
+            }))
+                .unwrap_or_else(|_| {
+                    log::error!("background operation for task {task_id} panicked; the task is marked failed");
+                    Outcome::Failed(ControlError::new(
+                        ErrorCode::Internal,
+                        "the operation stopped on an internal error; list shows whether a worker was created",
+                    ))
+                });
+            let (task, token, status_millis) = finish(base, outcome);
+            if !tasks.update(&task, token, status_millis) {
+                log::warn!(
+                    "task {task_id} was evicted before its operation finished; its result (and any worker token) was not kept"
+                );
+            }
+        };
+        if let Err(e) = thread::Builder::new().name("control-bg".into()).spawn(run) {
+            // Nothing ran (and the slot was released with the closure): the stored task must
+            // not stay WORKING forever.
+            log::error!("cannot start a background operation: {e}");
+            let failure = ControlError::new(
+                ErrorCode::Internal,
+                "the operation could not be started; nothing was done",
+            );
+            let (task, _, status_millis) = finish(fallback, Outcome::Failed(failure));
+            self.tasks.update(&task, None, status_millis);
+        }
+    }
+
+    /// `GetTask` (§3.1.3).
+    pub fn get_task(&self, params: &Map<String, Value>) -> Result<Task, RpcError> {
+        let id = required_string(params, &["id", "taskId", "task_id"], "id")?;
+        let history_length = history_length(params)?;
+        let task = self
+            .tasks
+            .get(&id, true)
+            .ok_or_else(|| RpcError::task_not_found(&id))?;
+        Ok(with_history(task, history_length))
+    }
+
+    /// `CancelTask` (§3.1.5): a control operation cannot be interrupted, so this always
+    /// refuses, saying why.
+    pub fn cancel_task(&self, params: &Map<String, Value>) -> Result<Task, RpcError> {
+        let id = required_string(params, &["id", "taskId", "task_id"], "id")?;
+        match self.tasks.peek(&id) {
+            None => Err(RpcError::task_not_found(&id)),
+            Some((_, state)) if state.is_terminal() => Err(RpcError::task_not_cancelable(
+                &id,
+                &format!("it is already {}", state.name()),
+            )),
+            Some(_) => Err(RpcError::task_not_cancelable(
+                &id,
+                "a control operation cannot be interrupted once started",
+            )),
+        }
+    }
+
+    /// `ListTasks` (§3.1.4), newest status first, paged.
+    pub fn list_tasks(&self, params: &Map<String, Value>) -> Result<TasksPage, RpcError> {
+        let page_size = match field(params, &["pageSize", "page_size"]) {
+            None | Some(Value::Null) => DEFAULT_PAGE_SIZE,
+            Some(v) => match whole_number(v) {
+                Some(n) if (1..=MAX_PAGE_SIZE as u64).contains(&n) => n as usize,
+                _ => {
+                    return Err(RpcError::invalid_params(format!(
+                        "pageSize must be a whole number from 1 to {MAX_PAGE_SIZE}"
+                    )))
+                }
+            },
+        };
+        let before_seq = match optional_string(params, &["pageToken", "page_token"], "pageToken")? {
+            None => None,
+            Some(t) if t.is_empty() => None,
+            Some(t) => Some(t.parse::<u64>().ok().filter(|n| *n > 0).ok_or_else(|| {
+                RpcError::invalid_params("pageToken is not one this server issued")
+            })?),
+        };
+        let state = match field(params, &["status", "state"]) {
+            None | Some(Value::Null) => None,
+            // The unset forms mean "no filter": the proto default (TASK_STATE_UNSPECIFIED, 0)
+            // and what @a2a-js/sdk 1.3.0 sends for a status it was not given ("UNRECOGNIZED").
+            Some(Value::String(s))
+                if matches!(s.as_str(), "" | "TASK_STATE_UNSPECIFIED" | "UNRECOGNIZED") =>
+            {
+                None
+            }
+            Some(Value::Number(n)) if n.as_f64() == Some(0.0) => None,
+            Some(v) => Some(TaskState::parse(v).ok_or_else(|| {
+                RpcError::invalid_params("status must be a task state such as TASK_STATE_COMPLETED")
+            })?),
+        };
+        let status_after_millis = match optional_string(
+            params,
+            &["statusTimestampAfter", "status_timestamp_after"],
+            "statusTimestampAfter",
+        )? {
+            None => None,
+            Some(t) => Some(parse_rfc3339_millis(&t).ok_or_else(|| {
+                RpcError::invalid_params("statusTimestampAfter must be an RFC 3339 timestamp")
+            })?),
+        };
+        let include_artifacts = match field(params, &["includeArtifacts", "include_artifacts"]) {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => *b,
+            Some(_) => {
+                return Err(RpcError::invalid_params(
+                    "includeArtifacts must be a boolean",
+                ))
+            }
+        };
+        let history_length = history_length(params)?;
+        let filter = Filter {
+            context_id: optional_string(params, &["contextId", "context_id"], "contextId")?,
+            state,
+            status_after_millis,
+            before_seq,
+        };
+        let page = self.tasks.list(&filter, page_size, include_artifacts);
+        let tasks: Vec<Task> = page
+            .tasks
+            .into_iter()
+            .map(|t| with_history(t, history_length))
+            .collect();
+        Ok(TasksPage {
+            tasks,
+            next_page_token: page.next_seq.map(|s| s.to_string()).unwrap_or_default(),
+            page_size,
+            total_size: page.total,
+        })
+    }
+}
+
+/// One of the [`MAX_BACKGROUND`] places, given back when dropped (also when the operation
+/// panics, or its thread never starts).
+struct BackgroundSlot(Arc<AtomicUsize>);
+
+impl Drop for BackgroundSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Completes a task from an operation's outcome; returns the token to deliver, if any, and
+/// the status time (milliseconds) the store orders by.
+fn finish(mut task: Task, outcome: Outcome) -> (Task, Option<Token>, u64) {
+    let now = now_millis();
+    task.status.timestamp = rfc3339_millis(now);
+    let outcome_kind = outcome.label();
+    let agent_message = |text: String, data: Value, task: &Task| Message {
+        message_id: uuid_v4().unwrap_or_else(|_| format!("{}-status", task.id)),
+        role: Role::Agent,
+        parts: vec![Part::text(text), Part::data(data)],
+        context_id: Some(task.context_id.clone()),
+        task_id: Some(task.id.clone()),
+        metadata: None,
+    };
+    match outcome {
+        Outcome::Completed { data, token } => {
+            task.status.state = TaskState::Completed;
+            task.artifacts = vec![Artifact {
+                artifact_id: uuid_v4().unwrap_or_else(|_| format!("{}-result", task.id)),
+                name: "result".into(),
+                parts: [DataPart { data }],
+            }];
+            (task, token, now)
+        }
+        Outcome::Rejected(e) | Outcome::Failed(e) => {
+            let (state, verb) = if matches!(outcome_kind, "rejected") {
+                (TaskState::Rejected, "rejected")
+            } else {
+                (TaskState::Failed, "failed")
+            };
+            task.status.state = state;
+            let msg = agent_message(
+                format!("{verb}: {}", e.message),
+                json!({ "error": e }),
+                &task,
+            );
+            task.history.push(msg.clone());
+            task.status.message = Some(msg);
+            (task, None, now)
+        }
+    }
+}
+
+/// `None` = all history; `Some(0)` = none; `Some(n)` = the last n messages.
+fn with_history(mut task: Task, history_length: Option<usize>) -> Task {
+    if let Some(n) = history_length {
+        let len = task.history.len();
+        task.history.drain(..len.saturating_sub(n));
+    }
+    task
+}
+
+/// What `SendMessage` and `SendStreamingMessage` have once the message is checked.
+struct Prepared {
+    base: Task,
+    request: Result<ControlRequest, ControlError>,
+    history_length: Option<usize>,
+    return_immediately: bool,
+}
+
+/// A task's WORKING status whose agent message says what just happened.
+fn working_status(task: &Task, step: &str) -> TaskStatus {
+    TaskStatus {
+        state: TaskState::Working,
+        timestamp: rfc3339_millis(now_millis()),
+        message: Some(Message {
+            message_id: uuid_v4().unwrap_or_else(|_| format!("{}-progress", task.id)),
+            role: Role::Agent,
+            parts: vec![Part::text(step)],
+            context_id: Some(task.context_id.clone()),
+            task_id: Some(task.id.clone()),
+            metadata: None,
+        }),
+    }
+}
+
+/// `ListTasks`' answer.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TasksPage {
+    pub tasks: Vec<Task>,
+    pub next_page_token: String,
+    pub page_size: usize,
+    pub total_size: usize,
+}

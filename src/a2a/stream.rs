@@ -1,0 +1,149 @@
+//! A task's events as both bindings stream them: the `StreamResponse`s of specification §3.2.3
+//! (the task, then each status or artifact update until the task ends), each written by a
+//! binding's [`Frame`] — JSON-RPC wraps it in a response object, HTTP+JSON sends it bare.
+
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::tasks::Update;
+use super::types::{Artifact, Task, TaskStatus};
+use crate::http::{Sink, Streamer};
+
+/// How long a stream may stay silent before a comment line shows it (and the client) alive.
+const HEARTBEAT: Duration = Duration::from_secs(15);
+
+/// One `StreamResponse`: exactly one of its members.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum StreamResponse<'a> {
+    Task(&'a Task),
+    StatusUpdate(StatusUpdateEvent<'a>),
+    ArtifactUpdate(ArtifactUpdateEvent<'a>),
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusUpdateEvent<'a> {
+    pub task_id: &'a str,
+    pub context_id: &'a str,
+    pub status: &'a TaskStatus,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ArtifactUpdateEvent<'a> {
+    pub task_id: &'a str,
+    pub context_id: &'a str,
+    pub artifact: &'a Artifact,
+    pub last_chunk: bool,
+}
+
+impl StreamResponse<'_> {
+    /// The change an update makes to `task` (its id and context), as a `StreamResponse`.
+    pub fn of<'a>(task: &'a Task, update: &'a Update) -> StreamResponse<'a> {
+        match update {
+            Update::Status(status) => StreamResponse::StatusUpdate(StatusUpdateEvent {
+                task_id: &task.id,
+                context_id: &task.context_id,
+                status,
+            }),
+            Update::Artifact(artifact) => StreamResponse::ArtifactUpdate(ArtifactUpdateEvent {
+                task_id: &task.id,
+                context_id: &task.context_id,
+                artifact,
+                last_chunk: true,
+            }),
+        }
+    }
+}
+
+/// How a binding writes one `StreamResponse` as the JSON text of an SSE event's `data`.
+pub trait Frame: Send + Sync {
+    fn frame(&self, event: &StreamResponse<'_>) -> Result<String, String>;
+}
+
+/// A running task and the channel its changes arrive on (what `SendStreamingMessage` and
+/// `SubscribeToTask` give a binding to stream).
+pub struct TaskStream {
+    pub first: Task,
+    pub updates: Receiver<Update>,
+}
+
+/// One SSE event: `data: <json>` and a blank line.
+pub fn sse(json: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(json.len() + 8);
+    out.extend_from_slice(b"data: ");
+    out.extend_from_slice(json.as_bytes());
+    out.extend_from_slice(b"\n\n");
+    out
+}
+
+/// A stream of one event already written (an error before any task existed).
+pub struct OneEvent(pub String);
+
+impl Streamer for OneEvent {
+    fn run(&self, sink: &mut dyn Sink) {
+        sink.send(&sse(&self.0));
+    }
+}
+
+/// A task's stream through one binding's framing, until the task ends or the client goes.
+pub struct TaskEvents<F: Frame> {
+    frame: F,
+    first: Task,
+    updates: Mutex<Receiver<Update>>,
+}
+
+impl<F: Frame> TaskEvents<F> {
+    pub fn new(frame: F, stream: TaskStream) -> TaskEvents<F> {
+        TaskEvents {
+            frame,
+            first: stream.first,
+            updates: Mutex::new(stream.updates),
+        }
+    }
+
+    /// One event; `false` once the client is gone.
+    fn send(&self, sink: &mut dyn Sink, event: &StreamResponse<'_>) -> bool {
+        match self.frame.frame(event) {
+            Ok(text) => sink.send(&sse(&text)),
+            Err(e) => {
+                log::error!("a stream event could not be written: {e}");
+                false
+            }
+        }
+    }
+}
+
+impl<F: Frame> Streamer for TaskEvents<F> {
+    fn run(&self, sink: &mut dyn Sink) {
+        if !self.send(sink, &StreamResponse::Task(&self.first)) {
+            return;
+        }
+        if self.first.status.state.is_terminal() {
+            return;
+        }
+        let updates = self.updates.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            let delivered = match updates.recv_timeout(HEARTBEAT) {
+                Ok(update) => {
+                    let end = matches!(&update, Update::Status(s) if s.state.is_terminal());
+                    let sent = self.send(sink, &StreamResponse::of(&self.first, &update));
+                    if end {
+                        return;
+                    }
+                    sent
+                }
+                Err(RecvTimeoutError::Timeout) => sink.send(b": still working\n\n"),
+                // The task was evicted (or the store is gone): nothing more will come.
+                Err(RecvTimeoutError::Disconnected) => return,
+            };
+            if !delivered {
+                return;
+            }
+        }
+    }
+}
