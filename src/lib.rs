@@ -8,7 +8,9 @@
 //!                      controller, and `check` (settings and backend, then exit)
 //! settings/            flags and environment, validated once (specs, values, backends)
 //! routes, auth         which path reaches what; bearer authentication, Content-Type
-//! a2a/                 A2A v1.0 JSON-RPC: types, decode, jsonrpc, tasks, card
+//! a2a/                 A2A v1.0: the service (types, decode, tasks, stream, card, service) and
+//!                      its two bindings (jsonrpc, rest)
+//! push/                push notifications: webhook configs, ordered bounded delivery, SSRF guard
 //! control              create / list / stop / logs over the seam: validation, MAX_WORKERS,
 //!                      TTLs and the reaper, log lines
 //! backend/             the seam (trait, Worker, BackendError, BackendKind), shared container
@@ -33,6 +35,7 @@ mod hash;
 pub mod http;
 pub mod malloc;
 mod metrics;
+pub mod push;
 mod routes;
 mod sentry;
 pub mod settings;
@@ -199,7 +202,16 @@ pub fn start(settings: &Settings, backend: Arc<dyn Backend>) -> Result<Running, 
     };
     let extended =
         a2a::card::extended_card(&settings.agent_name, &settings.public_url, &deployment);
-    let service = Arc::new(a2a::Service::new(Arc::clone(&control), tasks, extended));
+    let push = Arc::new(push::Pusher::start(
+        settings.push.clone(),
+        Arc::clone(&metrics),
+    ));
+    let service = Arc::new(a2a::Service::new(
+        Arc::clone(&control),
+        tasks,
+        push,
+        extended,
+    ));
     let routes = routes::Routes {
         jsonrpc: a2a::JsonRpc::new(Arc::clone(&service)),
         rest: a2a::Rest::new(service),

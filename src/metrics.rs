@@ -22,6 +22,7 @@ struct Inner {
     requests: BTreeMap<(&'static str, u16), u64>,
     operations: BTreeMap<(&'static str, &'static str, &'static str), u64>,
     durations: BTreeMap<(&'static str, &'static str), Histogram>,
+    pushes: BTreeMap<&'static str, u64>,
 }
 
 #[derive(Default)]
@@ -65,6 +66,12 @@ impl Metrics {
         }
         h.sum += secs;
         h.count += 1;
+    }
+
+    /// One push-notification event to one webhook came to `outcome` (delivered, given_up,
+    /// refused, dropped).
+    pub fn push_notification(&self, outcome: &'static str) {
+        *self.lock().pushes.entry(outcome).or_default() += 1;
     }
 
     pub fn render(&self) -> String {
@@ -116,6 +123,16 @@ impl Metrics {
                  a2a_controller_control_operation_duration_seconds_sum{{{labels}}} {}\n\
                  a2a_controller_control_operation_duration_seconds_count{{{labels}}} {}",
                 h.count, h.sum, h.count
+            );
+        }
+        out.push_str(
+            "# HELP a2a_controller_push_notifications_total Push-notification events by outcome (one per event and webhook).\n\
+             # TYPE a2a_controller_push_notifications_total counter\n",
+        );
+        for (outcome, n) in &inner.pushes {
+            let _ = writeln!(
+                out,
+                "a2a_controller_push_notifications_total{{outcome=\"{outcome}\"}} {n}"
             );
         }
         out

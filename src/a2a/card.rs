@@ -105,7 +105,7 @@ fn card_json(agent_name: &str, public_url: &str) -> Value {
         ],
         "capabilities": {
             "streaming": true,
-            "pushNotifications": false,
+            "pushNotifications": true,
             "extendedAgentCard": true,
             "extensions": [],
         },

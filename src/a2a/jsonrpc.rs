@@ -87,12 +87,18 @@ impl JsonRpc {
             "CancelTask" => need()
                 .and_then(|p| self.service.cancel_task(p))
                 .and_then(|task: Task| reply(&id, &task)),
-            "CreateTaskPushNotificationConfig"
-            | "GetTaskPushNotificationConfig"
-            | "ListTaskPushNotificationConfigs"
-            | "DeleteTaskPushNotificationConfig" => need()
-                .and_then(|p| self.service.push_config(p))
-                .and_then(|v| reply(&id, &v)),
+            "CreateTaskPushNotificationConfig" => need()
+                .and_then(|p| self.service.push_create(p))
+                .and_then(|c| reply(&id, &c)),
+            "GetTaskPushNotificationConfig" => need()
+                .and_then(|p| self.service.push_get(p))
+                .and_then(|c| reply(&id, &c)),
+            "ListTaskPushNotificationConfigs" => need()
+                .and_then(|p| self.service.push_list(p))
+                .and_then(|l| reply(&id, &l)),
+            "DeleteTaskPushNotificationConfig" => need()
+                .and_then(|p| self.service.push_delete(p))
+                .and_then(|e| reply(&id, &e)),
             "GetExtendedAgentCard" => reply(&id, self.service.extended_card()),
             other => Err(RpcError::method_not_found(other)),
         };

@@ -163,9 +163,19 @@ impl Rest {
                 m.insert("id".into(), json!(id));
                 Ok(events(service.subscribe(&m)?))
             }
-            Route::PushConfigs(task) => ok(&service.push_config(&request(&[("taskId", &task)])?)?),
+            Route::PushConfigs(task) => {
+                let req = request(&[("taskId", &task)])?;
+                match method {
+                    "POST" => ok(&service.push_create(&req)?),
+                    _ => ok(&service.push_list(&req)?),
+                }
+            }
             Route::PushConfig(task, config) => {
-                ok(&service.push_config(&request(&[("taskId", &task), ("id", &config)])?)?)
+                let req = request(&[("taskId", &task), ("id", &config)])?;
+                match method {
+                    "DELETE" => ok(&service.push_delete(&req)?),
+                    _ => ok(&service.push_get(&req)?),
+                }
             }
             Route::ExtendedCard => ok(service.extended_card()),
         }

@@ -19,7 +19,7 @@ use super::decode::{
     field, history_length, optional_string, parse_message, required_string, string_list,
     whole_number, ServiceParams,
 };
-use super::stream::TaskStream;
+use super::stream::{ArtifactUpdateEvent, StatusUpdateEvent, StreamResponse, TaskStream};
 use super::tasks::{self, Filter, TaskStore};
 use super::types::{
     Artifact, DataPart, Message, Part, Role, RpcError, Task, TaskState, TaskStatus,
@@ -27,6 +27,7 @@ use super::types::{
 };
 use crate::backend::Progress;
 use crate::control::{self, Control, ControlError, ControlRequest, ErrorCode, Outcome};
+use crate::push::{Authentication, PushConfig, Pusher};
 use crate::time::{now_millis, parse_rfc3339_millis, rfc3339_millis};
 use crate::token::{uuid_v4, Token};
 
@@ -39,15 +40,27 @@ const MAX_PAGE_SIZE: usize = 100;
 pub struct Service {
     control: Arc<Control>,
     tasks: Arc<TaskStore>,
+    push: Arc<Pusher>,
+    record: Recorder,
     background: Arc<AtomicUsize>,
     extended_card: Value,
 }
 
 impl Service {
-    pub fn new(control: Arc<Control>, tasks: Arc<TaskStore>, extended_card: Value) -> Service {
+    pub fn new(
+        control: Arc<Control>,
+        tasks: Arc<TaskStore>,
+        push: Arc<Pusher>,
+        extended_card: Value,
+    ) -> Service {
         Service {
+            record: Recorder {
+                tasks: Arc::clone(&tasks),
+                push: Arc::clone(&push),
+            },
             control,
             tasks,
+            push,
             background: Arc::new(AtomicUsize::new(0)),
             extended_card,
         }
@@ -75,9 +88,72 @@ impl Service {
         &self.extended_card
     }
 
-    /// The four push-notification config operations (§3.1.7-3.1.10).
-    pub fn push_config(&self, _params: &Map<String, Value>) -> Result<Value, RpcError> {
-        Err(RpcError::push_not_supported())
+    /// `CreateTaskPushNotificationConfig` (§3.1.7): a webhook for a task still running. The
+    /// request is a `TaskPushNotificationConfig` (the v0.3 form, its fields under
+    /// `pushNotificationConfig`, is read too).
+    pub fn push_create(&self, params: &Map<String, Value>) -> Result<PushConfig, RpcError> {
+        let task_id = required_string(params, &["taskId", "task_id"], "taskId")?;
+        self.running_task(&task_id)?;
+        let fields = match field(
+            params,
+            &["pushNotificationConfig", "push_notification_config"],
+        ) {
+            Some(Value::Object(inner)) => inner,
+            _ => params,
+        };
+        let config = push_config(fields, &task_id)?;
+        self.push
+            .create(config)
+            .map_err(|e| RpcError::invalid_params(e.to_string()))
+    }
+
+    /// `GetTaskPushNotificationConfig` (§3.1.8).
+    pub fn push_get(&self, params: &Map<String, Value>) -> Result<PushConfig, RpcError> {
+        let task_id = required_string(params, &["taskId", "task_id"], "taskId")?;
+        let id = required_string(params, &["id"], "id")?;
+        self.known_task(&task_id)?;
+        self.push.get(&task_id, &id).ok_or_else(|| {
+            RpcError::task_not_found(&task_id).with("pushNotificationConfigId", id.clone())
+        })
+    }
+
+    /// `ListTaskPushNotificationConfigs` (§3.1.9): all of a task's configs, one page.
+    pub fn push_list(&self, params: &Map<String, Value>) -> Result<PushConfigs, RpcError> {
+        let task_id = required_string(params, &["taskId", "task_id"], "taskId")?;
+        self.known_task(&task_id)?;
+        Ok(PushConfigs {
+            configs: self.push.list(&task_id),
+            next_page_token: String::new(),
+        })
+    }
+
+    /// `DeleteTaskPushNotificationConfig` (§3.1.10): idempotent.
+    pub fn push_delete(&self, params: &Map<String, Value>) -> Result<Empty, RpcError> {
+        let task_id = required_string(params, &["taskId", "task_id"], "taskId")?;
+        let id = required_string(params, &["id"], "id")?;
+        self.known_task(&task_id)?;
+        self.push.delete(&task_id, &id);
+        Ok(Empty {})
+    }
+
+    fn known_task(&self, task_id: &str) -> Result<TaskState, RpcError> {
+        self.tasks
+            .peek(task_id)
+            .map(|(_, state)| state)
+            .ok_or_else(|| RpcError::task_not_found(task_id))
+    }
+
+    /// A webhook is only worth setting on a task that will still change.
+    fn running_task(&self, task_id: &str) -> Result<(), RpcError> {
+        let state = self.known_task(task_id)?;
+        if state.is_terminal() {
+            return Err(RpcError::unsupported(&format!(
+                "task {task_id} is already {}: no notification will follow (GetTask shows it)",
+                state.name()
+            ))
+            .with("taskId", task_id));
+        }
+        Ok(())
     }
 
     /// `SendMessage` (§3.1.1): runs the control operation (in the background when the caller
@@ -99,7 +175,7 @@ impl Service {
         let outcome = self.control.execute(request, &task_id);
         let (task, token, status_millis) = finish(base, outcome);
         // The reply below delivers the token; the stored copy never holds it.
-        self.tasks.insert(&task, None, status_millis);
+        self.record.done_at_once(&task, status_millis);
         let mut task = task;
         if let Some(token) = &token {
             tasks::with_token(&mut task, token);
@@ -126,7 +202,7 @@ impl Service {
             // No background place: the operation runs here, and the stream shows its end.
             let outcome = self.control.execute(request, &task_id);
             let (task, token, status_millis) = finish(base, outcome);
-            self.tasks.update(&task, token, status_millis);
+            self.record.finished(&task, token, status_millis);
         }
         let (first, updates) = subscribed.ok_or_else(|| RpcError::task_not_found(&task_id))?;
         Ok(TaskStream {
@@ -215,6 +291,29 @@ impl Service {
             Some(c) => c.clone(),
             None => uuid_v4().map_err(|e| RpcError::internal(&e.to_string()))?,
         };
+        // A webhook given with the message is set before anything runs (a refused one stops
+        // the request here), so it hears the task from its first event.
+        match field(
+            &config,
+            &[
+                "taskPushNotificationConfig",
+                "pushNotificationConfig",
+                "task_push_notification_config",
+            ],
+        ) {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(c)) => {
+                let webhook = push_config(c, &task_id)?;
+                self.push
+                    .create(webhook)
+                    .map_err(|e| RpcError::invalid_params(e.to_string()))?;
+            }
+            Some(_) => {
+                return Err(RpcError::invalid_params(
+                    "taskPushNotificationConfig must be an object",
+                ))
+            }
+        }
         let mut user = message;
         user.task_id = Some(task_id.clone());
         user.context_id = Some(context_id.clone());
@@ -245,7 +344,7 @@ impl Service {
         let now = now_millis();
         let mut working = base.clone();
         working.status.timestamp = rfc3339_millis(now);
-        self.tasks.insert(&working, None, now);
+        self.record.started(&working, now);
         working
     }
 
@@ -264,7 +363,7 @@ impl Service {
         task_id: String,
     ) {
         let control = Arc::clone(&self.control);
-        let tasks = Arc::clone(&self.tasks);
+        let record = self.record.clone();
         let slot = BackgroundSlot(Arc::clone(&self.background));
         let fallback = base.clone();
         let progress_base = base.clone();
@@ -275,9 +374,9 @@ impl Service {
             // Each step the backend reports becomes the task's WORKING status, which
             // subscribers hear as it happens.
             let progress = {
-                let (tasks, base) = (Arc::clone(&tasks), progress_base);
+                let (record, base) = (record.clone(), progress_base);
                 Progress::new(move |step: &str| {
-                    tasks.progress(&base.id, working_status(&base, step));
+                    record.progress(&base, working_status(&base, step));
                 })
             };
             let outcome = catch_unwind(AssertUnwindSafe(|| {
@@ -291,7 +390,7 @@ impl Service {
                     ))
                 });
             let (task, token, status_millis) = finish(base, outcome);
-            if !tasks.update(&task, token, status_millis) {
+            if !record.finished(&task, token, status_millis) {
                 log::warn!(
                     "task {task_id} was evicted before its operation finished; its result (and any worker token) was not kept"
                 );
@@ -306,7 +405,7 @@ impl Service {
                 "the operation could not be started; nothing was done",
             );
             let (task, _, status_millis) = finish(fallback, Outcome::Failed(failure));
-            self.tasks.update(&task, None, status_millis);
+            self.record.finished(&task, None, status_millis);
         }
     }
 
@@ -507,4 +606,121 @@ pub struct TasksPage {
     pub next_page_token: String,
     pub page_size: usize,
     pub total_size: usize,
+}
+
+/// `ListTaskPushNotificationConfigs`' answer.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PushConfigs {
+    pub configs: Vec<PushConfig>,
+    pub next_page_token: String,
+}
+
+/// `google.protobuf.Empty`.
+#[derive(Serialize)]
+pub struct Empty {}
+
+/// A `TaskPushNotificationConfig` request object, read for task `task_id`.
+fn push_config(m: &Map<String, Value>, task_id: &str) -> Result<PushConfig, RpcError> {
+    let url = required_string(m, &["url"], "url")?;
+    let authentication = match field(m, &["authentication"]) {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(a)) => {
+            // v0.3 had a list of schemes; v1.0 one.
+            let scheme = match field(a, &["scheme"]) {
+                Some(Value::String(s)) => s.clone(),
+                _ => match field(a, &["schemes"]) {
+                    Some(Value::Array(list)) => list
+                        .first()
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string(),
+                    _ => String::new(),
+                },
+            };
+            Some(Authentication {
+                scheme,
+                credentials: optional_string(a, &["credentials"], "authentication.credentials")?
+                    .unwrap_or_default(),
+            })
+        }
+        Some(_) => {
+            return Err(RpcError::invalid_params(
+                "authentication must be an object with scheme and credentials",
+            ))
+        }
+    };
+    Ok(PushConfig {
+        id: optional_string(m, &["id"], "id")?.unwrap_or_default(),
+        task_id: task_id.to_string(),
+        url,
+        token: optional_string(m, &["token"], "token")?.unwrap_or_default(),
+        authentication,
+    })
+}
+
+/// Where a task's changes go: the task store (and so its streams), and the task's webhooks,
+/// each change as the `StreamResponse` a stream carries. A push never carries a worker's
+/// token: the store adds it to what a stream's first reader gets, never to these.
+#[derive(Clone)]
+struct Recorder {
+    tasks: Arc<TaskStore>,
+    push: Arc<Pusher>,
+}
+
+impl Recorder {
+    fn push(&self, task_id: &str, event: &StreamResponse<'_>, last: bool) {
+        if !self.push.watches(task_id) {
+            return;
+        }
+        match serde_json::to_string(event) {
+            Ok(body) => self.push.notify(task_id, &body, last),
+            Err(e) => log::error!("a push notification could not be written: {e}"),
+        }
+    }
+
+    /// A task stored as it starts.
+    fn started(&self, task: &Task, status_millis: u64) {
+        self.tasks.insert(task, None, status_millis);
+        self.push(&task.id, &StreamResponse::Task(task), false);
+    }
+
+    /// A step of a running task.
+    fn progress(&self, task: &Task, status: TaskStatus) {
+        self.tasks.progress(&task.id, status.clone());
+        let event = StreamResponse::StatusUpdate(StatusUpdateEvent {
+            task_id: &task.id,
+            context_id: &task.context_id,
+            status: &status,
+        });
+        self.push(&task.id, &event, false);
+    }
+
+    /// A running task's end: its artifacts, then its final status. False if the task was
+    /// evicted meanwhile.
+    fn finished(&self, task: &Task, token: Option<Token>, status_millis: u64) -> bool {
+        let kept = self.tasks.update(task, token, status_millis);
+        for artifact in &task.artifacts {
+            let event = StreamResponse::ArtifactUpdate(ArtifactUpdateEvent {
+                task_id: &task.id,
+                context_id: &task.context_id,
+                artifact,
+                last_chunk: true,
+            });
+            self.push(&task.id, &event, false);
+        }
+        let event = StreamResponse::StatusUpdate(StatusUpdateEvent {
+            task_id: &task.id,
+            context_id: &task.context_id,
+            status: &task.status,
+        });
+        self.push(&task.id, &event, true);
+        kept
+    }
+
+    /// A task that ran before it was stored (a blocking SendMessage): the finished task.
+    fn done_at_once(&self, task: &Task, status_millis: u64) {
+        self.tasks.insert(task, None, status_millis);
+        self.push(&task.id, &StreamResponse::Task(task), true);
+    }
 }

@@ -65,8 +65,21 @@ pub struct Settings {
     pub http_idle_timeout: Duration,
     /// `ANTHROPIC_AUTH_TOKEN` from the controller's own environment, forwarded to workers.
     pub anthropic_auth_token: Option<String>,
+    /// Where push notifications may be delivered.
+    pub push: PushSettings,
     /// The selected backend with exactly the settings it needs.
     pub backend: BackendSettings,
+}
+
+/// `PUSH_ALLOW_HTTP` and `PUSH_ALLOW`: what webhook deliveries may reach beyond public
+/// https addresses.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PushSettings {
+    pub allow_http: bool,
+    /// Hostnames (lower case) whose addresses are all allowed.
+    pub allow_hosts: Vec<String>,
+    /// Networks (address, prefix length) whose addresses are allowed.
+    pub allow_nets: Vec<(std::net::IpAddr, u8)>,
 }
 
 /// How long workers live: `WORKER_TTL` and `MAX_WORKER_TTL` (`None` for 0).
@@ -419,8 +432,47 @@ impl Raw {
             http_body_timeout: self.duration("HTTP_BODY_TIMEOUT")?,
             http_idle_timeout: self.duration("HTTP_IDLE_TIMEOUT")?,
             anthropic_auth_token,
+            push: self.push()?,
             backend,
         })
+    }
+
+    fn push(&self) -> Result<PushSettings, Error> {
+        let allow_http = match self.get("PUSH_ALLOW_HTTP").to_ascii_lowercase().as_str() {
+            "true" | "1" | "yes" => true,
+            "false" | "0" | "no" => false,
+            other => {
+                return Err(invalid(
+                    "PUSH_ALLOW_HTTP",
+                    format!("{other:?} is not true or false"),
+                ))
+            }
+        };
+        let mut push = PushSettings {
+            allow_http,
+            ..PushSettings::default()
+        };
+        for item in self.get("PUSH_ALLOW").split(',').map(str::trim) {
+            if item.is_empty() {
+                continue;
+            }
+            if let Some(net) = values::parse_cidr(item) {
+                push.allow_nets.push(net);
+            } else if let Ok(ip) = item.parse::<std::net::IpAddr>() {
+                push.allow_nets
+                    .push((ip, if ip.is_ipv4() { 32 } else { 128 }));
+            } else if values::is_hostname(item) {
+                push.allow_hosts.push(item.to_ascii_lowercase());
+            } else {
+                return Err(invalid(
+                    "PUSH_ALLOW",
+                    format!(
+                        "{item:?} is neither a hostname, an address nor a CIDR such as 10.1.0.0/16"
+                    ),
+                ));
+            }
+        }
+        Ok(push)
     }
 
     /// `A2A_AUTH_TOKEN` or `A2A_AUTH_TOKEN_FILE`, exactly one; the token and the file.

@@ -10,6 +10,7 @@ pub const DEFAULT_ANTHROPIC_MODEL: &str = "MiniMax-M2.7-highspeed";
 pub(super) enum Section {
     General,
     Http,
+    Push,
     Container,
     Docker,
     K8s,
@@ -17,9 +18,10 @@ pub(super) enum Section {
 }
 
 impl Section {
-    pub(super) const ALL: [Section; 6] = [
+    pub(super) const ALL: [Section; 7] = [
         Section::General,
         Section::Http,
+        Section::Push,
         Section::Container,
         Section::Docker,
         Section::K8s,
@@ -30,6 +32,7 @@ impl Section {
         match self {
             Section::General => "General",
             Section::Http => "HTTP",
+            Section::Push => "Push notifications (webhooks the controller calls)",
             Section::Container => "Container workers (docker and k8s backends)",
             Section::Docker => "Docker (BACKEND=docker)",
             Section::K8s => "Kubernetes (BACKEND=k8s)",
@@ -71,7 +74,7 @@ const fn secret(section: Section, name: &'static str, help: &'static str) -> Spe
     }
 }
 
-use Section::{Container, Docker, General, Http, K8s, Local};
+use Section::{Container, Docker, General, Http, K8s, Local, Push};
 
 /// Every setting, in `--help` order within its section.
 pub(super) const SPECS: &[Spec] = &[
@@ -186,6 +189,18 @@ pub(super) const SPECS: &[Spec] = &[
         "HTTP_IDLE_TIMEOUT",
         "60s",
         "an idle keep-alive connection is closed after this",
+    ),
+    s(
+        Push,
+        "PUSH_ALLOW_HTTP",
+        "false",
+        "true: webhook URLs may be plain http (default: https only)",
+    ),
+    s(
+        Push,
+        "PUSH_ALLOW",
+        "",
+        "hostnames and CIDRs webhooks may reach although loopback, private or otherwise special, comma-separated (e.g. hooks.internal,10.1.0.0/16)",
     ),
     s(
         Container,

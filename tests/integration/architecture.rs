@@ -58,6 +58,10 @@ const LAYERS: &[(&str, &[&str])] = &[
     ),
     ("control operations", &["control"]),
     (
+        "push notifications (webhook delivery)",
+        &["push", "push::guard", "push::deliver"],
+    ),
+    (
         "A2A service and authentication",
         &[
             "a2a::decode",

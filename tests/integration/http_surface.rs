@@ -179,7 +179,7 @@ fn agent_card_v1_shape_and_validators() {
     );
     assert_eq!(
         card["capabilities"],
-        json!({"streaming": true, "pushNotifications": false, "extendedAgentCard": true, "extensions": []})
+        json!({"streaming": true, "pushNotifications": true, "extendedAgentCard": true, "extensions": []})
     );
     assert_eq!(
         card["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"],

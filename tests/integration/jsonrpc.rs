@@ -133,16 +133,27 @@ fn a2a_specific_errors_carry_error_info() {
     assert_eq!(error_reason(&e), "TASK_NOT_CANCELABLE");
 
     // (Streaming is answered as events: tests/integration/streaming.rs.)
+    // Push configs belong to running tasks: a finished one refuses, an unknown one is not
+    // found (the methods themselves: tests/integration/push.rs).
     for method in [
         "CreateTaskPushNotificationConfig",
         "GetTaskPushNotificationConfig",
         "ListTaskPushNotificationConfigs",
         "DeleteTaskPushNotificationConfig",
     ] {
-        let e = c.rpc_error(method, json!({"taskId": id}));
-        assert_eq!(e["code"], -32003, "{method}");
-        assert_eq!(error_reason(&e), "PUSH_NOTIFICATION_NOT_SUPPORTED");
+        let e = c.rpc_error(
+            method,
+            json!({"taskId": "no-such-task", "id": "c", "url": "https://example.com/"}),
+        );
+        assert_eq!(e["code"], -32001, "{method}");
+        assert_eq!(error_reason(&e), "TASK_NOT_FOUND");
     }
+    let e = c.rpc_error(
+        "CreateTaskPushNotificationConfig",
+        json!({"taskId": id, "url": "https://example.com/"}),
+    );
+    assert_eq!(e["code"], -32004);
+    assert_eq!(error_reason(&e), "UNSUPPORTED_OPERATION");
 }
 
 #[test]

@@ -25,6 +25,7 @@ mod local_e2e;
 mod local_support;
 mod observability;
 mod panic_policy;
+mod push;
 mod rest;
 mod sdk_interop;
 mod secrets;

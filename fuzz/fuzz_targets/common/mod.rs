@@ -1,11 +1,14 @@
 //! What the A2A fuzz targets share: a backend that refuses everything (nothing is created
-//! while fuzzing), the service over it, and a sink that collects a stream.
+//! while fuzzing), the service over it (with a pusher that delivers nothing), and a sink that
+//! collects a stream.
 use std::sync::{Arc, OnceLock};
 
 use a2a_worker_controller::a2a::{Service, TaskStore};
 use a2a_worker_controller::backend::{Backend, BackendError, BackendKind, CreateSpec, Logs, Worker};
 use a2a_worker_controller::control::Control;
 use a2a_worker_controller::http::Sink;
+use a2a_worker_controller::push::Pusher;
+use a2a_worker_controller::settings::PushSettings;
 use a2a_worker_controller::testing::Metrics;
 
 struct Refuses;
@@ -34,10 +37,14 @@ impl Backend for Refuses {
 pub fn service() -> Arc<Service> {
     static S: OnceLock<Arc<Service>> = OnceLock::new();
     Arc::clone(S.get_or_init(|| {
-        let control = Arc::new(Control::new(Arc::new(Refuses), Arc::new(Metrics::new()), None, 0));
+        let metrics = Arc::new(Metrics::new());
+        let control = Arc::new(Control::new(Arc::new(Refuses), Arc::clone(&metrics), None, 0));
+        // Configs are checked and kept; nothing is delivered (fuzzing stays off the network).
+        let push = Arc::new(Pusher::without_delivery(PushSettings::default(), metrics));
         Arc::new(Service::new(
             control,
             Arc::new(TaskStore::new(64)),
+            push,
             serde_json::json!({"name": "fuzz"}),
         ))
     }))
