@@ -185,6 +185,11 @@ if [ -n "${A2A_TEST_DOCKER_HOST:-}" ]; then
   echo "$result" | cut -c1-160
   [ "$(echo "$result" | grep -c '"state":"TASK_STATE_COMPLETED"')" = 4 ] || { echo "README commands did not all complete" >&2; exit 1; }
   echo "$result" | grep -q '"text":"hello worker"' || { echo "the worker did not answer" >&2; exit 1; }
+  step "README HTTP+JSON examples, verbatim, against the same controller"
+  readme_block rest examples | sed "s|localhost:8080|127.0.0.1:$port|g" >"$out.rest.sh"
+  result=$(bash -e "$out.rest.sh")
+  echo "$result" | cut -c1-160
+  [ "$(echo "$result" | grep -c '"state":"TASK_STATE_COMPLETED"')" = 4 ] || { echo "README HTTP+JSON commands did not all complete" >&2; exit 1; }
   step "README command-line examples, verbatim, against the same controller"
   readme_block cli examples | sed "s|localhost:8080|127.0.0.1:$port|g" >"$out.cli.sh"
   result=$(bash -e "$out.cli.sh")
