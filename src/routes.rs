@@ -123,6 +123,11 @@ impl Routes {
             .rest
             .handle(&params, &req.method, path, &req.query, body);
         let response = match answer.body {
+            // The extended card is for this caller only (§13.3): no shared cache keeps it.
+            RestBody::Json(text) if path == "/extendedAgentCard" && answer.status == 200 => {
+                Response::new(200, "application/json", text)
+                    .with_header("Cache-Control", "private, max-age=300")
+            }
             RestBody::Json(text) => Response::new(answer.status, "application/json", text),
             RestBody::Events(events) => Response::streamed(200, "text/event-stream", events)
                 .with_header("Cache-Control", "no-store"),

@@ -16,6 +16,8 @@ use crate::settings::PushSettings;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
     pub url: String,
+    /// The URL as logs show it: without its query, which may carry a secret.
+    pub shown: String,
     pub https: bool,
     /// Lower case; an IPv6 literal without brackets.
     pub host: String,
@@ -201,8 +203,13 @@ pub fn parse(url: &str) -> Result<Target, String> {
         Some(at) => url[..at].to_string(),
         None => url.to_string(),
     };
+    let shown = match url.find('?') {
+        Some(at) => format!("{}?...", &url[..at]),
+        None => url.clone(),
+    };
     Ok(Target {
         url,
+        shown,
         https,
         host,
         port,
@@ -380,6 +387,10 @@ mod tests {
             ("hooks.example.com", 443, true)
         );
         assert_eq!(t.url, "https://Hooks.Example.com./a?b=1");
+        assert_eq!(
+            t.shown, "https://Hooks.Example.com./a?...",
+            "no query in logs"
+        );
         let t = parse("http://[::1]:8080/x").unwrap();
         assert_eq!((t.host.as_str(), t.port), ("::1", 8080));
         for bad in [
@@ -437,6 +448,7 @@ mod tests {
         // A name that passes the form check but resolves to loopback is refused at delivery.
         let target = Target {
             url: "http://loopback.test/".into(),
+            shown: "http://loopback.test/".into(),
             https: false,
             host: "127.0.0.1".into(),
             port: 1,

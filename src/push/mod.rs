@@ -229,13 +229,14 @@ impl Pusher {
                 "this controller holds at most {MAX_CONFIGS} push notification configs: try again later"
             )));
         }
+        let shown = target.shown.clone();
         list.push((config.clone(), target));
         state.total_configs += 1;
         log::info!(
             "push notification config {} for task {}: {}",
             config.id,
             config.task_id,
-            config.url
+            shown
         );
         Ok(config)
     }
@@ -294,7 +295,7 @@ impl Pusher {
             if state.queued >= MAX_QUEUED && !last {
                 log::warn!(
                     "push notification for task {task_id} to {} dropped: {MAX_QUEUED} events are waiting",
-                    config.url
+                    target.shown
                 );
                 self.shared.metrics.push_notification("dropped");
                 continue;
@@ -400,7 +401,7 @@ fn deliver_with_retries(shared: &Shared, job: &Job) -> &'static str {
     if !job.config.token.is_empty() {
         headers.push(("X-A2A-Notification-Token", job.config.token.clone()));
     }
-    let (task, url) = (&job.config.task_id, &job.config.url);
+    let (task, url) = (&job.config.task_id, &job.target.shown);
     let mut backoff = FIRST_BACKOFF;
     for attempt in 1..=ATTEMPTS {
         let addr = match shared.guard.resolve(&job.target) {
@@ -410,7 +411,7 @@ fn deliver_with_retries(shared: &Shared, job: &Job) -> &'static str {
                 return "refused";
             }
         };
-        let why = match deliver::post(url, addr, &headers, &job.body) {
+        let why = match deliver::post(&job.config.url, addr, &headers, &job.body) {
             Attempt::Delivered => {
                 log::debug!("push notification for task {task} delivered to {url}");
                 return "delivered";

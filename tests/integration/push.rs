@@ -510,6 +510,32 @@ fn ssrf_every_refused_address_and_no_connection_made() {
         );
     }
 
+    // With http allowed but no PUSH_ALLOW, a loopback literal with a listener behind it is
+    // refused when the config is created: the listener hears nothing, also later.
+    let c = Builder::default().flag("-push-allow-http=true").start();
+    let listener = Receiver::start(Vec::new());
+    let port = listener.addr.port();
+    for url in [
+        format!("http://127.0.0.1:{port}/hook"),
+        format!("http://[::ffff:127.0.0.1]:{port}/hook"),
+        format!("http://[::ffff:7f00:1]:{port}/hook"),
+        format!("http://localhost:{port}/hook?key=secret-in-query"),
+    ] {
+        let r = c.rpc(
+            "SendMessage",
+            json!({"message": message(vec![json!({"data": {"operation": "list"}})]),
+                   "configuration": {"taskPushNotificationConfig": {"url": url}}}),
+        );
+        assert_eq!(r["error"]["code"], -32602, "{url}: {r}");
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(listener.heard().is_empty());
+    assert_eq!(
+        push_metric(&c, "delivered") + push_metric(&c, "given_up"),
+        0
+    );
+    assert!(!crate::secrets::captured_log().contains("secret-in-query"));
+
     // A name that resolves to loopback passes the form check and is refused at delivery,
     // where it is resolved: the listener behind it hears nothing.
     let c = Builder::default().flag("-push-allow-http=true").start();

@@ -252,6 +252,7 @@ fn the_extended_card_needs_the_token_and_tells_no_secret() {
         .start();
     let r = call(&c, "GET", "/extendedAgentCard", None);
     assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.header("Cache-Control"), Some("private, max-age=300"));
     let card = r.json();
     let public = request(c.addr, "GET", "/.well-known/agent-card.json", &[], b"").json();
     assert_eq!(card["name"], public["name"]);
