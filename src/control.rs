@@ -10,7 +10,10 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use crate::backend::{tail, Backend, BackendError, CreateSpec, Progress, Worker, WorkerState};
+use crate::backend::{
+    tail, Backend, BackendError, CreateSpec, Metadata, Progress, Worker, WorkerState,
+    MAX_METADATA_KEYS, MAX_METADATA_VALUE,
+};
 use crate::metrics::Metrics;
 use crate::sentry::Sentry;
 use crate::settings::Lifetime;
@@ -26,8 +29,11 @@ pub enum ControlRequest {
     Create {
         task: String,
         ttl: Option<Duration>,
+        metadata: Metadata,
     },
-    List,
+    List {
+        filter: Filter,
+    },
     Stop {
         worker_id: String,
     },
@@ -42,7 +48,7 @@ impl ControlRequest {
     pub fn operation(&self) -> &'static str {
         match self {
             ControlRequest::Create { .. } => "create",
-            ControlRequest::List => "list",
+            ControlRequest::List { .. } => "list",
             ControlRequest::Stop { .. } => "stop",
             ControlRequest::Logs { .. } => "logs",
         }
@@ -191,8 +197,11 @@ pub fn parse_request<'a>(
         "create" => Ok(ControlRequest::Create {
             task: valid_task(request.get("task"))?,
             ttl: valid_ttl(request.get("ttl"))?,
+            metadata: valid_metadata(request.get("metadata"), "create")?,
         }),
-        "list" => Ok(ControlRequest::List),
+        "list" => Ok(ControlRequest::List {
+            filter: valid_filter(request)?,
+        }),
         "stop" => Ok(ControlRequest::Stop {
             worker_id: valid_worker_id(request.get("worker_id"), "stop")?,
         }),
@@ -229,6 +238,109 @@ fn valid_task(v: Option<&Value>) -> Result<String, ControlError> {
         ));
     }
     Ok(task.clone())
+}
+
+/// Which workers `list` answers: all of them must match (an empty filter matches all).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Filter {
+    pub metadata: Metadata,
+    pub state: Option<WorkerState>,
+    pub task: Option<String>,
+}
+
+impl Filter {
+    pub fn matches(&self, w: &Worker) -> bool {
+        self.state.is_none_or(|s| w.state == s)
+            && self.task.as_ref().is_none_or(|t| &w.task == t)
+            && self
+                .metadata
+                .iter()
+                .all(|(k, v)| w.metadata.get(k) == Some(v))
+    }
+}
+
+/// `list`'s optional filters: `metadata` (as create takes it), `state`, `task`.
+fn valid_filter(request: &serde_json::Map<String, Value>) -> Result<Filter, ControlError> {
+    let state = match request.get("state") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(
+            [
+                WorkerState::Starting,
+                WorkerState::Running,
+                WorkerState::Exited,
+                WorkerState::Stopping,
+                WorkerState::Unknown,
+            ]
+            .into_iter()
+            .find(|w| w.as_str() == s)
+            .ok_or_else(|| {
+                ControlError::invalid(
+                    "state must be one of starting, running, exited, stopping, unknown",
+                )
+            })?,
+        ),
+        Some(_) => return Err(ControlError::invalid("state must be a string")),
+    };
+    let task = match request.get("task") {
+        None | Some(Value::Null) => None,
+        v => Some(valid_task(v)?),
+    };
+    Ok(Filter {
+        metadata: valid_metadata(request.get("metadata"), "list")?,
+        state,
+        task,
+    })
+}
+
+/// Metadata: an object of at most [`MAX_METADATA_KEYS`] keys `[a-z0-9][a-z0-9._-]{0,62}`,
+/// each a string of at most [`MAX_METADATA_VALUE`] printable characters. Absent or null: none.
+fn valid_metadata(v: Option<&Value>, operation: &str) -> Result<Metadata, ControlError> {
+    let map = match v {
+        None | Some(Value::Null) => return Ok(Metadata::new()),
+        Some(Value::Object(m)) => m,
+        Some(_) => {
+            return Err(ControlError::invalid(format!(
+                "{operation}: metadata must be an object of string values"
+            )))
+        }
+    };
+    if map.len() > MAX_METADATA_KEYS {
+        return Err(ControlError::invalid(format!(
+            "metadata has {} keys: at most {MAX_METADATA_KEYS}",
+            map.len()
+        )));
+    }
+    let mut out = Metadata::new();
+    for (k, v) in map {
+        let shown = truncate(k, 64);
+        let key_ok = !k.is_empty()
+            && k.len() <= 63
+            && k.bytes()
+                .next()
+                .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+            && k.bytes().all(|b| {
+                b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-')
+            });
+        if !key_ok {
+            return Err(ControlError::invalid(format!(
+                "metadata key {shown:?} must be 1-63 characters of [a-z0-9._-], starting with a letter or digit"
+            )));
+        }
+        let Value::String(value) = v else {
+            return Err(ControlError::invalid(format!(
+                "metadata key {shown:?}: the value must be a string"
+            )));
+        };
+        if value.chars().count() > MAX_METADATA_VALUE
+            || value.chars().any(|c| c.is_control() || is_bidi_control(c))
+        {
+            return Err(ControlError::invalid(format!(
+                "metadata key {shown:?}: the value must be at most {MAX_METADATA_VALUE} printable characters"
+            )));
+        }
+        out.insert(k.clone(), value.clone());
+    }
+    Ok(out)
 }
 
 /// How many lines `logs` returns when the request names none.
@@ -462,8 +574,9 @@ impl Control {
 
     fn run(&self, req: ControlRequest, progress: Progress) -> (Outcome, String) {
         match req {
-            ControlRequest::List => match self.backend.list() {
+            ControlRequest::List { filter } => match self.backend.list() {
                 Ok(mut workers) => {
+                    workers.retain(|w| filter.matches(w));
                     workers.sort_by(|a, b| a.created_at.cmp(&b.created_at));
                     (completed(&Workers { workers }, None), String::new())
                 }
@@ -488,11 +601,21 @@ impl Control {
                 ),
                 Err(e) => (Outcome::Failed(e.into()), worker_id),
             },
-            ControlRequest::Create { task, ttl } => self.create(task, ttl, progress),
+            ControlRequest::Create {
+                task,
+                ttl,
+                metadata,
+            } => self.create(task, ttl, metadata, progress),
         }
     }
 
-    fn create(&self, task: String, ttl: Option<Duration>, progress: Progress) -> (Outcome, String) {
+    fn create(
+        &self,
+        task: String,
+        ttl: Option<Duration>,
+        metadata: Metadata,
+        progress: Progress,
+    ) -> (Outcome, String) {
         let failed = |e: ControlError| (Outcome::Failed(e), String::new());
         if let Err(why) = self.backend.check_task(&task) {
             return (Outcome::Rejected(ControlError::invalid(why)), String::new());
@@ -536,6 +659,7 @@ impl Control {
             task,
             token,
             expires_at,
+            metadata,
             progress,
         };
         let result = self.backend.create(&spec);
@@ -735,13 +859,16 @@ mod tests {
     fn requests() {
         assert_eq!(
             parse(json!({"operation": "list", "x": 1})),
-            Ok(ControlRequest::List)
+            Ok(ControlRequest::List {
+                filter: Filter::default()
+            })
         );
         assert_eq!(
             parse(json!({"operation": "create", "task": "fix the build"})),
             Ok(ControlRequest::Create {
                 task: "fix the build".into(),
                 ttl: None,
+                metadata: Metadata::new(),
             })
         );
         assert_eq!(

@@ -6,7 +6,7 @@ use libfuzzer_sys::fuzz_target;
 fuzz_target!(|data: &[u8]| {
     let Ok(value) = serde_json::from_slice::<serde_json::Value>(data) else { return };
     match parse_request([&value]) {
-        Ok(ControlRequest::Create { task, ttl }) => {
+        Ok(ControlRequest::Create { task, ttl, .. }) => {
             assert!(!task.trim().is_empty() && !task.chars().any(char::is_control));
             assert!(ttl.is_none_or(|t| t.as_secs() >= 1));
         }

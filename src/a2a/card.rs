@@ -70,8 +70,8 @@ pub fn extended_card(agent_name: &str, public_url: &str, d: &Deployment) -> Valu
             "version": env!("CARGO_PKG_VERSION"),
             "commit": d.commit,
             "operations": [
-                {"operation": "create", "parameters": {"task": "required string: the task's name", "ttl": "optional: \"90m\", \"2h\" or seconds, at most maxWorkerTtlSeconds"}},
-                {"operation": "list", "parameters": {}},
+                {"operation": "create", "parameters": {"task": "required string: the task's name", "ttl": "optional: \"90m\", \"2h\" or seconds, at most maxWorkerTtlSeconds", "metadata": "optional object: at most 16 keys [a-z0-9][a-z0-9._-]{0,62}, string values of at most 256 printable characters"}},
+                {"operation": "list", "parameters": {"metadata": "optional object: only workers with all these tags", "state": "optional: starting, running, exited, stopping or unknown", "task": "optional: only this task's worker"}},
                 {"operation": "stop", "parameters": {"worker_id": "required string"}},
                 {"operation": "logs", "parameters": {"worker_id": "required string", "tail": "optional whole number of lines, default 200, at most 10000"}},
             ],
@@ -124,11 +124,12 @@ fn card_json(agent_name: &str, public_url: &str) -> Value {
             {
                 "id": "create",
                 "name": "Create a worker",
-                "description": "Starts one isolated worker for a task and returns it with its own bearer token (returned only here, once). A task that already has a worker is refused with worker_exists. An optional ttl (\"90m\", \"2h\", or seconds) has the controller stop it after that long.",
+                "description": "Starts one isolated worker for a task and returns it with its own bearer token (returned only here, once). A task that already has a worker is refused with worker_exists. An optional ttl (\"90m\", \"2h\", or seconds) has the controller stop it after that long. Optional metadata (at most 16 keys of [a-z0-9._-], string values of at most 256 printable characters) tags the worker; every operation returns it.",
                 "tags": ["workers", "create"],
                 "examples": [
                     example(json!({"operation": "create", "task": "fix-login-bug"})),
                     example(json!({"operation": "create", "task": "fix-login-bug", "ttl": "2h"})),
+                    example(json!({"operation": "create", "task": "fix-login-bug", "metadata": {"team": "infra"}})),
                 ],
                 "inputModes": ["application/json"],
                 "outputModes": ["application/json"],
@@ -136,9 +137,12 @@ fn card_json(agent_name: &str, public_url: &str) -> Value {
             {
                 "id": "list",
                 "name": "List workers",
-                "description": "Lists the workers this controller owns, oldest first, read from the backend.",
+                "description": "Lists the workers this controller owns, oldest first, read from the backend; optional filters: metadata (all keys must match), state, task.",
                 "tags": ["workers", "list"],
-                "examples": [example(json!({"operation": "list"}))],
+                "examples": [
+                    example(json!({"operation": "list"})),
+                    example(json!({"operation": "list", "metadata": {"team": "infra"}, "state": "running"})),
+                ],
                 "inputModes": ["application/json"],
                 "outputModes": ["application/json"],
             },

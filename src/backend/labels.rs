@@ -10,6 +10,7 @@ use std::fmt;
 use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::Deserialize;
 
+use super::Metadata;
 use crate::hash::{fnv1a64, FNV_OFFSET};
 
 pub const OWNER: &str = "a2a-worker-controller/owner";
@@ -18,6 +19,8 @@ pub const TASK: &str = "a2a-worker-controller/task";
 /// Unix seconds; only on a worker created with a TTL. Labels cannot change in place, so the
 /// expiry is fixed at create.
 pub const EXPIRES_AT: &str = "a2a-worker-controller/expires-at";
+/// A caller's metadata key `k` is the label (Docker) or annotation (Kubernetes) `META + k`.
+pub const META: &str = "a2a-worker-controller.meta/";
 
 /// The labels of a new worker.
 pub fn for_worker(
@@ -25,6 +28,7 @@ pub fn for_worker(
     worker_id: &str,
     task: &str,
     expires_at: Option<u64>,
+    metadata: &Metadata,
 ) -> BTreeMap<String, String> {
     let mut labels = BTreeMap::from([
         (OWNER.to_string(), controller_id.to_string()),
@@ -34,7 +38,24 @@ pub fn for_worker(
     if let Some(at) = expires_at {
         labels.insert(EXPIRES_AT.to_string(), at.to_string());
     }
+    labels.extend(meta_entries(metadata));
     labels
+}
+
+/// The caller's metadata as label or annotation entries.
+pub fn meta_entries(metadata: &Metadata) -> impl Iterator<Item = (String, String)> + '_ {
+    metadata
+        .iter()
+        .map(|(k, v)| (format!("{META}{k}"), v.clone()))
+}
+
+/// The caller's metadata read back from labels or annotations (every other key skipped).
+pub fn meta_of<'a>(entries: impl IntoIterator<Item = (&'a String, &'a String)>) -> Metadata {
+    entries
+        .into_iter()
+        .filter_map(|(k, v)| Some((k.strip_prefix(META)?.to_string(), v.clone())))
+        .filter(|(k, _)| !k.is_empty())
+        .collect()
 }
 
 /// `key=value` selectors that match this controller's workers (all must match).
@@ -57,6 +78,8 @@ pub struct Owned {
     pub task: String,
     /// Unix seconds; `None` without the label (or with one that is not a number).
     pub expires_at: Option<u64>,
+    /// The caller's metadata, from `META` labels (Docker; pods keep it in annotations).
+    pub metadata: Metadata,
 }
 
 /// This controller's labels on an object, read from its label map; every other label is
@@ -67,6 +90,7 @@ pub struct Ours {
     worker_id: Option<String>,
     task: Option<String>,
     expires_at: Option<u64>,
+    metadata: Metadata,
 }
 
 impl<'de> Deserialize<'de> for Ours {
@@ -95,6 +119,12 @@ impl<'de> Visitor<'de> for OursVisitor {
                     // Not a number: as if absent (the worker is then not reaped).
                     let Text(value) = map.next_value::<Text>()?;
                     ours.expires_at = value.parse().ok();
+                    continue;
+                }
+                other if other.starts_with(META) && other.len() > META.len() => {
+                    let key = other[META.len()..].to_string();
+                    let Text(value) = map.next_value::<Text>()?;
+                    ours.metadata.insert(key, value.into_owned());
                     continue;
                 }
                 _ => {
@@ -145,6 +175,7 @@ pub fn owned(labels: Option<Ours>, controller_id: &str) -> Option<Owned> {
         worker_id: labels.worker_id.filter(|w| !w.is_empty())?,
         task: labels.task.unwrap_or_default(),
         expires_at: labels.expires_at,
+        metadata: labels.metadata,
     })
 }
 
@@ -326,7 +357,7 @@ mod tests {
         let read = |l: &BTreeMap<String, String>| -> Option<Ours> {
             Some(serde_json::from_value(serde_json::json!(l)).expect("a label map reads"))
         };
-        let mut l = for_worker("me", "w1", "t", None);
+        let mut l = for_worker("me", "w1", "t", None, &Metadata::new());
         assert_eq!(l.len(), 3, "exactly three labels without a TTL");
         assert_eq!(
             owned(read(&l), "me"),
@@ -334,9 +365,23 @@ mod tests {
                 worker_id: "w1".into(),
                 task: "t".into(),
                 expires_at: None,
+                metadata: Metadata::new(),
             })
         );
-        let expiring = for_worker("me", "w1", "t", Some(1_900_000_000));
+        let expiring = for_worker("me", "w1", "t", Some(1_900_000_000), &Metadata::new());
+        let tagged = for_worker(
+            "me",
+            "w1",
+            "t",
+            None,
+            &[("team".to_string(), "infra \"x\"".to_string())].into(),
+        );
+        assert_eq!(tagged["a2a-worker-controller.meta/team"], "infra \"x\"");
+        assert_eq!(
+            owned(read(&tagged), "me").map(|o| o.metadata),
+            Some([("team".to_string(), "infra \"x\"".to_string())].into()),
+            "metadata reads back from its labels"
+        );
         assert_eq!(expiring[EXPIRES_AT], "1900000000");
         assert_eq!(
             owned(read(&expiring), "me").and_then(|o| o.expires_at),
@@ -361,6 +406,7 @@ mod tests {
                 worker_id: "w1".into(),
                 task: "fix \"it\"".into(),
                 expires_at: None,
+                metadata: Metadata::new(),
             })
         );
         assert!(serde_json::from_str::<Ours>(r#"{"a2a-worker-controller/owner": 7}"#).is_err());

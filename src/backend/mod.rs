@@ -104,6 +104,9 @@ pub struct CreateSpec {
     /// When the reaper stops it (Unix seconds); `None`: it lives until stopped. Stored where
     /// ownership lives (a label, the state file), so every replica and every restart sees it.
     pub expires_at: Option<u64>,
+    /// The caller's tags, stored with the worker the same way (labels, annotations, the state
+    /// file) and returned by every operation.
+    pub metadata: Metadata,
     /// Where to say how it is going.
     pub progress: Progress,
 }
@@ -149,7 +152,16 @@ pub struct Worker {
     pub reason: String,
     /// When the reaper stops it (RFC 3339 UTC); `""` when it has no TTL.
     pub expires_at: String,
+    /// The caller's tags from create (`{}` when none); never used for ownership.
+    pub metadata: Metadata,
 }
+
+/// A caller's tags on a worker: at most [`MAX_METADATA_KEYS`] keys of
+/// `[a-z0-9][a-z0-9._-]{0,62}`, values of at most [`MAX_METADATA_VALUE`] printable characters
+/// (checked by the control layer before a backend sees them).
+pub type Metadata = std::collections::BTreeMap<String, String>;
+pub const MAX_METADATA_KEYS: usize = 16;
+pub const MAX_METADATA_VALUE: usize = 256;
 
 impl Worker {
     /// A worker as a backend reports it; what does not apply to it stays `""` (`a2a_url`,
@@ -172,7 +184,14 @@ impl Worker {
             created_at: created_at.into(),
             reason: String::new(),
             expires_at: String::new(),
+            metadata: Metadata::new(),
         }
+    }
+
+    /// The same, with the caller's tags.
+    pub fn tagged(mut self, metadata: Metadata) -> Worker {
+        self.metadata = metadata;
+        self
     }
 
     /// The same, expiring at `expires_at` (Unix seconds), if given.

@@ -81,6 +81,21 @@ const FLAGS: &[Flag] = &[
         value: Some("LINES"),
         help: "logs: how many of the last lines (default 200, at most 10000)",
     },
+    Flag {
+        name: "meta",
+        value: Some("KEY=VALUE"),
+        help: "create: tag the worker (repeatable); list: only workers tagged so (all must match)",
+    },
+    Flag {
+        name: "state",
+        value: Some("STATE"),
+        help: "list: only workers in this state (starting, running, exited, stopping, unknown)",
+    },
+    Flag {
+        name: "task",
+        value: Some("TASK"),
+        help: "list: only the worker of this task",
+    },
 ];
 
 /// Whether `arg` names a subcommand (the binary then acts as a client, not a controller).
@@ -111,6 +126,8 @@ pub fn help_text() -> String {
 struct Given {
     operands: Vec<String>,
     values: HashMap<&'static str, String>,
+    /// Every `--meta KEY=VALUE`, in order (the one repeatable flag).
+    metas: Vec<String>,
 }
 
 impl Given {
@@ -144,6 +161,9 @@ fn parse_flags(args: &[String]) -> Result<Given, String> {
                 .cloned()
                 .ok_or_else(|| format!("flag --{name} needs a value"))?,
         };
+        if flag.name == "meta" {
+            given.metas.push(value.clone());
+        }
         given.values.insert(flag.name, value);
     }
     Ok(given)
@@ -174,8 +194,25 @@ pub fn main(
         (given.values.contains_key(flag) && command != allowed)
             .then(|| format!("--{flag} is for {allowed} only"))
     };
-    if let Some(why) = only_for("ttl", "create").or_else(|| only_for("tail", "logs")) {
+    let misplaced = only_for("ttl", "create")
+        .or_else(|| only_for("tail", "logs"))
+        .or_else(|| only_for("state", "list"))
+        .or_else(|| only_for("task", "list"))
+        .or_else(|| {
+            (!given.metas.is_empty() && !matches!(command.as_str(), "create" | "list"))
+                .then(|| "--meta is for create and list only".to_string())
+        });
+    if let Some(why) = misplaced {
         return fail(err, 2, &why);
+    }
+    let mut metadata = serde_json::Map::new();
+    for kv in &given.metas {
+        let Some((k, v)) = kv.split_once('=') else {
+            return fail(err, 2, &format!("--meta {kv:?} is not KEY=VALUE"));
+        };
+        if metadata.insert(k.to_string(), json!(v)).is_some() {
+            return fail(err, 2, &format!("--meta {k:?} is given twice"));
+        }
     }
     let request = match (command.as_str(), given.operands.as_slice()) {
         ("create", [task]) => {
@@ -184,9 +221,23 @@ pub fn main(
                 // A bare number is seconds, as the controller reads it.
                 r["ttl"] = ttl.parse::<u64>().map_or_else(|_| json!(ttl), |n| json!(n));
             }
+            if !metadata.is_empty() {
+                r["metadata"] = Value::Object(metadata);
+            }
             r
         }
-        ("list", []) => json!({"operation": "list"}),
+        ("list", []) => {
+            let mut r = json!({"operation": "list"});
+            if !metadata.is_empty() {
+                r["metadata"] = Value::Object(metadata);
+            }
+            for filter in ["state", "task"] {
+                if let Some(v) = given.values.get(filter) {
+                    r[filter] = json!(v);
+                }
+            }
+            r
+        }
         ("stop", [id]) => json!({"operation": "stop", "worker_id": id}),
         ("logs", [id]) => {
             let mut r = json!({"operation": "logs", "worker_id": id});

@@ -11,6 +11,7 @@ const COLUMNS: &[&str] = &[
     "CREATED",
     "EXPIRES",
     "WHERE",
+    "META",
     "REASON",
 ];
 
@@ -38,6 +39,16 @@ fn row(w: &Value) -> Vec<String> {
         }
         _ => String::new(),
     };
+    // `key=value,key=value`, in key order.
+    let meta = w["metadata"]
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .unwrap_or_default();
     vec![
         cell(&w["worker_id"]),
         cell(&w["task"]),
@@ -46,6 +57,7 @@ fn row(w: &Value) -> Vec<String> {
         cell(&w["created_at"]),
         cell(&w["expires_at"]),
         cell(&Value::String(place)),
+        cell(&Value::String(meta)),
         cell(&w["reason"]),
     ]
 }

@@ -227,3 +227,77 @@ fn check_reports_settings_and_the_backend() {
     );
     assert!(!out.contains(TOKEN) && !err.contains(TOKEN));
 }
+
+/// `create --meta k=v` (repeatable) tags a worker; `list --meta k=v --state S --task T`
+/// filters; the table shows the tags; misplaced or malformed flags are usage errors.
+#[test]
+fn metadata_and_list_filters_from_the_command_line() {
+    let c = controller();
+    let url = c.url();
+    let (code, out, err) = cli(
+        &url,
+        &[
+            "create",
+            "tagged",
+            "--meta",
+            "team=infra",
+            "--meta=ticket=JIRA-1",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("team=infra,ticket=JIRA-1"), "{out}");
+    cli(&url, &["create", "plain"]);
+    let json_of = |args: &[&str]| -> Value {
+        let (code, out, err) = cli(&url, args);
+        assert_eq!(code, 0, "{err}");
+        serde_json::from_str(&out).unwrap()
+    };
+    let tasks = |v: &Value| -> Vec<String> {
+        v["workers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w["task"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let tagged = json_of(&["list", "--json", "--meta", "team=infra"]);
+    assert_eq!(tasks(&tagged), ["tagged"]);
+    assert_eq!(tagged["workers"][0]["metadata"]["ticket"], "JIRA-1");
+    assert_eq!(
+        tasks(&json_of(&["list", "--json", "--task", "plain"])),
+        ["plain"]
+    );
+    assert_eq!(
+        tasks(&json_of(&["list", "--json", "--state", "running"])).len(),
+        2
+    );
+    assert!(tasks(&json_of(&["list", "--json", "--state", "exited"])).is_empty());
+    for (args, says) in [
+        (
+            &["create", "x", "--meta", "novalue"][..],
+            "is not KEY=VALUE",
+        ),
+        (
+            &["create", "x", "--meta", "a=1", "--meta", "a=2"][..],
+            "given twice",
+        ),
+        (
+            &["stop", "abc", "--meta", "a=1"][..],
+            "--meta is for create and list only",
+        ),
+        (
+            &["create", "x", "--state", "running"][..],
+            "--state is for list only",
+        ),
+    ] {
+        let (code, _, err) = cli(&url, args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+    let (code, _, err) = cli(&url, &["create", "x", "--meta", "Bad=1"]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("invalid_request") && err.contains("\"Bad\""),
+        "{err}"
+    );
+}

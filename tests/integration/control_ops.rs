@@ -35,6 +35,11 @@ fn create_list_stop() {
     ] {
         assert!(worker[key].is_string(), "{key} in {worker}");
     }
+    assert_eq!(
+        worker["metadata"],
+        json!({}),
+        "always present, {{}} when none"
+    );
     assert_eq!(worker["task"], "fix-login");
     let id = worker["worker_id"].as_str().unwrap().to_string();
 
@@ -158,4 +163,88 @@ fn racing_creates_for_one_task_give_one_worker() {
         .count();
     assert_eq!(ok, 1);
     assert_eq!(backend.count(), 1);
+}
+
+/// Issue 21, part 2: a create's metadata comes back from every operation; list filters by
+/// metadata (all must match), state and task; every rule of a metadata key and value is
+/// refused naming the key.
+#[test]
+fn metadata_round_trips_and_filters_lists() {
+    let c = controller();
+    let tagged = |task: &str, meta: serde_json::Value| {
+        let t = c.control(json!({"operation": "create", "task": task, "metadata": meta}));
+        reply_data(&t)["worker"].clone()
+    };
+    let a = tagged("meta-a", json!({"team": "infra", "ticket": "JIRA-1"}));
+    assert_eq!(a["metadata"], json!({"team": "infra", "ticket": "JIRA-1"}));
+    let b = tagged("meta-b", json!({"team": "infra", "ticket": "JIRA-2"}));
+    let plain = tagged("meta-c", json!(null));
+    assert_eq!(plain["metadata"], json!({}));
+    let listed = |filter: serde_json::Value| -> Vec<String> {
+        let mut req = json!({"operation": "list"});
+        req.as_object_mut()
+            .unwrap()
+            .extend(filter.as_object().unwrap().clone());
+        reply_data(&c.control(req))["workers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w["task"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(listed(json!({})), ["meta-a", "meta-b", "meta-c"]);
+    assert_eq!(
+        listed(json!({"metadata": {"team": "infra"}})),
+        ["meta-a", "meta-b"]
+    );
+    assert_eq!(
+        listed(json!({"metadata": {"team": "infra", "ticket": "JIRA-2"}})),
+        ["meta-b"],
+        "all must match"
+    );
+    assert!(listed(json!({"metadata": {"team": "web"}})).is_empty());
+    assert_eq!(listed(json!({"task": "meta-c"})), ["meta-c"]);
+    assert_eq!(listed(json!({"state": "running"})).len(), 3);
+    assert!(listed(json!({"state": "exited"})).is_empty());
+    let all = reply_data(&c.control(json!({"operation": "list"})));
+    assert_eq!(all["workers"][0]["metadata"], a["metadata"]);
+    let stopped = reply_data(&c.control(json!({"operation": "stop", "worker_id": b["worker_id"]})));
+    assert_eq!(stopped["worker"]["metadata"]["ticket"], "JIRA-2");
+
+    let long_key = "k".repeat(64);
+    let too_many: serde_json::Map<String, serde_json::Value> =
+        (0..17).map(|i| (format!("k{i}"), json!("v"))).collect();
+    for (meta, says) in [
+        (json!("team=infra"), "must be an object"),
+        (json!({"Team": "x"}), "\"Team\""),
+        (json!({"-team": "x"}), "\"-team\""),
+        (json!({"": "x"}), "\"\""),
+        (json!({"te am": "x"}), "\"te am\""),
+        (json!({long_key.clone(): "x"}), "1-63 characters"),
+        (json!({"team": 5}), "the value must be a string"),
+        (json!({"team": "x".repeat(257)}), "at most 256"),
+        (json!({"team": "a\nb"}), "printable"),
+        (json!({"team": "a\u{202e}b"}), "printable"),
+        (json!(too_many), "at most 16"),
+    ] {
+        let t = c.control(json!({"operation": "create", "task": "bad-meta", "metadata": meta}));
+        let e = control_error(&t, "TASK_STATE_REJECTED");
+        assert_eq!(e["code"], "invalid_request");
+        assert!(e["message"].as_str().unwrap().contains(says), "{meta}: {e}");
+    }
+    for bad in [
+        json!({"operation": "list", "state": "sleeping"}),
+        json!({"operation": "list", "state": 1}),
+        json!({"operation": "list", "metadata": {"BAD": "x"}}),
+        json!({"operation": "list", "task": ""}),
+    ] {
+        let e = control_error(&c.control(bad.clone()), "TASK_STATE_REJECTED");
+        assert_eq!(e["code"], "invalid_request", "{bad}");
+    }
+    // 16 keys of the longest form, values of 256 characters: accepted.
+    let max: serde_json::Map<String, serde_json::Value> = (0..16)
+        .map(|i| (format!("{i:x}{}", "a".repeat(62)), json!("é".repeat(256))))
+        .collect();
+    let w = tagged("meta-max", json!(max));
+    assert_eq!(w["metadata"].as_object().unwrap().len(), 16);
 }

@@ -176,13 +176,25 @@ fn restart_lists_the_same_workers_and_sigterm_exits_zero() {
     let id = controller_id("restart");
     let _cleanup = Cleanup::new(&socket, &id);
     let mut p = Proc::start(&socket, &id, &[]);
+    let meta = json!({"team": "infra & ops", "ticket.id": "JIRA-1234: \"x\" ✓"});
     for task in ["a", "b"] {
-        reply_data(&p.control(json!({"operation": "create", "task": task})));
+        let w =
+            reply_data(&p.control(json!({"operation": "create", "task": task, "metadata": meta})));
+        assert_eq!(w["worker"]["metadata"], meta);
     }
     let before = worker_ids(&p);
     assert_eq!(before.len(), 2);
     p.restart();
     assert_eq!(worker_ids(&p), before);
+    // Metadata lives in the containers' labels: read back from the engine after the restart,
+    // and a list filter by it.
+    let listed =
+        reply_data(&p.control(json!({"operation": "list", "metadata": {"team": "infra & ops"}})));
+    let workers = listed["workers"].as_array().unwrap();
+    assert_eq!(workers.len(), 2);
+    assert!(workers.iter().all(|w| w["metadata"] == meta), "{listed}");
+    let none = reply_data(&p.control(json!({"operation": "list", "metadata": {"team": "web"}})));
+    assert_eq!(none["workers"], json!([]));
     // And still one worker per task after the restart.
     p.expect_failure(json!({"operation": "create", "task": "a"}), "worker_exists");
     assert_eq!(p.terminate(), Some(0));

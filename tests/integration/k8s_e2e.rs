@@ -257,7 +257,10 @@ fn one_worker_per_task_across_two_controller_processes_and_restarts() {
     });
     crate::support::one_winner(&results);
     assert_eq!(pods(&api(&standin, &pki)).len(), 1);
-    reply_data(&b.control(json!({"operation": "create", "task": "second"})));
+    let meta = json!({"team": "infra & ops", "ticket.id": "JIRA-1234: \"x\" ✓"});
+    let w =
+        reply_data(&b.control(json!({"operation": "create", "task": "second", "metadata": meta})));
+    assert_eq!(w["worker"]["metadata"], meta);
     let before = worker_ids(&a);
     assert_eq!(before.len(), 2);
     assert_eq!(
@@ -267,6 +270,19 @@ fn one_worker_per_task_across_two_controller_processes_and_restarts() {
     );
     b.restart();
     assert_eq!(worker_ids(&b), before, "the same after a restart");
+    // Metadata lives in the pod's annotations: read back after the restart, filterable.
+    let tagged =
+        reply_data(&b.control(json!({"operation": "list", "metadata": {"team": "infra & ops"}})));
+    assert_eq!(tagged["workers"].as_array().unwrap().len(), 1, "{tagged}");
+    assert_eq!(tagged["workers"][0]["metadata"], meta);
+    let pod = pods(&api(&standin, &pki))
+        .into_iter()
+        .find(|p| p["metadata"]["annotations"]["a2a-worker-controller.meta/team"].is_string())
+        .expect("the annotation on the pod");
+    assert_eq!(
+        pod["metadata"]["annotations"]["a2a-worker-controller.meta/ticket.id"],
+        meta["ticket.id"]
+    );
     b.expect_failure(
         json!({"operation": "create", "task": "second"}),
         "worker_exists",

@@ -76,6 +76,12 @@ fn pods() -> Vec<(String, Value)> {
                 token: Token::generate().unwrap(),
                 // 2030-03-17: the expiry label's value must pass the schema too.
                 expires_at: Some(1_900_000_000),
+                // Metadata as annotations: any printable value, the key as an annotation name.
+                metadata: [
+                    ("team".to_string(), "infra & ops: \"nightly\" ✓".to_string()),
+                    ("ticket.id".to_string(), "JIRA-1234".to_string()),
+                ]
+                .into(),
                 progress: Default::default(),
             };
             let url = format!(
@@ -90,6 +96,7 @@ fn pods() -> Vec<(String, Value)> {
                 worker_id: &spec.worker_id,
                 task: &task,
                 expires_at: spec.expires_at,
+                metadata: &spec.metadata,
                 env: &env,
                 container,
                 k8s,

@@ -126,11 +126,24 @@ fn create_list_stop_one_tab_per_task() {
     assert!(wez.records().is_empty());
     p.expect_failure(json!({"operation": "stop", "worker_id": wid}), "not_found");
 
-    // Restarted, the controller finds its workers in the state file.
-    let w2 = create(&p, "fix the build");
+    // Restarted, the controller finds its workers in the state file, metadata included.
+    let meta = json!({"team": "infra & ops", "ticket.id": "JIRA-1234: \"x\" ✓"});
+    let w2 = reply_data(
+        &p.control(json!({"operation": "create", "task": "fix the build", "metadata": meta})),
+    )["worker"]
+        .clone();
+    assert_eq!(w2["metadata"], meta);
+    assert_eq!(wez.records()[0]["metadata"], meta);
     drop(p);
     let p = wez.controller();
-    assert_eq!(ids(&list(&p)), ids(&[w2]));
+    assert_eq!(ids(&list(&p)), ids(std::slice::from_ref(&w2)));
+    assert_eq!(list(&p)[0]["metadata"], meta);
+    let filtered = reply_data(
+        &p.control(json!({"operation": "list", "metadata": {"team": "web"}, "state": "running"})),
+    );
+    assert_eq!(filtered["workers"], json!([]));
+    let stopped = stop(&p, &w2["worker_id"]);
+    assert_eq!(stopped["metadata"], meta);
     assert_log_private(&p);
 }
 

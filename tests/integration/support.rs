@@ -87,6 +87,7 @@ impl Backend for FakeBackend {
             created_at: format!("2026-11-29T00:00:{:02}Z", *clock % 60),
             reason: String::new(),
             expires_at: String::new(),
+            metadata: spec.metadata.clone(),
         }
         .expiring(spec.expires_at);
         workers.insert(worker.worker_id.clone(), worker.clone());

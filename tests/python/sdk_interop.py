@@ -69,21 +69,26 @@ async def main(base, token, binding):
         check(data == {"workers": []}, f"list reply data: {data}")
         check(task.id and task.context_id, "ids")
 
-        task = await send(client, {"operation": "create", "task": "sdk-interop"})
+        task = await send(client, {"operation": "create", "task": "sdk-interop",
+                                   "metadata": {"team": "sdk", "run": binding}})
         data = MessageToDict(task.artifacts[0].parts[0].data)
         check(len(data.get("token", "")) == 64, "create returns a 64-hex token")
         worker = data["worker"]
         check(sorted(worker) == sorted(["worker_id", "task", "a2a_url", "backend", "state",
                                         "pane_id", "session_id", "created_at", "reason",
-                                        "expires_at"]),
+                                        "expires_at", "metadata"]),
               f"worker fields: {sorted(worker)}")
+        check(worker["metadata"] == {"team": "sdk", "run": binding}, f"metadata: {worker}")
+        tagged = await send(client, {"operation": "list", "metadata": {"team": "sdk"}})
+        listed_workers = MessageToDict(tagged.artifacts[0].parts[0].data)["workers"]
+        check([w["task"] for w in listed_workers] == ["sdk-interop"], f"list by metadata: {listed_workers}")
 
         again = await client.get_task(GetTaskRequest(id=task.id))
         data = MessageToDict(again.artifacts[0].parts[0].data)
         check("token" not in data, "GetTask does not return the token again")
 
         listed = await client.list_tasks(ListTasksRequest(page_size=10))
-        check(len(listed.tasks) == 2, f"two tasks listed, got {len(listed.tasks)}")
+        check(len(listed.tasks) == 3, f"three tasks listed, got {len(listed.tasks)}")
 
         bad = await send(client, {"operation": "explode"})
         check(bad.status.state == 7, f"REJECTED, got {bad.status.state}")  # TASK_STATE_REJECTED

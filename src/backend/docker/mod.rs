@@ -98,7 +98,7 @@ impl DockerBackend {
         json!({
             "Image": self.container.image,
             "Env": worker_env::as_docker_env(&worker_env::environment(spec, url, &self.container, self.anthropic_auth_token.as_deref())),
-            "Labels": labels::for_worker(&self.controller_id, &spec.worker_id, &spec.task, spec.expires_at),
+            "Labels": labels::for_worker(&self.controller_id, &spec.worker_id, &spec.task, spec.expires_at, &spec.metadata),
             "ExposedPorts": { port_key: {} },
             "HostConfig": host_config,
         })
@@ -223,6 +223,7 @@ impl DockerBackend {
                 created_at,
             )
             .expiring(owned.expires_at)
+            .tagged(owned.metadata)
         }))
     }
 }
@@ -295,6 +296,7 @@ impl Backend for DockerBackend {
                     created_at,
                 )
                 .expiring(spec.expires_at)
+                .tagged(spec.metadata.clone())
             });
         }
         Err(BackendError::Internal(format!(

@@ -133,6 +133,7 @@ impl K8sBackend {
             task: format!("a2a-check-{suffix}"),
             token,
             expires_at: None,
+            metadata: Default::default(),
             progress: Progress::default(),
         };
         let name = labels::pod_name(&self.controller_id, &spec.task);

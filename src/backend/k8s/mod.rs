@@ -135,6 +135,7 @@ impl K8sBackend {
             worker_id: &spec.worker_id,
             task: &spec.task,
             expires_at: spec.expires_at,
+            metadata: &spec.metadata,
             env: &env,
             container: &self.container,
             k8s: &self.k8s,
@@ -214,6 +215,13 @@ impl K8sBackend {
             .and_then(|a| a.get(labels::TASK))
             .cloned()
             .unwrap_or(owned.task);
+        // Metadata lives in annotations: label values could not hold it.
+        let metadata = pod
+            .metadata
+            .annotations
+            .as_ref()
+            .map(labels::meta_of)
+            .unwrap_or_default();
         let created = parse_rfc3339_millis(&pod.metadata.creation_timestamp).unwrap_or(0);
         let (state, reason) = pod.state();
         Some(Worker {
@@ -227,6 +235,7 @@ impl K8sBackend {
                 rfc3339_secs(created / 1000),
             )
             .expiring(owned.expires_at)
+            .tagged(metadata)
         })
     }
 
@@ -496,6 +505,7 @@ impl Backend for K8sBackend {
                 rfc3339_secs(created_at / 1000),
             )
             .expiring(spec.expires_at)
+            .tagged(spec.metadata.clone())
         })
     }
 

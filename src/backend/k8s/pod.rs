@@ -28,6 +28,8 @@ pub struct PodInputs<'a> {
     pub task: &'a str,
     /// Unix seconds, for the expires-at label.
     pub expires_at: Option<u64>,
+    /// The caller's metadata, for `a2a-worker-controller.meta/*` annotations.
+    pub metadata: &'a crate::backend::Metadata,
     /// The worker's environment (token included), from `worker_env`.
     pub env: &'a [(String, String)],
     pub container: &'a ContainerSettings,
@@ -114,6 +116,11 @@ pub fn manifest(i: &PodInputs<'_>) -> Value {
     };
     let annotations = object_in(metadata, "annotations");
     annotations.insert(labels::TASK.into(), json!(i.task));
+    // The caller's metadata, and only it: a template's own would read back as the caller's.
+    annotations.retain(|k, _| !k.starts_with(labels::META));
+    for (k, v) in labels::meta_entries(i.metadata) {
+        annotations.insert(k, json!(v));
+    }
 
     let spec = object_at(&mut pod, "spec");
     spec.insert("hostname".into(), json!(i.name));
@@ -280,6 +287,7 @@ mod tests {
             worker_id: "w1",
             task: "Fix the login bug!",
             expires_at: None,
+            metadata: &[("team".to_string(), "infra".to_string())].into(),
             env: &env,
             container: &container,
             k8s: &k8s,

@@ -363,7 +363,8 @@ impl LocalBackend {
             state,
             &record.created_at,
         )
-        .expiring(record.expires_at);
+        .expiring(record.expires_at)
+        .tagged(record.metadata.clone());
         w.pane_id = pane_text(record);
         w.reason = reason;
         w.session_id = task::task_file(&self.task_dir, &record.task)
@@ -606,6 +607,7 @@ impl Backend for LocalBackend {
             baseline_session_id: task::session_id(&file).unwrap_or_default(),
             created_at: rfc3339_secs(now_millis() / 1000),
             expires_at: spec.expires_at,
+            metadata: spec.metadata.clone(),
         };
         {
             // Written before the tab opens (a crash while it opens leaves a trace to warn

@@ -34,6 +34,9 @@ pub struct Record {
     /// When the reaper stops it (Unix seconds); absent in files written before TTLs existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<u64>,
+    /// The caller's metadata; absent when none (and in files of earlier versions).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub metadata: crate::backend::Metadata,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -245,6 +248,7 @@ mod tests {
             baseline_session_id: String::new(),
             created_at: "2026-11-30T00:00:00Z".into(),
             expires_at: None,
+            metadata: [("team".to_string(), "infra".to_string())].into(),
         }
     }
 
