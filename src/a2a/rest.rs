@@ -152,7 +152,9 @@ impl Rest {
             Ok(m)
         };
         match route {
-            Route::Send => ok(&json!({"task": service.send_message(&request(&[])?)?})),
+            Route::Send => ok(&TaskResult {
+                task: &service.send_message(&request(&[])?)?,
+            }),
             Route::Stream => Ok(events(service.send_streaming(&request(&[])?)?)),
             Route::ListTasks => ok(&service.list_tasks(&request(&[])?)?),
             Route::GetTask(id) => ok(&service.get_task(&request(&[("id", &id)])?)?),
@@ -180,6 +182,12 @@ impl Rest {
             Route::ExtendedCard => ok(service.extended_card()),
         }
     }
+}
+
+/// `SendMessageResponse` with its task (fields in the proto's order: `id` first).
+#[derive(Serialize)]
+struct TaskResult<'a> {
+    task: &'a super::types::Task,
 }
 
 /// The body as a request object: none at all is an empty one (clients send no body for a

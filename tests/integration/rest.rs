@@ -73,6 +73,11 @@ fn send_get_list_cancel_over_http_json() {
         Some(send_body(json!({"operation": "create", "task": "rest-a"}))),
     );
     assert_eq!(r.status, 200, "{}", r.text());
+    assert!(
+        r.text().starts_with(r#"{"task":{"id":""#),
+        "fields in the proto's order, as JSON-RPC writes them: {}",
+        r.text()
+    );
     let task = r.json()["task"].clone();
     let data = reply_data(&task);
     let token = data["token"].as_str().unwrap().to_string();
