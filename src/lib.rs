@@ -187,7 +187,8 @@ pub fn start(settings: &Settings, backend: Arc<dyn Backend>) -> Result<Running, 
     };
     let control = Arc::new(
         control::Control::new(backend, Arc::clone(&metrics), sentry, settings.max_workers)
-            .with_lifetime(settings.lifetime),
+            .with_lifetime(settings.lifetime)
+            .with_max_watchers(settings.max_watchers),
     );
     let reaper = control::Reaper::start(Arc::clone(&control), settings.reap_interval);
     let tasks = Arc::new(a2a::TaskStore::new(a2a::tasks::DEFAULT_CAPACITY));

@@ -74,6 +74,7 @@ pub fn extended_card(agent_name: &str, public_url: &str, d: &Deployment) -> Valu
                 {"operation": "list", "parameters": {"metadata": "optional object: only workers with all these tags", "state": "optional: starting, running, exited, stopping or unknown", "task": "optional: only this task's worker"}},
                 {"operation": "stop", "parameters": {"worker_id": "required string"}},
                 {"operation": "logs", "parameters": {"worker_id": "required string", "tail": "optional whole number of lines, default 200, at most 10000"}},
+                {"operation": "watch", "parameters": {"metadata": "optional filter, as for list", "state": "optional filter", "task": "optional filter"}},
             ],
         },
     }]);
@@ -152,6 +153,15 @@ fn card_json(agent_name: &str, public_url: &str) -> Value {
                 "description": "Stops and removes a worker this controller owns, by worker_id.",
                 "tags": ["workers", "stop"],
                 "examples": [example(json!({"operation": "stop", "worker_id": "3f9c2a1b7d4e"}))],
+                "inputModes": ["application/json"],
+                "outputModes": ["application/json"],
+            },
+            {
+                "id": "watch",
+                "name": "Watch the workers",
+                "description": "Streams what happens to the workers (send it with SendStreamingMessage, or with returnImmediately and then SubscribeToTask or a push notification config): one long-running task whose WORKING status updates each carry a data part {\"event\": {\"type\", \"worker\", \"reason\", \"at\"}} — first one added per existing worker and one synced, then added, changed and removed as they happen. Optional filters as for list. CancelTask ends it (TASK_STATE_CANCELED); so does the stream's client going away.",
+                "tags": ["workers", "watch", "events"],
+                "examples": [example(json!({"operation": "watch", "metadata": {"team": "infra"}}))],
                 "inputModes": ["application/json"],
                 "outputModes": ["application/json"],
             },

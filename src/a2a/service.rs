@@ -7,9 +7,11 @@
 //! through. It sees request headers only after the routes have authenticated the caller and
 //! removed credentials.
 
+use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::mpsc::RecvTimeoutError;
+use std::sync::{Arc, Mutex};
 use std::thread;
 
 use serde::Serialize;
@@ -42,6 +44,8 @@ pub struct Service {
     tasks: Arc<TaskStore>,
     push: Arc<Pusher>,
     record: Recorder,
+    /// Running watches: task id → why it should end (set by CancelTask or a hang-up).
+    watches: Arc<Mutex<HashMap<String, EndWhy>>>,
     background: Arc<AtomicUsize>,
     extended_card: Value,
 }
@@ -61,6 +65,7 @@ impl Service {
             control,
             tasks,
             push,
+            watches: Arc::default(),
             background: Arc::new(AtomicUsize::new(0)),
             extended_card,
         }
@@ -166,6 +171,10 @@ impl Service {
             return_immediately,
         } = self.prepare(params)?;
         let task_id = base.id.clone();
+        if let (Ok(ControlRequest::Watch { filter }), true) = (&request, return_immediately) {
+            let (working, _) = self.start_watch(base, filter.clone(), None);
+            return Ok(with_history(working, history_length));
+        }
         if return_immediately && request.is_ok() && self.reserve_background() {
             let working = self.store_working(&base);
             self.spawn_background(base, request, task_id);
@@ -194,6 +203,36 @@ impl Service {
             ..
         } = self.prepare(params)?;
         let task_id = base.id.clone();
+        if let Ok(ControlRequest::Watch { filter }) = &request {
+            // The stream is the watch: it ends when its client goes.
+            let (first, subscribed) = self.start_watch(base, filter.clone(), Some(()));
+            let Some((_, updates)) = subscribed else {
+                return Ok(TaskStream {
+                    first: with_history(first, history_length),
+                    updates: std::sync::mpsc::sync_channel(1).1,
+                    on_end: None,
+                });
+            };
+            let end = self
+                .watches
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&task_id)
+                .cloned();
+            return Ok(TaskStream {
+                first: with_history(first, history_length),
+                updates,
+                on_end: end.map(|why| -> super::stream::OnEnd {
+                    Box::new(move || {
+                        why.lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .get_or_insert_with(|| {
+                                "its stream ended (the client went away)".into()
+                            });
+                    })
+                }),
+            });
+        }
         self.store_working(&base);
         let subscribed = self.tasks.subscribe(&task_id);
         if self.reserve_background() {
@@ -208,6 +247,7 @@ impl Service {
         Ok(TaskStream {
             first: with_history(first, history_length),
             updates,
+            on_end: None,
         })
     }
 
@@ -226,7 +266,11 @@ impl Service {
             ))
             .with("taskId", task_id.clone()));
         }
-        Ok(TaskStream { first, updates })
+        Ok(TaskStream {
+            first,
+            updates,
+            on_end: None,
+        })
     }
 
     /// What `SendMessage` and `SendStreamingMessage` share: the message checked, the task
@@ -339,6 +383,95 @@ impl Service {
         })
     }
 
+    /// Starts a watch as a running task: stored WORKING, each event a WORKING status with the
+    /// event in a data part, until it is canceled, its stream (when `stream`) ends, or the
+    /// source cuts it off. With `stream`, the task's subscription is taken before the first
+    /// event. A watch that cannot start is a finished, failed task.
+    fn start_watch(
+        &self,
+        base: Task,
+        filter: control::Filter,
+        stream: Option<()>,
+    ) -> (
+        Task,
+        Option<(Task, std::sync::mpsc::Receiver<tasks::Update>)>,
+    ) {
+        let task_id = base.id.clone();
+        let sub = match self.control.watch(filter) {
+            Ok(sub) => sub,
+            Err(e) => {
+                let (task, _, millis) = finish(base, Outcome::Failed(e));
+                self.record.done_at_once(&task, millis);
+                let subscribed = stream.and_then(|()| self.tasks.subscribe(&task_id));
+                return (task, subscribed);
+            }
+        };
+        let working = self.store_working(&base);
+        let subscribed = stream.and_then(|()| self.tasks.subscribe(&task_id));
+        let why = Arc::new(Mutex::new(None::<String>));
+        self.watches
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(task_id.clone(), Arc::clone(&why));
+        let (record, watches) = (self.record.clone(), Arc::clone(&self.watches));
+        let run = move || {
+            for event in &sub.snapshot {
+                record.progress(&base, event_status(&base, event));
+            }
+            let (state, text) = loop {
+                if let Some(why) = why.lock().unwrap_or_else(|p| p.into_inner()).clone() {
+                    break (TaskState::Canceled, format!("watch ended: {why}"));
+                }
+                match sub.events.recv_timeout(WATCH_POLL) {
+                    Ok(event) => record.progress(&base, event_status(&base, &event)),
+                    Err(RecvTimeoutError::Timeout) => {}
+                    Err(RecvTimeoutError::Disconnected) => {
+                        break if sub.cut_off.load(Ordering::SeqCst) {
+                            (
+                                TaskState::Failed,
+                                format!(
+                                    "watch cut off: it left {} events unread",
+                                    crate::control::watch::BACKLOG
+                                ),
+                            )
+                        } else {
+                            (TaskState::Failed, "watch ended: its source stopped".into())
+                        };
+                    }
+                }
+            };
+            drop(sub);
+            let mut task = base;
+            let now = now_millis();
+            let message = Message {
+                message_id: uuid_v4().unwrap_or_else(|_| format!("{}-end", task.id)),
+                role: Role::Agent,
+                parts: vec![Part::text(text)],
+                context_id: Some(task.context_id.clone()),
+                task_id: Some(task.id.clone()),
+                metadata: None,
+            };
+            task.status = TaskStatus {
+                state,
+                timestamp: rfc3339_millis(now),
+                message: Some(message.clone()),
+            };
+            task.history.push(message);
+            record.finished(&task, None, now);
+            watches
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&task.id);
+        };
+        if let Err(e) = thread::Builder::new().name("watch-task".into()).spawn(run) {
+            log::error!("cannot start a watch: {e}");
+            let failure = ControlError::new(ErrorCode::Internal, "the watch could not be started");
+            let (task, _, millis) = finish(working.clone(), Outcome::Failed(failure));
+            self.record.finished(&task, None, millis);
+        }
+        (working, subscribed)
+    }
+
     /// Stores the task as it starts (WORKING, stamped now); returns that copy.
     fn store_working(&self, base: &Task) -> Task {
         let now = now_millis();
@@ -420,10 +553,32 @@ impl Service {
         Ok(with_history(task, history_length))
     }
 
-    /// `CancelTask` (§3.1.5): a control operation cannot be interrupted, so this always
-    /// refuses, saying why.
+    /// `CancelTask` (§3.1.5): a watch ends (`TASK_STATE_CANCELED`); any other control
+    /// operation cannot be interrupted, so this refuses, saying why.
     pub fn cancel_task(&self, params: &Map<String, Value>) -> Result<Task, RpcError> {
         let id = required_string(params, &["id", "taskId", "task_id"], "id")?;
+        let watch = self
+            .watches
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&id)
+            .cloned();
+        if let Some(why) = watch {
+            why.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get_or_insert_with(|| "canceled (CancelTask)".into());
+            // Its thread ends it within a moment.
+            let deadline = std::time::Instant::now() + WATCH_POLL * 8;
+            while self.tasks.peek(&id).is_some_and(|(_, s)| !s.is_terminal())
+                && std::time::Instant::now() < deadline
+            {
+                thread::sleep(std::time::Duration::from_millis(10));
+            }
+            return self
+                .tasks
+                .get(&id, true)
+                .ok_or_else(|| RpcError::task_not_found(&id));
+        }
         match self.tasks.peek(&id) {
             None => Err(RpcError::task_not_found(&id)),
             Some((_, state)) if state.is_terminal() => Err(RpcError::task_not_cancelable(
@@ -591,6 +746,48 @@ fn working_status(task: &Task, step: &str) -> TaskStatus {
             message_id: uuid_v4().unwrap_or_else(|_| format!("{}-progress", task.id)),
             role: Role::Agent,
             parts: vec![Part::text(step)],
+            context_id: Some(task.context_id.clone()),
+            task_id: Some(task.id.clone()),
+            metadata: None,
+        }),
+    }
+}
+
+/// Why a running watch should end; `None` while it should not.
+type EndWhy = Arc<Mutex<Option<String>>>;
+
+/// How often a watch looks whether it should end.
+const WATCH_POLL: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// A watch event as its task's WORKING status: a line for people, the event for programs.
+fn event_status(task: &Task, event: &crate::control::watch::Event) -> TaskStatus {
+    let text = match &event.worker {
+        Some(w) if event.reason.is_empty() => {
+            format!(
+                "{} worker {} (task {:?}): {}",
+                event.kind,
+                w.worker_id,
+                w.task,
+                w.state.as_str()
+            )
+        }
+        Some(w) => format!(
+            "{} worker {} (task {:?}): {}: {}",
+            event.kind,
+            w.worker_id,
+            w.task,
+            w.state.as_str(),
+            event.reason
+        ),
+        None => format!("{}: what follows happens as it happens", event.kind),
+    };
+    TaskStatus {
+        state: TaskState::Working,
+        timestamp: event.at.clone(),
+        message: Some(Message {
+            message_id: uuid_v4().unwrap_or_else(|_| format!("{}-event", task.id)),
+            role: Role::Agent,
+            parts: vec![Part::text(text), Part::data(json!({ "event": event }))],
             context_id: Some(task.context_id.clone()),
             task_id: Some(task.id.clone()),
             metadata: None,

@@ -70,7 +70,12 @@ pub trait Frame: Send + Sync {
 pub struct TaskStream {
     pub first: Task,
     pub updates: Receiver<Update>,
+    /// Called once the stream is over (its client gone, or the task ended): a watch that
+    /// this stream started ends with it.
+    pub on_end: Option<OnEnd>,
 }
+
+pub type OnEnd = Box<dyn FnOnce() + Send + Sync>;
 
 /// One SSE event: `data: <json>` and a blank line.
 pub fn sse(json: &str) -> Vec<u8> {
@@ -95,6 +100,16 @@ pub struct TaskEvents<F: Frame> {
     frame: F,
     first: Task,
     updates: Mutex<Receiver<Update>>,
+    on_end: Mutex<Option<OnEnd>>,
+}
+
+impl<F: Frame> Drop for TaskEvents<F> {
+    fn drop(&mut self) {
+        let on_end = self.on_end.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(f) = on_end {
+            f();
+        }
+    }
 }
 
 impl<F: Frame> TaskEvents<F> {
@@ -103,6 +118,7 @@ impl<F: Frame> TaskEvents<F> {
             frame,
             first: stream.first,
             updates: Mutex::new(stream.updates),
+            on_end: Mutex::new(stream.on_end),
         }
     }
 

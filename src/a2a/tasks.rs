@@ -9,7 +9,10 @@
 //! [`super::types::Artifact`]): several times smaller than a parsed value, and sent as it is.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::mpsc::{Receiver, Sender};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
+
+/// Changes a stream may leave unread before it is let go.
+pub const STREAM_BACKLOG: usize = 1024;
 use std::sync::Mutex;
 
 use serde_json::Value;
@@ -57,7 +60,7 @@ struct Inner {
     next_seq: u64,
     data_bytes: usize,
     /// Who listens to which running task (streams); dropped when it ends.
-    watchers: HashMap<String, Vec<Sender<Update>>>,
+    watchers: HashMap<String, Vec<SyncSender<Update>>>,
 }
 
 /// A change of a running task, as its subscribers hear it.
@@ -144,14 +147,14 @@ impl TaskStore {
                 if let Some(token) = entry.token.as_ref() {
                     with_token_in(&mut artifact, token);
                 }
-                heard = w.send(Update::Artifact(artifact)).is_ok();
+                heard = w.try_send(Update::Artifact(artifact)).is_ok();
                 if heard {
                     entry.token = None;
                 } else {
                     break;
                 }
             }
-            heard && w.send(Update::Status(task.status.clone())).is_ok()
+            heard && w.try_send(Update::Status(task.status.clone())).is_ok()
         });
         // Streams of a task still running listen on.
         if !task.status.state.is_terminal() && !watchers.is_empty() {
@@ -175,7 +178,18 @@ impl TaskStore {
         entry.seq = next;
         inner.next_seq += 1;
         if let Some(watchers) = inner.watchers.get_mut(id) {
-            watchers.retain(|w| w.send(Update::Status(status.clone())).is_ok());
+            // A stream that left STREAM_BACKLOG changes unread is let go (it ends when
+            // it has read what it has): memory stays bounded, the task goes on.
+            watchers.retain(|w| match w.try_send(Update::Status(status.clone())) {
+                Ok(()) => true,
+                Err(TrySendError::Full(_)) => {
+                    log::warn!(
+                        "a stream of task {id} left {STREAM_BACKLOG} updates unread and was let go"
+                    );
+                    false
+                }
+                Err(TrySendError::Disconnected(_)) => false,
+            });
         }
     }
 
@@ -184,7 +198,7 @@ impl TaskStore {
     pub fn subscribe(&self, id: &str) -> Option<(Task, Receiver<Update>)> {
         let mut inner = self.lock();
         let task = view(inner.tasks.get_mut(id)?, false);
-        let (tx, rx) = std::sync::mpsc::channel();
+        let (tx, rx) = std::sync::mpsc::sync_channel(STREAM_BACKLOG);
         if !task.status.state.is_terminal() {
             inner.watchers.entry(id.to_string()).or_default().push(tx);
         }

@@ -401,7 +401,8 @@ mod tests {
         assert_eq!(v["backend"], "k8s");
         assert_eq!(v["a2a_url"], "");
         assert_eq!(v["expires_at"], "", "no TTL");
-        assert_eq!(v.as_object().unwrap().len(), 10);
+        assert_eq!(v["metadata"], serde_json::json!({}), "present when empty");
+        assert_eq!(v.as_object().unwrap().len(), 11);
         let v = serde_json::to_value(w.expiring(Some(1_900_000_000))).unwrap();
         assert_eq!(v["expires_at"], "2030-03-17T17:46:40Z");
     }

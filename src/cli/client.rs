@@ -42,10 +42,11 @@ pub struct Client {
 
 impl Client {
     /// A client of the controller at `base_url` (its `A2A_PUBLIC_URL`).
-    pub fn new(base_url: &str, token: String, timeout: Duration) -> Client {
+    /// `timeout`: for the whole call; `None` for a stream that runs until it is ended.
+    pub fn new(base_url: &str, token: String, timeout: Option<Duration>) -> Client {
         let agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
-            .timeout_global(Some(timeout))
+            .timeout_global(timeout)
             .timeout_connect(Some(Duration::from_secs(5)))
             .max_redirects(0)
             .user_agent(concat!(
@@ -74,6 +75,30 @@ impl Client {
         request: Value,
         step: &mut dyn FnMut(&str),
     ) -> Result<Value, CallError> {
+        self.stream(request, &mut |status| {
+            if let Some(text) = status["message"]["parts"][0]["text"].as_str() {
+                step(text);
+            }
+        })
+    }
+
+    /// A `watch`: each worker event goes to `on_event` as it arrives, until the watch ends
+    /// (canceled, cut off) or the process does.
+    pub fn watch(
+        &self,
+        request: Value,
+        on_event: &mut dyn FnMut(&Value),
+    ) -> Result<Value, CallError> {
+        self.stream(request, &mut |status| {
+            if let Some(event) = status.pointer("/message/parts/1/data/event") {
+                on_event(event);
+            }
+        })
+    }
+
+    /// One streamed operation: each WORKING status goes to `working`; the result is the
+    /// completed task's data.
+    fn stream(&self, request: Value, working: &mut dyn FnMut(&Value)) -> Result<Value, CallError> {
         let mut response = self.post("SendStreamingMessage", request)?;
         let is_events = response
             .headers()
@@ -108,11 +133,7 @@ impl Client {
                 .or_else(|| r.get("task").map(|t| &t["status"]));
             let Some(status) = status else { continue };
             match status["state"].as_str() {
-                Some("TASK_STATE_WORKING") => {
-                    if let Some(text) = status["message"]["parts"][0]["text"].as_str() {
-                        step(text);
-                    }
-                }
+                Some("TASK_STATE_WORKING") => working(status),
                 Some("TASK_STATE_COMPLETED") => {
                     return result.ok_or_else(|| {
                         CallError::Transport("the stream ended without a result".into())

@@ -26,6 +26,11 @@ const COMMANDS: &[(&str, &str, &str)] = &[
     ("stop", "WORKER_ID", "stop a worker"),
     ("logs", "WORKER_ID", "print the last lines of a worker's output"),
     (
+        "watch",
+        "",
+        "print what happens to the workers as it happens (the ones there, then each change; Ctrl-C ends it)",
+    ),
+    (
         "check",
         "[SETTINGS...]",
         "validate the controller's settings (flags and environment, as when it runs) and ask the backend whether it answers",
@@ -84,17 +89,17 @@ const FLAGS: &[Flag] = &[
     Flag {
         name: "meta",
         value: Some("KEY=VALUE"),
-        help: "create: tag the worker (repeatable); list: only workers tagged so (all must match)",
+        help: "create: tag the worker (repeatable); list, watch: only workers tagged so (all must match)",
     },
     Flag {
         name: "state",
         value: Some("STATE"),
-        help: "list: only workers in this state (starting, running, exited, stopping, unknown)",
+        help: "list, watch: only workers in this state (starting, running, exited, stopping, unknown)",
     },
     Flag {
         name: "task",
         value: Some("TASK"),
-        help: "list: only the worker of this task",
+        help: "list, watch: only the worker of this task",
     },
 ];
 
@@ -196,11 +201,15 @@ pub fn main(
     };
     let misplaced = only_for("ttl", "create")
         .or_else(|| only_for("tail", "logs"))
-        .or_else(|| only_for("state", "list"))
-        .or_else(|| only_for("task", "list"))
         .or_else(|| {
-            (!given.metas.is_empty() && !matches!(command.as_str(), "create" | "list"))
-                .then(|| "--meta is for create and list only".to_string())
+            ["state", "task"].into_iter().find_map(|f| {
+                (given.values.contains_key(f) && !matches!(command.as_str(), "list" | "watch"))
+                    .then(|| format!("--{f} is for list and watch only"))
+            })
+        })
+        .or_else(|| {
+            (!given.metas.is_empty() && !matches!(command.as_str(), "create" | "list" | "watch"))
+                .then(|| "--meta is for create, list and watch only".to_string())
         });
     if let Some(why) = misplaced {
         return fail(err, 2, &why);
@@ -226,8 +235,8 @@ pub fn main(
             }
             r
         }
-        ("list", []) => {
-            let mut r = json!({"operation": "list"});
+        (op @ ("list" | "watch"), []) => {
+            let mut r = json!({"operation": op});
             if !metadata.is_empty() {
                 r["metadata"] = Value::Object(metadata);
             }
@@ -264,10 +273,26 @@ pub fn main(
             );
         }
     };
-    let client = match connect(&given, env) {
+    let client = match connect(&given, env, command == "watch") {
         Ok(c) => c,
         Err(why) => return fail(err, 2, &why),
     };
+    if command == "watch" {
+        let json_lines = given.switch("json");
+        let result = client.watch(request, &mut |event| {
+            let line = if json_lines {
+                event.to_string()
+            } else {
+                output::event_line(event)
+            };
+            let _ = writeln!(out, "{line}");
+            let _ = out.flush();
+        });
+        return match result {
+            Ok(_) => 0,
+            Err(e) => fail(err, 1, &e.to_string()),
+        };
+    }
     // A create is streamed; its steps go to stderr as they happen, for a person watching (a
     // terminal) or when asked: a script's stderr stays the one line of a failure.
     let show_progress = given.switch("progress") || std::io::stderr().is_terminal();
@@ -303,7 +328,7 @@ pub fn main(
     }
 }
 
-fn connect(given: &Given, env: &HashMap<String, String>) -> Result<Client, String> {
+fn connect(given: &Given, env: &HashMap<String, String>, watch: bool) -> Result<Client, String> {
     let nonempty = |name: &str| env.get(name).filter(|v| !v.is_empty()).cloned();
     let url = given
         .values
@@ -325,11 +350,15 @@ fn connect(given: &Given, env: &HashMap<String, String>) -> Result<Client, Strin
             )
         }
     };
+    // A watch runs until it is ended (its stream's heartbeats keep it alive), unless asked.
     let timeout = match given.values.get("timeout") {
-        Some(t) => parse_duration(t)
-            .filter(|d| !d.is_zero())
-            .ok_or_else(|| format!("--timeout {t:?} is not a duration such as 60s"))?,
-        None => Duration::from_secs(180),
+        Some(t) => Some(
+            parse_duration(t)
+                .filter(|d| !d.is_zero())
+                .ok_or_else(|| format!("--timeout {t:?} is not a duration such as 60s"))?,
+        ),
+        None if watch => None,
+        None => Some(Duration::from_secs(180)),
     };
     Ok(Client::new(&url, token, timeout))
 }

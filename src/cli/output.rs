@@ -62,6 +62,24 @@ fn row(w: &Value) -> Vec<String> {
     ]
 }
 
+/// A watch event as one line for people: what, the worker, its task and state, and why.
+pub fn event_line(event: &Value) -> String {
+    let w = &event["worker"];
+    let mut line = format!("{} {}", cell(&event["at"]), cell(&event["type"]));
+    if w.is_object() {
+        line.push_str(&format!(
+            " {} task {} {}",
+            cell(&w["worker_id"]),
+            cell(&w["task"]),
+            cell(&w["state"])
+        ));
+    }
+    if event["reason"].as_str().is_some_and(|r| !r.is_empty()) {
+        line.push_str(&format!(": {}", cell(&event["reason"])));
+    }
+    line
+}
+
 /// The workers as an aligned table with a header line.
 pub fn worker_table(workers: &[Value]) -> String {
     let rows: Vec<Vec<String>> = workers.iter().map(row).collect();

@@ -55,6 +55,7 @@ pub struct Settings {
     pub sentry_dsn: Option<String>,
     pub sentry_proxy: Option<String>,
     pub max_workers: u32,
+    pub max_watchers: usize,
     pub worker_ready_timeout: Duration,
     pub lifetime: Lifetime,
     /// How often the reaper looks for expired workers.
@@ -414,6 +415,7 @@ impl Raw {
             sentry_dsn,
             sentry_proxy,
             max_workers: self.number("MAX_WORKERS", "a whole number")?,
+            max_watchers: self.number("MAX_WATCHERS", "a whole number")?,
             worker_ready_timeout: parse_duration(&self.get("WORKER_READY_TIMEOUT")).ok_or_else(
                 || {
                     invalid(

@@ -127,6 +127,12 @@ pub(super) const SPECS: &[Spec] = &[
     ),
     s(
         General,
+        "MAX_WATCHERS",
+        "64",
+        "most watch streams at once (each also counts against MAX_CONNECTIONS)",
+    ),
+    s(
+        General,
         "WORKER_READY_TIMEOUT",
         "60s",
         "how long create waits for a worker to answer (0 = do not wait)",

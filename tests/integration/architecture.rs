@@ -56,7 +56,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "backend::local::wezterm",
         ],
     ),
-    ("control operations", &["control"]),
+    ("control operations", &["control", "control::watch"]),
     (
         "push notifications (webhook delivery)",
         &["push", "push::guard", "push::deliver"],

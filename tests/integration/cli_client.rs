@@ -283,11 +283,11 @@ fn metadata_and_list_filters_from_the_command_line() {
         ),
         (
             &["stop", "abc", "--meta", "a=1"][..],
-            "--meta is for create and list only",
+            "--meta is for create, list and watch only",
         ),
         (
             &["create", "x", "--state", "running"][..],
-            "--state is for list only",
+            "--state is for list and watch only",
         ),
     ] {
         let (code, _, err) = cli(&url, args);
@@ -300,4 +300,66 @@ fn metadata_and_list_filters_from_the_command_line() {
         err.contains("invalid_request") && err.contains("\"Bad\""),
         "{err}"
     );
+}
+
+/// `watch` prints what happens as it happens (JSON lines with `--json`, one line per event for
+/// people), with list's filters; killing it ends the watch on the controller.
+#[test]
+fn watch_prints_events_until_it_is_ended() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let c = controller();
+    let url = c.url();
+    cli(&url, &["create", "seen-first", "--meta", "team=a"]);
+    let spawn = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_a2a-worker-controller"))
+            .args(args)
+            .env_clear()
+            .env("A2A_PUBLIC_URL", &url)
+            .env("A2A_AUTH_TOKEN", TOKEN)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let mut json_watch = spawn(&["watch", "--json", "--meta", "team=a"]);
+    let mut people = spawn(&["watch"]);
+    let mut json_lines = BufReader::new(json_watch.stdout.take().unwrap()).lines();
+    let mut people_lines = BufReader::new(people.stdout.take().unwrap()).lines();
+    let mut next =
+        || -> Value { serde_json::from_str(&json_lines.next().unwrap().unwrap()).unwrap() };
+    let first = next();
+    assert_eq!(
+        (first["type"].as_str(), first["worker"]["task"].as_str()),
+        (Some("added"), Some("seen-first"))
+    );
+    assert_eq!(next()["type"], "synced");
+    cli(&url, &["create", "other-team", "--meta", "team=b"]);
+    cli(&url, &["create", "seen-second", "--meta", "team=a"]);
+    let e = next();
+    assert_eq!(
+        e["worker"]["task"], "seen-second",
+        "the filter left other-team out: {e}"
+    );
+    let line = people_lines.next().unwrap().unwrap();
+    assert!(
+        line.contains(" added ") && line.contains("task seen-first running"),
+        "{line}"
+    );
+    json_watch.kill().unwrap();
+    people.kill().unwrap();
+    let _ = (json_watch.wait(), people.wait());
+    // The controller notices at its next writes: a few events, then both watches are over.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    for n in 0.. {
+        cli(&url, &["create", &format!("after-{n}"), "--meta", "team=a"]);
+        let working = c.rpc(
+            "ListTasks",
+            serde_json::json!({"status": "TASK_STATE_WORKING"}),
+        );
+        if working["result"]["tasks"].as_array().unwrap().is_empty() {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{working}");
+    }
 }

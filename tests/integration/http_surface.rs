@@ -197,7 +197,13 @@ fn agent_card_v1_shape_and_validators() {
         .collect();
     assert_eq!(
         skills,
-        [json!("create"), json!("list"), json!("stop"), json!("logs")]
+        [
+            json!("create"),
+            json!("list"),
+            json!("stop"),
+            json!("watch"),
+            json!("logs")
+        ]
     );
     for skill in card["skills"].as_array().unwrap() {
         assert!(!skill["tags"].as_array().unwrap().is_empty());

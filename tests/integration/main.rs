@@ -33,4 +33,5 @@ mod streaming;
 mod support;
 mod tasks;
 mod token_files;
+mod watch;
 mod worker_logs;

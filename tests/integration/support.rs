@@ -30,6 +30,8 @@ pub struct FakeBackend {
     pub panic_next_create: AtomicBool,
     /// Every token handed to `create`, to check where tokens go.
     pub tokens: Mutex<Vec<String>>,
+    /// How many times the workers were listed.
+    pub lists: std::sync::atomic::AtomicU64,
     clock: Mutex<u64>,
 }
 
@@ -44,6 +46,19 @@ impl FakeBackend {
 
     pub fn count(&self) -> usize {
         self.workers.lock().unwrap().len()
+    }
+
+    /// What happens to a worker outside the controller: its state moves (`reason` says why).
+    pub fn set_state(&self, worker_id: &str, state: WorkerState, reason: &str) {
+        if let Some(w) = self.workers.lock().unwrap().get_mut(worker_id) {
+            w.state = state;
+            w.reason = reason.to_string();
+        }
+    }
+
+    /// Someone else removes a worker (by hand, on the engine).
+    pub fn remove_by_hand(&self, worker_id: &str) {
+        self.workers.lock().unwrap().remove(worker_id);
     }
 }
 
@@ -97,6 +112,7 @@ impl Backend for FakeBackend {
 
     fn list(&self) -> Result<Vec<Worker>, BackendError> {
         self.check_up()?;
+        self.lists.fetch_add(1, Ordering::SeqCst);
         Ok(self.workers.lock().unwrap().values().cloned().collect())
     }
 

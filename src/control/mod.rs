@@ -2,6 +2,8 @@
 //! (completed / rejected / failed) and the guarantees this layer owns (see `backend/mod.rs` for
 //! the split of responsibilities). One log line and one metric sample per operation.
 
+pub mod watch;
+
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -42,6 +44,10 @@ pub enum ControlRequest {
         worker_id: String,
         tail: u32,
     },
+    /// What happens to the workers (matching `filter`), as a stream: see [`watch`].
+    Watch {
+        filter: Filter,
+    },
 }
 
 impl ControlRequest {
@@ -49,6 +55,7 @@ impl ControlRequest {
         match self {
             ControlRequest::Create { .. } => "create",
             ControlRequest::List { .. } => "list",
+            ControlRequest::Watch { .. } => "watch",
             ControlRequest::Stop { .. } => "stop",
             ControlRequest::Logs { .. } => "logs",
         }
@@ -202,6 +209,9 @@ pub fn parse_request<'a>(
         "list" => Ok(ControlRequest::List {
             filter: valid_filter(request)?,
         }),
+        "watch" => Ok(ControlRequest::Watch {
+            filter: valid_filter(request)?,
+        }),
         "stop" => Ok(ControlRequest::Stop {
             worker_id: valid_worker_id(request.get("worker_id"), "stop")?,
         }),
@@ -210,7 +220,7 @@ pub fn parse_request<'a>(
             tail: valid_tail(request.get("tail"))?,
         }),
         other => Err(ControlError::invalid(format!(
-            "unknown operation {:?}: use create, list, stop or logs",
+            "unknown operation {:?}: use create, list, stop, logs or watch",
             truncate(other, 64)
         ))),
     }
@@ -502,7 +512,12 @@ pub struct Control {
     in_flight: Mutex<u32>,
     /// Serialises creates of a backend whose task uniqueness is check-then-create.
     create_lock: Mutex<()>,
+    /// What watchers hear: one source for all of them.
+    watch: Arc<watch::Hub>,
 }
+
+/// `MAX_WATCHERS`' default.
+pub const DEFAULT_MAX_WATCHERS: usize = 64;
 
 impl Control {
     pub fn new(
@@ -512,6 +527,7 @@ impl Control {
         max_workers: u32,
     ) -> Control {
         Control {
+            watch: watch::Hub::new(Arc::clone(&backend), DEFAULT_MAX_WATCHERS),
             backend,
             metrics,
             sentry,
@@ -520,6 +536,30 @@ impl Control {
             in_flight: Mutex::new(0),
             create_lock: Mutex::new(()),
         }
+    }
+
+    /// The same, with at most `max` watchers at once.
+    pub fn with_max_watchers(mut self, max: usize) -> Control {
+        self.watch = watch::Hub::new(Arc::clone(&self.backend), max);
+        self
+    }
+
+    /// Starts a watch: the matching workers as they are, `synced`, then their events.
+    pub fn watch(&self, filter: Filter) -> Result<watch::Subscription, ControlError> {
+        self.watch.subscribe(filter).map_err(|e| match e {
+            watch::WatchError::Full(max) => ControlError::new(
+                ErrorCode::Capacity,
+                format!("MAX_WATCHERS ({max}) watches run already: end one first"),
+            ),
+            watch::WatchError::Backend(why) => {
+                ControlError::new(ErrorCode::BackendUnavailable, why)
+            }
+        })
+    }
+
+    /// Lists made by the watch source (one per interval however many watch).
+    pub fn watch_lists(&self) -> u64 {
+        self.watch.lists.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The same, with workers' lifetimes.
@@ -582,8 +622,17 @@ impl Control {
                 }
                 Err(e) => (Outcome::Failed(e.into()), String::new()),
             },
+            ControlRequest::Watch { .. } => (
+                Outcome::Rejected(ControlError::invalid(
+                    "watch is a stream: send it with SendStreamingMessage (or with returnImmediately, then SubscribeToTask or a push notification config)",
+                )),
+                String::new(),
+            ),
             ControlRequest::Stop { worker_id } => match self.backend.stop(&worker_id) {
-                Ok(worker) => (completed(&OneWorker { worker }, None), worker_id),
+                Ok(worker) => {
+                    self.watch.stopped(&worker_id, "stopped by a caller");
+                    (completed(&OneWorker { worker }, None), worker_id)
+                }
                 Err(e) => (Outcome::Failed(e.into()), worker_id),
             },
             // The text goes to the caller only: never into a log line.
@@ -667,6 +716,7 @@ impl Control {
         match result {
             Ok(worker) => {
                 let worker_id = worker.worker_id.clone();
+                self.watch.poke();
                 (
                     completed(&OneWorker { worker }, Some(spec.token)),
                     worker_id,
@@ -699,6 +749,10 @@ impl Control {
                         w.worker_id,
                         w.task,
                         w.expires_at
+                    );
+                    self.watch.stopped(
+                        &w.worker_id,
+                        &format!("reaped: its TTL ended at {}", w.expires_at),
                     );
                     completed(&OneWorker { worker }, None)
                 }

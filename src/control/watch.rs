@@ -1,0 +1,388 @@
+//! What happens to workers, for watchers (`watch`): one source per controller shared by every
+//! watcher — the backend's own list, asked every [`INTERVAL`] while someone watches and at once
+//! after this controller's own create and stop — diffed into events: `added`, `changed` (state
+//! or reason moved), `removed` (with why, when this controller stopped or reaped it). A watcher
+//! first hears one `added` per existing worker (oldest first) and `synced`, then events as they
+//! happen, in order per worker. Memory is bounded: a watcher that does not read [`BACKLOG`]
+//! events is cut off (its stream ends saying so), never the source slowed; at most
+//! `MAX_WATCHERS` watch at once.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use super::Filter;
+use crate::backend::{Backend, Worker};
+use crate::time::{now_millis, rfc3339_millis};
+
+/// How often the workers are listed while someone watches.
+pub const INTERVAL: Duration = Duration::from_secs(1);
+/// Events a watcher may leave unread before it is cut off.
+pub const BACKLOG: usize = 1024;
+/// How long a stop's reason is kept for the removal it explains.
+const REASON_TTL: Duration = Duration::from_secs(120);
+
+/// One thing that happened to a worker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Event {
+    /// `added`, `changed`, `removed`, or `synced` (the end of the first snapshot).
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// The worker as `list` shows it (never a token); `null` for `synced`.
+    pub worker: Option<Worker>,
+    /// Why, when known: the new reason of a `changed` worker, how a `removed` one went.
+    pub reason: String,
+    /// RFC 3339 UTC, milliseconds.
+    pub at: String,
+}
+
+impl Event {
+    fn new(kind: &'static str, worker: Option<Worker>, reason: String) -> Event {
+        Event {
+            kind,
+            worker,
+            reason,
+            at: rfc3339_millis(now_millis()),
+        }
+    }
+}
+
+/// Why a watch cannot start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WatchError {
+    /// `MAX_WATCHERS` watch already.
+    Full(usize),
+    /// The first list failed.
+    Backend(String),
+}
+
+/// A watcher's side: the first snapshot, then events until it ends.
+pub struct Subscription {
+    pub snapshot: Vec<Event>,
+    pub events: Receiver<Event>,
+    /// Set when the source cut this watcher off (it did not read).
+    pub cut_off: Arc<AtomicBool>,
+    /// Set when this side goes: the source forgets the watcher at its next look.
+    gone: Arc<AtomicBool>,
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        self.gone.store(true, Ordering::SeqCst);
+    }
+}
+
+struct Watcher {
+    filter: Filter,
+    tx: SyncSender<Event>,
+    cut_off: Arc<AtomicBool>,
+    gone: Arc<AtomicBool>,
+}
+
+impl Watcher {
+    fn ended(&self) -> bool {
+        self.cut_off.load(Ordering::SeqCst) || self.gone.load(Ordering::SeqCst)
+    }
+}
+
+#[derive(Default)]
+struct State {
+    /// The workers as last listed (`None` until the first list).
+    known: Option<BTreeMap<String, Worker>>,
+    watchers: Vec<Watcher>,
+    /// Why this controller stopped a worker, until its removal is seen.
+    reasons: HashMap<String, (String, Instant)>,
+    /// A list was asked for before the next interval.
+    poked: bool,
+    running: bool,
+}
+
+pub struct Hub {
+    backend: Arc<dyn Backend>,
+    max_watchers: usize,
+    state: Mutex<State>,
+    wake: Condvar,
+    /// Lists made, for tests and the bench (one source for all watchers).
+    pub lists: std::sync::atomic::AtomicU64,
+}
+
+impl Hub {
+    pub fn new(backend: Arc<dyn Backend>, max_watchers: usize) -> Arc<Hub> {
+        Arc::new(Hub {
+            backend,
+            max_watchers,
+            state: Mutex::new(State::default()),
+            wake: Condvar::new(),
+            lists: std::sync::atomic::AtomicU64::new(0),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Starts watching: the workers as they are now (matching `filter`) and `synced`, then
+    /// events. The source starts with the first watcher and stops after the last.
+    pub fn subscribe(self: &Arc<Hub>, filter: Filter) -> Result<Subscription, WatchError> {
+        let mut state = self.lock();
+        state.watchers.retain(|w| !w.ended());
+        if state.watchers.len() >= self.max_watchers {
+            return Err(WatchError::Full(self.max_watchers));
+        }
+        // The source's last list when it runs (a hundred watchers cost one list per
+        // interval, not one each), a fresh one when it does not.
+        if state.known.is_none() {
+            self.refresh(&mut state).map_err(WatchError::Backend)?;
+        }
+        let mut snapshot: Vec<Event> = state
+            .known
+            .as_ref()
+            .map(|k| k.values().cloned().collect::<Vec<_>>())
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|w| filter.matches(w))
+            .map(|w| Event::new("added", Some(w), String::new()))
+            .collect();
+        snapshot.sort_by(|a, b| {
+            let key = |e: &Event| {
+                e.worker
+                    .as_ref()
+                    .map(|w| (w.created_at.clone(), w.worker_id.clone()))
+            };
+            key(a).cmp(&key(b))
+        });
+        snapshot.push(Event::new("synced", None, String::new()));
+        let (tx, events) = sync_channel(BACKLOG);
+        let cut_off = Arc::new(AtomicBool::new(false));
+        let gone = Arc::new(AtomicBool::new(false));
+        state.watchers.push(Watcher {
+            filter,
+            tx,
+            cut_off: Arc::clone(&cut_off),
+            gone: Arc::clone(&gone),
+        });
+        if !state.running {
+            state.running = true;
+            let hub = Arc::clone(self);
+            if let Err(e) = thread::Builder::new()
+                .name("watch".into())
+                .spawn(move || hub.run())
+            {
+                state.running = false;
+                state.watchers.pop();
+                return Err(WatchError::Backend(format!(
+                    "cannot start the watch source: {e}"
+                )));
+            }
+        }
+        Ok(Subscription {
+            snapshot,
+            events,
+            cut_off,
+            gone,
+        })
+    }
+
+    /// This controller stopped (or reaped) a worker: its removal will say `reason`, and the
+    /// source looks again now.
+    pub fn stopped(&self, worker_id: &str, reason: &str) {
+        let mut state = self.lock();
+        if !state.running {
+            return;
+        }
+        state
+            .reasons
+            .insert(worker_id.to_string(), (reason.to_string(), Instant::now()));
+        state.poked = true;
+        drop(state);
+        self.wake.notify_all();
+    }
+
+    /// Something changed (a create): look again now, if anyone watches.
+    pub fn poke(&self) {
+        let mut state = self.lock();
+        if state.running {
+            state.poked = true;
+            drop(state);
+            self.wake.notify_all();
+        }
+    }
+
+    /// The source: a list every interval (or when poked) while someone watches.
+    fn run(&self) {
+        let mut state = self.lock();
+        loop {
+            state.watchers.retain(|w| !w.ended());
+            if state.watchers.is_empty() {
+                state.running = false;
+                state.known = None;
+                state.reasons.clear();
+                return;
+            }
+            if !state.poked {
+                let (s, _) = self
+                    .wake
+                    .wait_timeout(state, INTERVAL)
+                    .unwrap_or_else(|p| p.into_inner());
+                state = s;
+            }
+            state.poked = false;
+            if let Err(why) = self.refresh(&mut state) {
+                log::debug!("watch: the workers cannot be listed now: {why}");
+            }
+        }
+    }
+
+    /// Lists the workers and tells every watcher what changed since the last list.
+    fn refresh(&self, state: &mut State) -> Result<(), String> {
+        self.lists.fetch_add(1, Ordering::Relaxed);
+        let listed = self.backend.list().map_err(|e| e.to_string())?;
+        let now: BTreeMap<String, Worker> = listed
+            .into_iter()
+            .map(|w| (w.worker_id.clone(), w))
+            .collect();
+        let Some(before) = state.known.replace(now.clone()) else {
+            return Ok(());
+        };
+        state.reasons.retain(|_, (_, at)| at.elapsed() < REASON_TTL);
+        let mut events = Vec::new();
+        for (id, w) in &now {
+            match before.get(id) {
+                None => events.push(Event::new("added", Some(w.clone()), String::new())),
+                Some(old) if old != w => {
+                    events.push(Event::new("changed", Some(w.clone()), w.reason.clone()))
+                }
+                Some(_) => {}
+            }
+        }
+        for (id, w) in &before {
+            if !now.contains_key(id) {
+                let reason = state
+                    .reasons
+                    .remove(id)
+                    .map(|(r, _)| r)
+                    .unwrap_or_else(|| "it is gone (removed outside this controller)".into());
+                events.push(Event::new("removed", Some(w.clone()), reason));
+            }
+        }
+        for event in events {
+            for watcher in &state.watchers {
+                let relevant = event
+                    .worker
+                    .as_ref()
+                    .is_none_or(|w| watcher.filter.matches(w));
+                if !relevant || watcher.ended() {
+                    continue;
+                }
+                match watcher.tx.try_send(event.clone()) {
+                    Ok(()) => {}
+                    Err(TrySendError::Full(_)) => {
+                        log::warn!("watch: a watcher left {BACKLOG} events unread and was cut off");
+                        watcher.cut_off.store(true, Ordering::SeqCst);
+                    }
+                    Err(TrySendError::Disconnected(_)) => {
+                        watcher.cut_off.store(true, Ordering::SeqCst)
+                    }
+                }
+            }
+        }
+        // A cut-off watcher's sender goes, so its reader sees the end after the backlog.
+        state.watchers.retain(|w| !w.ended());
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+
+    use super::*;
+    use crate::backend::{BackendError, BackendKind, CreateSpec, Logs, WorkerState};
+
+    /// A backend whose every list holds one more worker than the last.
+    #[derive(Default)]
+    struct Growing(AtomicUsize);
+
+    impl Backend for Growing {
+        fn kind(&self) -> BackendKind {
+            BackendKind::Docker
+        }
+        fn create(&self, _: &CreateSpec) -> Result<Worker, BackendError> {
+            Err(BackendError::NotFound)
+        }
+        fn list(&self) -> Result<Vec<Worker>, BackendError> {
+            let n = self.0.fetch_add(1, Ordering::SeqCst);
+            Ok((0..n)
+                .map(|i| {
+                    Worker::new(
+                        BackendKind::Docker,
+                        format!("w{i}"),
+                        format!("t{i}"),
+                        WorkerState::Running,
+                        "2026-12-01T00:00:00Z",
+                    )
+                })
+                .collect())
+        }
+        fn stop(&self, _: &str) -> Result<Worker, BackendError> {
+            Err(BackendError::NotFound)
+        }
+        fn logs(&self, _: &str, _: u32) -> Result<Logs, BackendError> {
+            Err(BackendError::NotFound)
+        }
+        fn health(&self) -> Result<(), BackendError> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_watcher_that_does_not_read_is_cut_off_and_the_others_go_on() {
+        let hub = Hub::new(Arc::new(Growing::default()), 4);
+        let idle = hub.subscribe(Filter::default()).unwrap();
+        let reader = hub.subscribe(Filter::default()).unwrap();
+        let mut heard = 0;
+        for _ in 0..BACKLOG + 10 {
+            let mut state = hub.lock();
+            hub.refresh(&mut state).unwrap();
+            drop(state);
+            while reader.events.try_recv().is_ok() {
+                heard += 1;
+            }
+        }
+        assert!(
+            idle.cut_off.load(Ordering::SeqCst),
+            "the idle watcher is cut off"
+        );
+        assert!(!reader.cut_off.load(Ordering::SeqCst));
+        assert!(
+            heard >= BACKLOG + 9,
+            "the reader heard every event: {heard}"
+        );
+        // What the idle one has is bounded, and then its stream ends.
+        let backlog = idle.events.try_iter().count();
+        assert_eq!(backlog, BACKLOG);
+        assert!(matches!(
+            idle.events.try_recv(),
+            Err(std::sync::mpsc::TryRecvError::Disconnected)
+        ));
+        assert_eq!(hub.lock().watchers.len(), 1);
+    }
+
+    #[test]
+    fn at_most_max_watchers_and_a_gone_one_frees_its_place() {
+        let hub = Hub::new(Arc::new(Growing::default()), 2);
+        let a = hub.subscribe(Filter::default()).unwrap();
+        let _b = hub.subscribe(Filter::default()).unwrap();
+        assert!(matches!(
+            hub.subscribe(Filter::default()),
+            Err(WatchError::Full(2))
+        ));
+        drop(a);
+        assert!(hub.subscribe(Filter::default()).is_ok());
+    }
+}

@@ -1,0 +1,334 @@
+//! `watch` (issue 21, part 1) over the protocol with the backend test double: a snapshot and
+//! `synced`, then `added`, `changed` and `removed` as they happen (with the reasons this
+//! controller knows: a caller's stop, the reaper, a removal by someone else), filters, one
+//! source for many watchers (counted in backend lists), CancelTask ending a watch
+//! (`TASK_STATE_CANCELED`, listed so afterwards), a client hang-up ending it,
+//! `returnImmediately` with SubscribeToTask, `MAX_WATCHERS`, and a blocking SendMessage refused.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpStream;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use a2a_worker_controller::backend::WorkerState;
+use serde_json::{json, Value};
+
+use crate::support::*;
+
+/// A watch stream held open: its events as they arrive.
+struct Watch {
+    reader: BufReader<TcpStream>,
+    stream: TcpStream,
+}
+
+impl Watch {
+    fn start(c: &Controller, request: Value) -> Watch {
+        let body = json!({"jsonrpc": "2.0", "id": "w", "method": "SendStreamingMessage",
+            "params": {"message": message(vec![json!({"data": request})])}})
+        .to_string();
+        let mut stream = TcpStream::connect(c.addr).unwrap();
+        write!(
+            stream,
+            "POST /a2a HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let reader = BufReader::new(stream.try_clone().unwrap());
+        Watch { reader, stream }
+    }
+
+    /// The next SSE event's JSON-RPC result (comments and the head skipped).
+    fn next(&mut self) -> Option<Value> {
+        let mut line = String::new();
+        loop {
+            line.clear();
+            if self.reader.read_line(&mut line).ok()? == 0 {
+                return None;
+            }
+            if let Some(data) = line.trim_end().strip_prefix("data: ") {
+                let v: Value = serde_json::from_str(data).unwrap();
+                return Some(v["result"].clone());
+            }
+        }
+    }
+
+    /// The next worker event (status updates carrying `{"event"}`); `None` at the end.
+    fn event(&mut self) -> Option<Value> {
+        loop {
+            let r = self.next()?;
+            if let Some(e) = r.pointer("/statusUpdate/status/message/parts/1/data/event") {
+                return Some(e.clone());
+            }
+            if r["statusUpdate"]["status"]["state"] != "TASK_STATE_WORKING"
+                && r.get("task").is_none()
+            {
+                return Some(json!({"type": "end", "result": r}));
+            }
+        }
+    }
+
+    fn task_id(&mut self) -> String {
+        let first = self.next().expect("the task first");
+        assert_eq!(
+            first["task"]["status"]["state"], "TASK_STATE_WORKING",
+            "{first}"
+        );
+        first["task"]["id"].as_str().unwrap().to_string()
+    }
+}
+
+fn kind_and_task(e: &Value) -> (String, String) {
+    (
+        e["type"].as_str().unwrap_or("").to_string(),
+        e["worker"]["task"].as_str().unwrap_or("").to_string(),
+    )
+}
+
+fn create(c: &Controller, task: &str) -> Value {
+    reply_data(&c.control(json!({"operation": "create", "task": task, "metadata": {"team": task}})))
+        ["worker"]
+        .clone()
+}
+
+#[test]
+fn a_watch_hears_its_snapshot_then_what_happens() {
+    let c = controller();
+    let first = create(&c, "before");
+    let mut w = Watch::start(&c, json!({"operation": "watch"}));
+    let id = w.task_id();
+    assert_eq!(
+        kind_and_task(&w.event().unwrap()),
+        ("added".into(), "before".into())
+    );
+    let synced = w.event().unwrap();
+    assert_eq!(synced["type"], "synced");
+    assert!(synced["worker"].is_null());
+
+    let started = Instant::now();
+    let second = create(&c, "after");
+    let e = w.event().unwrap();
+    assert_eq!(kind_and_task(&e), ("added".into(), "after".into()));
+    assert!(
+        started.elapsed() < Duration::from_millis(900),
+        "a create is heard at once"
+    );
+    assert_eq!(e["worker"]["metadata"]["team"], "after");
+    assert!(
+        e["worker"].get("token").is_none()
+            && !e.to_string().contains(&c.backend.tokens.lock().unwrap()[1])
+    );
+
+    c.backend.set_state(
+        second["worker_id"].as_str().unwrap(),
+        WorkerState::Exited,
+        "exited with code 3",
+    );
+    let e = w.event().unwrap();
+    assert_eq!(kind_and_task(&e), ("changed".into(), "after".into()));
+    assert_eq!(e["worker"]["state"], "exited");
+    assert_eq!(e["reason"], "exited with code 3");
+
+    c.control(json!({"operation": "stop", "worker_id": second["worker_id"]}));
+    let e = w.event().unwrap();
+    assert_eq!(kind_and_task(&e), ("removed".into(), "after".into()));
+    assert_eq!(e["reason"], "stopped by a caller");
+
+    c.backend
+        .remove_by_hand(first["worker_id"].as_str().unwrap());
+    let e = w.event().unwrap();
+    assert_eq!(kind_and_task(&e), ("removed".into(), "before".into()));
+    assert!(
+        e["reason"]
+            .as_str()
+            .unwrap()
+            .contains("outside this controller"),
+        "{e}"
+    );
+    assert!(e["at"].as_str().unwrap().ends_with('Z'));
+
+    // CancelTask ends it: CANCELED, the stream's last event, and so listed afterwards.
+    let r = c.rpc("CancelTask", json!({"id": id}));
+    assert_eq!(r["result"]["status"]["state"], "TASK_STATE_CANCELED", "{r}");
+    let end = w.event().unwrap();
+    assert_eq!(end["type"], "end");
+    assert_eq!(
+        end["result"]["statusUpdate"]["status"]["state"],
+        "TASK_STATE_CANCELED"
+    );
+    assert!(w.event().is_none(), "the stream is over");
+    let listed = c.rpc("ListTasks", json!({"status": "TASK_STATE_CANCELED"}));
+    assert_eq!(listed["result"]["tasks"][0]["id"], id.as_str());
+    // Every other control task still refuses to be canceled.
+    let done = c.control(json!({"operation": "list"}));
+    assert_eq!(
+        c.rpc_error("CancelTask", json!({"id": done["id"]}))["code"],
+        -32002
+    );
+}
+
+#[test]
+fn filters_many_watchers_one_source_and_hang_ups() {
+    let c = controller();
+    create(&c, "red");
+    create(&c, "blue");
+    let mut red = Watch::start(
+        &c,
+        json!({"operation": "watch", "metadata": {"team": "red"}}),
+    );
+    let red_id = red.task_id();
+    assert_eq!(
+        kind_and_task(&red.event().unwrap()),
+        ("added".into(), "red".into())
+    );
+    assert_eq!(red.event().unwrap()["type"], "synced");
+
+    // 64 watchers at once: the source lists about once a second for all of them.
+    let mut many: Vec<Watch> = (0..63)
+        .map(|_| Watch::start(&c, json!({"operation": "watch"})))
+        .collect();
+    for w in &mut many {
+        w.task_id();
+        assert_eq!(w.event().unwrap()["type"], "added");
+        assert_eq!(w.event().unwrap()["type"], "added");
+        assert_eq!(w.event().unwrap()["type"], "synced");
+    }
+    let before = c.backend.lists.load(Ordering::SeqCst);
+    std::thread::sleep(Duration::from_secs(3));
+    let lists = c.backend.lists.load(Ordering::SeqCst) - before;
+    assert!((2..=5).contains(&lists), "64 watchers, 3 s: {lists} lists");
+    // A 65th is refused: MAX_WATCHERS (64).
+    let mut refused = Watch::start(&c, json!({"operation": "watch"}));
+    let first = refused.next().unwrap();
+    assert_eq!(
+        first["task"]["status"]["state"], "TASK_STATE_FAILED",
+        "{first}"
+    );
+    assert!(first.to_string().contains("MAX_WATCHERS (64)"), "{first}");
+
+    // Hang-ups end their watches (and free their places).
+    for w in many.drain(..) {
+        let _ = w.stream.shutdown(std::net::Shutdown::Both);
+    }
+    // A stream notices its client is gone when it writes: a few events do it.
+    let green = create(&c, "green");
+    c.backend.set_state(
+        green["worker_id"].as_str().unwrap(),
+        WorkerState::Exited,
+        "done",
+    );
+    c.control(json!({"operation": "stop", "worker_id": green["worker_id"]}));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let working = c.rpc("ListTasks", json!({"status": "TASK_STATE_WORKING"}))["result"]
+            ["tasks"]
+            .as_array()
+            .unwrap()
+            .len();
+        if working == 1 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{working} watches still run after their clients left"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let canceled = c.rpc("ListTasks", json!({"status": "TASK_STATE_CANCELED"}));
+    let text = canceled.to_string();
+    assert!(text.contains("the client went away"), "{text}");
+    // The red watch heard nothing of blue or green, and still runs.
+    create(&c, "red-2");
+    let x = reply_data(
+        &c.control(json!({"operation": "create", "task": "x", "metadata": {"team": "red"}})),
+    );
+    c.backend.set_state(
+        x["worker"]["worker_id"].as_str().unwrap(),
+        WorkerState::Exited,
+        "x",
+    );
+    let e = red.event().unwrap();
+    assert_eq!(
+        kind_and_task(&e),
+        ("added".into(), "x".into()),
+        "only team red: {e}"
+    );
+    let r = c.rpc("CancelTask", json!({"id": red_id}));
+    assert_eq!(r["result"]["status"]["state"], "TASK_STATE_CANCELED");
+}
+
+#[test]
+fn return_immediately_subscribe_reaper_and_refusals() {
+    let c = Builder::default()
+        .flag("-worker-ttl=1s")
+        .flag("-reap-interval=1s")
+        .start();
+    let r = c.rpc(
+        "SendMessage",
+        json!({"message": message(vec![json!({"data": {"operation": "watch"}})]),
+               "configuration": {"returnImmediately": true}}),
+    );
+    let task = &r["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_WORKING", "{r}");
+    let id = task["id"].as_str().unwrap().to_string();
+    // SubscribeToTask follows it; the reaper's removal says why.
+    let body =
+        json!({"jsonrpc": "2.0", "id": "w", "method": "SubscribeToTask", "params": {"id": id}})
+            .to_string();
+    let mut stream = TcpStream::connect(c.addr).unwrap();
+    write!(
+        stream,
+        "POST /a2a HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut sub = Watch {
+        reader: BufReader::new(stream.try_clone().unwrap()),
+        stream,
+    };
+    assert_eq!(sub.next().unwrap()["task"]["id"], id.as_str());
+    create(&c, "short-lived");
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        let e = sub.event().unwrap();
+        seen.push(kind_and_task(&e));
+        if e["type"] == "removed" {
+            assert!(
+                e["reason"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("reaped: its TTL ended at"),
+                "{e}"
+            );
+            break;
+        }
+    }
+    assert_eq!(
+        seen.last().map(|s| s.0.as_str()),
+        Some("removed"),
+        "{seen:?}"
+    );
+    let r = c.rpc("CancelTask", json!({"id": id}));
+    assert_eq!(r["result"]["status"]["state"], "TASK_STATE_CANCELED");
+
+    // A blocking SendMessage cannot carry a stream: refused, saying how.
+    let t = c.control(json!({"operation": "watch"}));
+    let e = control_error(&t, "TASK_STATE_REJECTED");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("SendStreamingMessage"),
+        "{e}"
+    );
+    let t = c.control(json!({"operation": "watch", "state": "asleep"}));
+    control_error(&t, "TASK_STATE_REJECTED");
+    let _ = Arc::clone(&c.backend);
+}
