@@ -351,6 +351,21 @@ pub trait Backend: Send + Sync {
         Ok(())
     }
 
+    /// Whether the engine tells of changes to this controller's workers as they happen
+    /// ([`Backend::follow_changes`]); without, watchers rely on listing alone.
+    fn has_change_stream(&self) -> bool {
+        false
+    }
+
+    /// Follows the engine's change stream for this controller's workers, calling `changed`
+    /// after each change (it says whether to go on). Returns when `changed` says stop, when
+    /// the stream ends (the caller follows again, and lists: nothing is missed), or fails.
+    /// The events only say *that* something changed; the list says what (the engine's list
+    /// stays the truth, so a stream that reconnects can neither lose nor invent an event).
+    fn follow_changes(&self, _changed: &mut dyn FnMut() -> bool) -> Result<(), BackendError> {
+        Ok(())
+    }
+
     /// Whether [`Backend::create`] refuses a second worker per task atomically in the engine.
     fn atomic_task_uniqueness(&self) -> bool {
         true

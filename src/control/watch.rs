@@ -100,6 +100,8 @@ struct State {
     /// A list was asked for before the next interval.
     poked: bool,
     running: bool,
+    /// A thread follows the engine's change stream.
+    following: bool,
 }
 
 pub struct Hub {
@@ -179,6 +181,19 @@ impl Hub {
                     "cannot start the watch source: {e}"
                 )));
             }
+            if self.backend.has_change_stream() && !state.following {
+                state.following = true;
+                let hub = Arc::clone(self);
+                let spawned = thread::Builder::new()
+                    .name("watch-events".into())
+                    .spawn(move || hub.follow());
+                if let Err(e) = spawned {
+                    state.following = false;
+                    log::warn!(
+                        "watch: cannot follow the engine's events ({e}); listing every second only"
+                    );
+                }
+            }
         }
         Ok(Subscription {
             snapshot,
@@ -210,6 +225,26 @@ impl Hub {
             state.poked = true;
             drop(state);
             self.wake.notify_all();
+        }
+    }
+
+    /// Follows the engine's change stream while someone watches: each change makes the
+    /// source list at once; after a reconnect it lists too (what happened meanwhile).
+    fn follow(&self) {
+        loop {
+            if !self.lock().running {
+                self.lock().following = false;
+                return;
+            }
+            let followed = self.backend.follow_changes(&mut || {
+                self.poke();
+                self.lock().running
+            });
+            if let Err(e) = followed {
+                log::debug!("watch: the engine's events broke off ({e}); following again");
+                thread::sleep(INTERVAL);
+            }
+            self.poke();
         }
     }
 

@@ -2,6 +2,7 @@
 //! real containers of the real echo worker image, real HTTP to the workers.
 
 use std::collections::HashSet;
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
@@ -654,4 +655,94 @@ fn a_streamed_create_reports_each_step_on_the_real_engine() {
     let last = &events.last().unwrap()["result"]["statusUpdate"]["status"];
     assert_eq!(last["state"], "TASK_STATE_COMPLETED");
     assert!(worker_ids(&p).is_empty());
+}
+
+/// Issue 21: a watch on the real engine. The snapshot and `synced`; a create → `added`; the
+/// worker killed (`docker kill`) → `changed` to exited with its exit code, heard through the
+/// engine's `/events` within a second (the latency measured and printed); a stop → `removed`
+/// with the caller's reason; a container removed by hand → `removed`; a second controller's
+/// create → `added` on the first's watch; and nothing more than what `list` shows.
+#[test]
+fn a_watch_follows_the_real_engine() {
+    use crate::watch::{kind_and_task, Watch};
+    let Some(socket) = docker_socket() else {
+        return;
+    };
+    let id = controller_id("watch");
+    let cleanup = Cleanup::new(&socket, &id);
+    let a = Proc::start(&socket, &id, &[]);
+    let b = Proc::start(&socket, &id, &[]);
+    reply_data(&a.control(json!({"operation": "create", "task": "before"})));
+    let mut w = Watch::start(a.addr, json!({"operation": "watch"}));
+    let task_id = w.task_id();
+    assert_eq!(
+        kind_and_task(&w.event().unwrap()),
+        ("added".into(), "before".into())
+    );
+    assert_eq!(w.event().unwrap()["type"], "synced");
+
+    let victim =
+        reply_data(&b.control(json!({"operation": "create", "task": "victim"})))["worker"].clone();
+    // The other replica's create: heard through the engine (this controller made no call).
+    let e = w.event().unwrap();
+    assert_eq!(kind_and_task(&e), ("added".into(), "victim".into()), "{e}");
+    let of_task = |task: &str| {
+        cleanup
+            .owned()
+            .into_iter()
+            .find(|c| {
+                c.labels
+                    .as_ref()
+                    .and_then(|l| l.get("a2a-worker-controller/task"))
+                    .is_some_and(|t| t == task)
+            })
+            .unwrap_or_else(|| panic!("the container of task {task}"))
+            .id
+    };
+    let container = of_task("victim");
+    let killed = Instant::now();
+    cleanup.engine.kill(&container, "KILL").unwrap();
+    let e = loop {
+        let e = w.event().unwrap();
+        if e["worker"]["state"] == "exited" {
+            break e;
+        }
+    };
+    let latency = killed.elapsed();
+    assert_eq!(kind_and_task(&e), ("changed".into(), "victim".into()));
+    assert!(e["reason"].as_str().unwrap().contains("137"), "{e}");
+    eprintln!(
+        "WATCH LATENCY docker: kill to event {} ms",
+        latency.as_millis()
+    );
+    assert!(latency < Duration::from_millis(1500), "{latency:?}");
+
+    a.control(json!({"operation": "stop", "worker_id": victim["worker_id"]}));
+    let e = w.event().unwrap();
+    assert_eq!(kind_and_task(&e), ("removed".into(), "victim".into()));
+    assert_eq!(e["reason"], "stopped by a caller");
+
+    cleanup.engine.remove(&of_task("before")).unwrap();
+    let e = w.event().unwrap();
+    assert_eq!(kind_and_task(&e), ("removed".into(), "before".into()));
+    assert!(
+        e["reason"]
+            .as_str()
+            .unwrap()
+            .contains("outside this controller"),
+        "{e}"
+    );
+
+    let body =
+        json!({"jsonrpc": "2.0", "id": 1, "method": "CancelTask", "params": {"id": task_id}});
+    let auth = format!("Bearer {}", crate::support::TOKEN);
+    let r = request(
+        a.addr,
+        "POST",
+        "/a2a",
+        &[("Authorization", &auth)],
+        body.to_string().as_bytes(),
+    )
+    .json();
+    assert_eq!(r["result"]["status"]["state"], "TASK_STATE_CANCELED", "{r}");
 }

@@ -869,3 +869,93 @@ fn check_asks_the_api_server_with_the_credentials() {
         "{err}"
     );
 }
+
+/// Issue 21 on Kubernetes (the stand-in's pod watch, from a list's `resourceVersion`): a watch
+/// hears its snapshot and `synced`, another replica's create (through the pod watch, within a
+/// second: measured), the pod becoming ready, a stop (graceful: `stopping`, then `removed` with
+/// the caller's reason), and a pod deleted behind the controllers' backs.
+#[test]
+fn a_watch_follows_the_pods() {
+    use crate::watch::{kind_and_task, Watch};
+    use std::time::Duration;
+    if !configured() {
+        return;
+    }
+    let pki = Pki::new("e2e-watch");
+    let standin = Standin::start(&pki, &["--ready-after", "0.3"]);
+    let id = controller_id("k8s-watch");
+    let a = start(&standin, &pki, &id, &[]);
+    let b = start(&standin, &pki, &id, &[]);
+    reply_data(&a.control(json!({"operation": "create", "task": "before"})));
+    let mut w = Watch::start(a.addr, json!({"operation": "watch"}));
+    let task_id = w.task_id();
+    assert_eq!(
+        kind_and_task(&w.event().unwrap()),
+        ("added".into(), "before".into())
+    );
+    assert_eq!(w.event().unwrap()["type"], "synced");
+
+    let asked = a2a_worker_controller::time::now_millis();
+    let other =
+        reply_data(&b.control(json!({"operation": "create", "task": "other"})))["worker"].clone();
+    let e = w.event().unwrap();
+    assert_eq!(kind_and_task(&e), ("added".into(), "other".into()), "{e}");
+    // From the other replica's create call starting (its pod is made at once) to the event
+    // being made here: an upper bound of the pod watch's latency.
+    let at = a2a_worker_controller::time::parse_rfc3339_millis(e["at"].as_str().unwrap()).unwrap();
+    let latency = Duration::from_millis(at.saturating_sub(asked));
+    eprintln!(
+        "WATCH LATENCY k8s: another replica's create call to the event {} ms",
+        latency.as_millis()
+    );
+    assert!(latency < Duration::from_millis(1500), "{latency:?}");
+
+    a.control(json!({"operation": "stop", "worker_id": other["worker_id"]}));
+    let mut seen = Vec::new();
+    let removed = loop {
+        let e = w.event().unwrap();
+        seen.push(kind_and_task(&e));
+        if e["type"] == "removed" {
+            break e;
+        }
+    };
+    assert_eq!(removed["worker"]["task"], "other", "{seen:?}");
+    assert_eq!(removed["reason"], "stopped by a caller");
+
+    // Deleted by someone else (kubectl delete, say).
+    let pods = pods(&api(&standin, &pki));
+    let name = pods[0]["metadata"]["name"].as_str().unwrap().to_string();
+    api(&standin, &pki)
+        .call(
+            K8sMethod::Delete,
+            &format!("/api/v1/namespaces/{NS}/pods/{name}"),
+            None,
+        )
+        .unwrap();
+    let removed = loop {
+        let e = w.event().unwrap();
+        if e["type"] == "removed" {
+            break e;
+        }
+    };
+    assert_eq!(removed["worker"]["task"], "before");
+    assert!(
+        removed["reason"]
+            .as_str()
+            .unwrap()
+            .contains("outside this controller"),
+        "{removed}"
+    );
+    let body =
+        json!({"jsonrpc": "2.0", "id": 1, "method": "CancelTask", "params": {"id": task_id}});
+    let auth = format!("Bearer {TOKEN}");
+    let r = crate::support::request(
+        a.addr,
+        "POST",
+        "/a2a",
+        &[("Authorization", &auth)],
+        body.to_string().as_bytes(),
+    )
+    .json();
+    assert_eq!(r["result"]["status"]["state"], "TASK_STATE_CANCELED", "{r}");
+}

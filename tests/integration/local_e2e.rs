@@ -1172,3 +1172,50 @@ fn the_standin_answers_get_text_as_the_real_cli_did() {
     escaped.push_str("\u{1b}[31mred\u{1b}[39m end\r\n\r\n\n");
     assert_eq!(get_text(&["--escapes"]), escaped, "rec 08");
 }
+
+/// Issue 21 on the local backend (no event stream: the reconciliation, once a second while
+/// someone watches): a tab closed by hand is `removed`, a program that exits under
+/// `exit_behavior = "Hold"` is `changed` to exited with its exit code, a stop is `removed`
+/// with the caller's reason — each within about a second (measured).
+#[test]
+fn a_watch_follows_the_tabs() {
+    use crate::watch::{kind_and_task, Watch};
+    let wez = Wez::new("watch");
+    let gui = wez.gui();
+    let p = wez.controller();
+    let a = create(&p, "a");
+    let b = create(&p, "b");
+    let c = create(&p, "c");
+    let mut w = Watch::start(p.addr, json!({"operation": "watch"}));
+    w.task_id();
+    for _ in 0..3 {
+        assert_eq!(w.event().unwrap()["type"], "added");
+    }
+    assert_eq!(w.event().unwrap()["type"], "synced");
+    let closed = Instant::now();
+    gui.close_by_hand(pane_of(&a));
+    let e = w.event().unwrap();
+    let latency = closed.elapsed();
+    assert_eq!(kind_and_task(&e), ("removed".into(), "a".into()));
+    assert!(
+        e["reason"]
+            .as_str()
+            .unwrap()
+            .contains("outside this controller"),
+        "{e}"
+    );
+    eprintln!(
+        "WATCH LATENCY local: tab closed to event {} ms",
+        latency.as_millis()
+    );
+    assert!(latency < Duration::from_millis(2000), "{latency:?}");
+    gui.program_exits(pane_of(&b), 3, "Hold");
+    let e = w.event().unwrap();
+    assert_eq!(kind_and_task(&e), ("changed".into(), "b".into()));
+    assert_eq!(e["worker"]["state"], "exited");
+    assert!(e["reason"].as_str().unwrap().contains("3"), "{e}");
+    stop(&p, &c["worker_id"]);
+    let e = w.event().unwrap();
+    assert_eq!(kind_and_task(&e), ("removed".into(), "c".into()));
+    assert_eq!(e["reason"], "stopped by a caller");
+}

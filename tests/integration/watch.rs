@@ -16,18 +16,18 @@ use serde_json::{json, Value};
 
 use crate::support::*;
 
-/// A watch stream held open: its events as they arrive.
-struct Watch {
+/// A watch stream held open: its events as they arrive (the backend suites use it too).
+pub struct Watch {
     reader: BufReader<TcpStream>,
-    stream: TcpStream,
+    pub stream: TcpStream,
 }
 
 impl Watch {
-    fn start(c: &Controller, request: Value) -> Watch {
+    pub fn start(addr: std::net::SocketAddr, request: Value) -> Watch {
         let body = json!({"jsonrpc": "2.0", "id": "w", "method": "SendStreamingMessage",
             "params": {"message": message(vec![json!({"data": request})])}})
         .to_string();
-        let mut stream = TcpStream::connect(c.addr).unwrap();
+        let mut stream = TcpStream::connect(addr).unwrap();
         write!(
             stream,
             "POST /a2a HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
@@ -42,7 +42,7 @@ impl Watch {
     }
 
     /// The next SSE event's JSON-RPC result (comments and the head skipped).
-    fn next(&mut self) -> Option<Value> {
+    pub fn next(&mut self) -> Option<Value> {
         let mut line = String::new();
         loop {
             line.clear();
@@ -57,7 +57,7 @@ impl Watch {
     }
 
     /// The next worker event (status updates carrying `{"event"}`); `None` at the end.
-    fn event(&mut self) -> Option<Value> {
+    pub fn event(&mut self) -> Option<Value> {
         loop {
             let r = self.next()?;
             if let Some(e) = r.pointer("/statusUpdate/status/message/parts/1/data/event") {
@@ -71,7 +71,7 @@ impl Watch {
         }
     }
 
-    fn task_id(&mut self) -> String {
+    pub fn task_id(&mut self) -> String {
         let first = self.next().expect("the task first");
         assert_eq!(
             first["task"]["status"]["state"], "TASK_STATE_WORKING",
@@ -81,7 +81,7 @@ impl Watch {
     }
 }
 
-fn kind_and_task(e: &Value) -> (String, String) {
+pub fn kind_and_task(e: &Value) -> (String, String) {
     (
         e["type"].as_str().unwrap_or("").to_string(),
         e["worker"]["task"].as_str().unwrap_or("").to_string(),
@@ -98,7 +98,7 @@ fn create(c: &Controller, task: &str) -> Value {
 fn a_watch_hears_its_snapshot_then_what_happens() {
     let c = controller();
     let first = create(&c, "before");
-    let mut w = Watch::start(&c, json!({"operation": "watch"}));
+    let mut w = Watch::start(c.addr, json!({"operation": "watch"}));
     let id = w.task_id();
     assert_eq!(
         kind_and_task(&w.event().unwrap()),
@@ -176,7 +176,7 @@ fn filters_many_watchers_one_source_and_hang_ups() {
     create(&c, "red");
     create(&c, "blue");
     let mut red = Watch::start(
-        &c,
+        c.addr,
         json!({"operation": "watch", "metadata": {"team": "red"}}),
     );
     let red_id = red.task_id();
@@ -188,7 +188,7 @@ fn filters_many_watchers_one_source_and_hang_ups() {
 
     // 64 watchers at once: the source lists about once a second for all of them.
     let mut many: Vec<Watch> = (0..63)
-        .map(|_| Watch::start(&c, json!({"operation": "watch"})))
+        .map(|_| Watch::start(c.addr, json!({"operation": "watch"})))
         .collect();
     for w in &mut many {
         w.task_id();
@@ -201,7 +201,7 @@ fn filters_many_watchers_one_source_and_hang_ups() {
     let lists = c.backend.lists.load(Ordering::SeqCst) - before;
     assert!((2..=5).contains(&lists), "64 watchers, 3 s: {lists} lists");
     // A 65th is refused: MAX_WATCHERS (64).
-    let mut refused = Watch::start(&c, json!({"operation": "watch"}));
+    let mut refused = Watch::start(c.addr, json!({"operation": "watch"}));
     let first = refused.next().unwrap();
     assert_eq!(
         first["task"]["status"]["state"], "TASK_STATE_FAILED",

@@ -5,6 +5,7 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
+use std::io::BufRead;
 use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -338,6 +339,58 @@ impl Engine {
         }
         api_call::log_tail(&mut response, lines, true)
             .map_err(|e| EngineError::Unreachable(format!("reading the logs: {e}")))
+    }
+
+    /// Follows `/events` for containers carrying `label_selectors`, from `since` (Unix
+    /// seconds) when given: `on_event` sees each event (and says whether to go on) until the
+    /// stream ends or `timeout` passes (then it returns `Ok`: the caller follows again).
+    pub fn events(
+        &self,
+        label_selectors: &[String],
+        since: Option<i64>,
+        timeout: Duration,
+        on_event: &mut dyn FnMut(&Value) -> bool,
+    ) -> Result<(), EngineError> {
+        let prefix = self.prefix()?;
+        let filters = serde_json::json!({"type": ["container"], "label": label_selectors});
+        let mut url = format!(
+            "http://docker/{prefix}/events?filters={}",
+            percent_encode(&filters.to_string())
+        );
+        if let Some(since) = since {
+            url.push_str(&format!("&since={since}"));
+        }
+        let unreachable =
+            |e: String| EngineError::Unreachable(format!("{} ({e})", self.socket.display()));
+        let started = std::time::Instant::now();
+        let mut response = api_call::send(&self.agent, Method::Get, &url, &[], None, timeout)
+            .map_err(|e| unreachable(e.to_string()))?;
+        let status = response.status().as_u16();
+        if status != 200 {
+            let body = api_call::read_body(&mut response, 64 << 10)
+                .map_err(|e| unreachable(e.to_string()))?;
+            return Err(status_error(status, &body));
+        }
+        let mut reader = std::io::BufReader::new(response.body_mut().as_reader());
+        loop {
+            let mut line = Vec::new();
+            let read = std::io::Read::take(&mut reader, MAX_RESPONSE).read_until(b'\n', &mut line);
+            match read {
+                Ok(0) => return Ok(()),
+                Ok(_) => {}
+                // The call's own bound: the stream was quiet, not broken.
+                Err(_) if started.elapsed() + Duration::from_secs(1) >= timeout => return Ok(()),
+                Err(e) => return Err(unreachable(format!("reading events: {e}"))),
+            }
+            if line.trim_ascii().is_empty() {
+                continue;
+            }
+            let event: Value = serde_json::from_slice(&line)
+                .map_err(|e| EngineError::Protocol(format!("/events: {e}")))?;
+            if !on_event(&event) {
+                return Ok(());
+            }
+        }
     }
 
     pub fn ping(&self) -> Result<(), EngineError> {

@@ -33,7 +33,13 @@ pub struct DockerBackend {
     docker: DockerSettings,
     anthropic_auth_token: Option<String>,
     probe: Probe,
+    /// The time of the last engine event followed (Unix seconds): a reconnect asks from it.
+    events_since: std::sync::Mutex<Option<i64>>,
 }
+
+/// How long one `/events` call runs before it is made again (a quiet stream has no
+/// heartbeat; the watch source re-checks that someone still watches).
+const EVENTS_CALL: Duration = Duration::from_secs(30);
 
 impl DockerBackend {
     pub fn new(
@@ -50,6 +56,7 @@ impl DockerBackend {
             docker,
             anthropic_auth_token,
             probe: Probe::new(ready_timeout),
+            events_since: std::sync::Mutex::new(None),
         }
     }
 
@@ -334,6 +341,25 @@ impl Backend for DockerBackend {
     fn logs(&self, worker_id: &str, lines: u32) -> Result<Logs, BackendError> {
         let (container, _) = self.owned_container(worker_id)?;
         self.engine.logs(&container, lines).map_err(engine_error)
+    }
+
+    fn has_change_stream(&self) -> bool {
+        true
+    }
+
+    /// Docker's `/events` for containers with this controller's owner label (create, start,
+    /// die, oom, destroy, ...); a reconnect asks from the last event's time.
+    fn follow_changes(&self, changed: &mut dyn FnMut() -> bool) -> Result<(), BackendError> {
+        let since = *self.events_since.lock().unwrap_or_else(|p| p.into_inner());
+        let selectors = labels::owner_selector(&self.controller_id);
+        self.engine
+            .events(&selectors, since, EVENTS_CALL, &mut |event| {
+                if let Some(t) = event["time"].as_i64() {
+                    *self.events_since.lock().unwrap_or_else(|p| p.into_inner()) = Some(t);
+                }
+                changed()
+            })
+            .map_err(engine_error)
     }
 
     fn health(&self) -> Result<(), BackendError> {

@@ -509,6 +509,15 @@ impl Backend for K8sBackend {
         })
     }
 
+    fn has_change_stream(&self) -> bool {
+        true
+    }
+
+    /// A watch of this controller's pods (`watch` is in the Role); see `watch.rs`.
+    fn follow_changes(&self, changed: &mut dyn FnMut() -> bool) -> Result<(), BackendError> {
+        self.follow_pods(changed)
+    }
+
     fn list(&self) -> Result<Vec<Worker>, BackendError> {
         let mut pods = self.select(&labels::owner_selector(&self.controller_id))?;
         Ok(pods.iter_mut().filter_map(|p| self.worker_of(p)).collect())

@@ -17,10 +17,13 @@ use super::api::{ApiError, Method};
 use super::status::Pod;
 use super::{api_error, K8sBackend};
 use crate::backend::api_call::percent_encode;
+use crate::backend::labels;
 use crate::backend::BackendError;
 
 /// How often a pod is looked at when it cannot be watched.
 const POLL: Duration = Duration::from_millis(250);
+/// How long one watch of the pods runs for the watch source before it is made again.
+const FOLLOW_CALL: Duration = Duration::from_secs(30);
 /// How soon an unreachable API server is asked again.
 const RETRY: Duration = Duration::from_millis(500);
 
@@ -101,6 +104,42 @@ impl K8sBackend {
                     watching = false;
                 }
             }
+        }
+    }
+
+    /// Follows this controller's pods for the watch source: the list's `resourceVersion`
+    /// (one item asked for: only the version matters), then a watch from it with bookmarks,
+    /// each event making `changed` be called. A stream the server ends, or a version it has
+    /// compacted away (`410 Expired`), returns `Ok`: the source lists and follows again.
+    pub(super) fn follow_pods(
+        &self,
+        changed: &mut dyn FnMut() -> bool,
+    ) -> Result<(), BackendError> {
+        let selector = percent_encode(&labels::owner_selector(&self.controller_id).join(","));
+        let (_, body) = self
+            .api
+            .call(
+                Method::Get,
+                &format!("{}?limit=1&labelSelector={selector}", self.pods_path()),
+                None,
+            )
+            .map_err(api_error)?;
+        let list: serde_json::Value = serde_json::from_slice(&body)
+            .map_err(|e| BackendError::Internal(format!("pod list: {e}")))?;
+        let version = list["metadata"]["resourceVersion"].as_str().unwrap_or("");
+        let path = format!(
+            "{}?watch=1&allowWatchBookmarks=true&labelSelector={selector}&timeoutSeconds={}&resourceVersion={}",
+            self.pods_path(),
+            FOLLOW_CALL.as_secs(),
+            percent_encode(version)
+        );
+        let until = Instant::now() + FOLLOW_CALL;
+        match self
+            .api
+            .watch(&path, until, |_, _| (!changed()).then_some(()))
+        {
+            Ok(_) | Err(ApiError::Status { code: 410, .. }) => Ok(()),
+            Err(e) => Err(api_error(e)),
         }
     }
 
