@@ -12,6 +12,9 @@
 #   same bytes. Skipped, and said, when wrk or nginx is missing.
 #   load: 64 clients doing `list` for LOAD_SECONDS (default 60) while creates and stops run;
 #   list latency under load vs one client alone, resident memory at the end vs after warm-up.
+#   watch: docker kill → the watch event against the engine's own /events (p50 of
+#   BENCH_WATCH_ROUNDS, default 5), and 64 idle watchers' memory, threads and engine
+#   connections against none (docker_bench_watch, run with the docker benchmarks).
 #   k8s: create+stop and list through the controller against the same calls made directly to
 #   the stand-in Kubernetes API server (TLS, client certificate). Needs python3 and openssl.
 # The engine: A2A_TEST_DOCKER_HOST, else the system engine, else (root + dockerd) a private one.

@@ -471,3 +471,141 @@ fn direct_create_stop(engine: &Engine, controller_id: &str, i: usize) {
     engine.stop(&id, 10).expect("engine stop");
     engine.remove(&id).expect("engine remove");
 }
+
+/// The controller's connections to the engine's socket open now (long-lived ones are streams:
+/// the watch source's `/events`), from `/proc/<pid>/fd` and `/proc/net/unix`.
+fn engine_connections(pid: u32) -> usize {
+    let unix = std::fs::read_to_string("/proc/net/unix").unwrap_or_default();
+    let inodes: std::collections::HashSet<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| {
+            d.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+                .filter_map(|l| {
+                    let l = l.to_string_lossy().into_owned();
+                    Some(l.strip_prefix("socket:[")?.strip_suffix(']')?.to_string())
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    unix.lines()
+        .skip(1)
+        .filter(|l| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            cols.len() >= 7
+                && inodes.contains(cols[6])
+                && cols.get(7).is_none_or(|p| !p.contains("a2a"))
+        })
+        .count()
+}
+
+/// Watching, on the real engine: the latency from `docker kill` to the watch event, against
+/// the engine's own `/events` stream read directly (the baseline); and what 64 idle watchers
+/// cost: resident memory and threads against none, and the engine connections they hold.
+#[test]
+#[ignore = "a benchmark; scripts/bench.sh runs it"]
+fn docker_bench_watch() {
+    use crate::watch::Watch;
+    let Some(socket) = docker_socket() else {
+        return;
+    };
+    let id = controller_id("bench-watch");
+    let cleanup = Cleanup::new(&socket, &id);
+    let p = Proc::start(&socket, &id, &[]);
+    let (rss_idle, threads_idle) = p.rss_and_threads();
+    let conns_idle = engine_connections(p.pid());
+    let mut watchers: Vec<Watch> = (0..64)
+        .map(|_| Watch::start(p.addr, json!({"operation": "watch"})))
+        .collect();
+    for w in &mut watchers {
+        w.task_id();
+        assert_eq!(w.event().unwrap()["type"], "synced");
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    let (rss_64, threads_64) = p.rss_and_threads();
+    let conns_64 = engine_connections(p.pid());
+    println!(
+        "BENCH watch: idle {rss_idle} KiB {threads_idle} threads {conns_idle} engine connections; 64 watchers {rss_64} KiB {threads_64} threads {conns_64} engine connections"
+    );
+    row(
+        "resident memory with 64 idle watchers ÷ none",
+        &format!(
+            "×{:.2} ({rss_64} vs {rss_idle} KiB)",
+            rss_64 as f64 / rss_idle.max(1) as f64
+        ),
+        "≤ ×1.5",
+    );
+    row(
+        "threads with 64 idle watchers (one stream thread and one task thread each, plus the source)",
+        &format!("{threads_64} (vs {threads_idle} idle)"),
+        "≈ idle + 2 × 64 + 2",
+    );
+    row(
+        "engine connections held by 64 watchers",
+        &format!("{} (vs {conns_idle} idle)", conns_64),
+        "idle + 1 (/events)",
+    );
+
+    // Latency: kill a worker; time to the watcher's `changed` against the time to the engine's
+    // own `die` event on a stream this test reads.
+    let rounds = rounds("BENCH_WATCH_ROUNDS", 5);
+    let mut ours = Vec::new();
+    let mut engine = Vec::new();
+    let first = &mut watchers[0];
+    for i in 0..rounds {
+        reply_data(&p.control(json!({"operation": "create", "task": format!("lat-{i}")})));
+        while first.event().unwrap()["type"] != "added" {}
+        let container = cleanup.owned()[0].id.clone();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let direct = Engine::new(socket.clone());
+        let selectors = owner_selector(&id);
+        let reader = std::thread::spawn(move || {
+            let _ = direct.events(&selectors, None, Duration::from_secs(20), &mut |e| {
+                if e["Action"] == "die" || e["status"] == "die" {
+                    let _ = tx.send(Instant::now());
+                    return false;
+                }
+                true
+            });
+        });
+        std::thread::sleep(Duration::from_millis(200));
+        let killed = Instant::now();
+        cleanup.engine.kill(&container, "KILL").unwrap();
+        loop {
+            let e = first.event().unwrap();
+            if e["worker"]["state"] == "exited" {
+                break;
+            }
+        }
+        ours.push(killed.elapsed());
+        if let Ok(at) = rx.recv_timeout(Duration::from_secs(10)) {
+            engine.push(at - killed);
+        }
+        let _ = reader.join();
+        p.control(json!({"operation": "stop", "worker_id": cleanup_worker(&p)}));
+        while first.event().unwrap()["type"] != "removed" {}
+    }
+    let (ours, engine) = (p50(ours), p50(engine));
+    println!(
+        "BENCH watch latency p50: kill to watch event {} ms, kill to the engine's die event {} ms",
+        ms(ours),
+        ms(engine)
+    );
+    row(
+        "docker kill → watch event, p50 (vs the engine's own /events)",
+        &format!(
+            "{:.1} ms vs {:.1} ms (+{:.1} ms)",
+            ms(ours),
+            ms(engine),
+            ms(ours) - ms(engine)
+        ),
+        "≤ 1 s",
+    );
+}
+
+/// The one worker `p` lists.
+fn cleanup_worker(p: &Proc) -> String {
+    let data = reply_data(&p.control(json!({"operation": "list"})));
+    data["workers"][0]["worker_id"]
+        .as_str()
+        .unwrap_or("")
+        .to_string()
+}
