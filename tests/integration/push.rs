@@ -572,3 +572,44 @@ fn ssrf_every_refused_address_and_no_connection_made() {
     );
     assert!(crate::secrets::captured_log().contains("never followed"));
 }
+
+/// A `returnImmediately` watch with a webhook is a lifecycle webhook: its snapshot and each
+/// event reach the receiver as they happen, and the cancel's final status ends it.
+#[test]
+fn a_watch_with_a_webhook_delivers_worker_events_until_canceled() {
+    let c = loopback_controller(0);
+    let hook = Receiver::start(Vec::new());
+    let task = send_with(
+        &c,
+        json!({"operation": "watch"}),
+        json!({"returnImmediately": true, "taskPushNotificationConfig": {"url": hook.url()}}),
+    );
+    let id = task["id"].as_str().unwrap().to_string();
+    let event_types = |h: &[Heard]| -> Vec<String> {
+        h.iter()
+            .filter_map(|x| {
+                x.json()
+                    .pointer("/statusUpdate/status/message/parts/1/data/event/type")
+                    .and_then(Value::as_str)
+                    .map(String::from)
+            })
+            .collect()
+    };
+    hook.wait_for("synced", |h| event_types(h) == ["synced"]);
+    c.control(json!({"operation": "create", "task": "hooked"}));
+    hook.wait_for("added", |h| event_types(h) == ["synced", "added"]);
+    let r = c.rpc("CancelTask", json!({"id": id}));
+    assert_eq!(r["result"]["status"]["state"], "TASK_STATE_CANCELED");
+    let heard = hook.wait_for("the end", |h| {
+        h.last()
+            .is_some_and(|x| x.json()["statusUpdate"]["status"]["state"] == "TASK_STATE_CANCELED")
+    });
+    assert_eq!(heard[0].json()["task"]["id"], id.as_str(), "the task first");
+    for token in c.backend.tokens.lock().unwrap().iter() {
+        crate::secrets::remember(token);
+        assert!(
+            heard.iter().all(|h| !h.body.contains(token.as_str())),
+            "no token"
+        );
+    }
+}

@@ -18,10 +18,10 @@ from google.protobuf import struct_pb2
 from google.protobuf.json_format import MessageToDict
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.helpers.proto_helpers import new_message
-from a2a.types import (GetExtendedAgentCardRequest, GetTaskRequest, ListTasksRequest, Part,
+from a2a.types import (CancelTaskRequest, GetExtendedAgentCardRequest, GetTaskRequest, ListTasksRequest, Part,
                        Role, SendMessageRequest, SubscribeToTaskRequest)
 
-WORKING, COMPLETED = 2, 3  # TASK_STATE_WORKING, TASK_STATE_COMPLETED
+WORKING, COMPLETED, CANCELED = 2, 3, 5  # TASK_STATE_WORKING, _COMPLETED, _CANCELED
 
 
 def check(cond, what):
@@ -131,6 +131,35 @@ async def main(base, token, binding):
         check(kinds[0] == "task" and kinds[-1] == "status_update", f"subscription: {kinds}")
         check("artifact_update" in kinds, f"the subscriber sees the result: {kinds}")
         check(events[-1].status_update.status.state == COMPLETED, "it finished")
+
+        # A watch: its snapshot (the one worker tagged team=sdk), synced, a create heard as it
+        # happens; CancelTask ends it, CANCELED.
+        watch = streaming.send_message(request({"operation": "watch", "metadata": {"team": "sdk"}}))
+        first = await watch.__anext__()
+        check(first.WhichOneof("payload") == "task", f"a watch starts with its task: {first}")
+        watch_id = first.task.id
+
+        async def next_event():
+            while True:
+                e = await watch.__anext__()
+                if e.WhichOneof("payload") != "status_update":
+                    continue
+                status = e.status_update.status
+                if status.state != WORKING:
+                    return {"type": "end", "state": status.state}
+                return MessageToDict(status.message.parts[1].data)["event"]
+
+        seen = [await next_event(), await next_event()]
+        check([e["type"] for e in seen] == ["added", "synced"], f"watch snapshot: {seen}")
+        check(seen[0]["worker"]["metadata"]["team"] == "sdk", f"watch worker: {seen[0]}")
+        await send(client, {"operation": "create", "task": "watched", "metadata": {"team": "sdk"}})
+        added = await next_event()
+        check(added["type"] == "added" and added["worker"]["task"] == "watched", f"watch added: {added}")
+        await client.cancel_task(CancelTaskRequest(id=watch_id))
+        end = await next_event()
+        while end["type"] != "end":
+            end = await next_event()
+        check(end["state"] == CANCELED, f"the watch ends CANCELED: {end}")
 
         if card.capabilities.extended_agent_card:
             extended = await client.get_extended_agent_card(GetExtendedAgentCardRequest())
