@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::docker_support::*;
-use crate::support::{control_error, reply_data, Controls};
+use crate::support::{control_error, reply_data, request, Controls};
 
 fn list(p: &Proc) -> Vec<Value> {
     reply_data(&p.control(json!({"operation": "list"})))["workers"]
@@ -205,6 +205,19 @@ fn engine_killed_mid_create_then_back() {
 
     let id = controller_id("enginekill");
     let p = Proc::start(&engine.socket(), &id, &[]);
+    // A watcher through it all: what it hears must add up to what list shows at the end.
+    let mut watch = crate::watch::Watch::start(p.addr, json!({"operation": "watch"}));
+    let watch_id = watch.task_id();
+    let heard = std::thread::spawn(move || {
+        let mut events = Vec::new();
+        while let Some(e) = watch.event() {
+            if e["type"] == "end" {
+                break;
+            }
+            events.push(e);
+        }
+        events
+    });
     let inflight = fire_creates(p.addr, (0..6).map(|j| format!("engine task {j}")).collect());
     std::thread::sleep(Duration::from_millis(150));
     engine.kill9();
@@ -242,6 +255,42 @@ fn engine_killed_mid_create_then_back() {
         std::thread::sleep(Duration::from_millis(100));
     }
     let cleanup = Cleanup::new(&engine.socket(), &id);
+    // The watch, across the engine's death and return: each worker added once (no removal
+    // between), and the workers it knows are the ones list shows.
+    std::thread::sleep(Duration::from_millis(1500));
+    let listed: std::collections::BTreeSet<String> = list(&p)
+        .iter()
+        .map(|w| w["worker_id"].as_str().unwrap().to_string())
+        .collect();
+    let body =
+        json!({"jsonrpc": "2.0", "id": 1, "method": "CancelTask", "params": {"id": watch_id}});
+    let auth = format!("Bearer {}", crate::support::TOKEN);
+    request(
+        p.addr,
+        "POST",
+        "/a2a",
+        &[("Authorization", &auth)],
+        body.to_string().as_bytes(),
+    );
+    let events = heard.join().unwrap();
+    let mut known = std::collections::BTreeSet::new();
+    for e in &events {
+        let Some(w) = e["worker"]["worker_id"].as_str() else {
+            continue;
+        };
+        match e["type"].as_str().unwrap() {
+            "added" => assert!(known.insert(w.to_string()), "{w} added twice: {events:#?}"),
+            "changed" => assert!(known.contains(w), "{w} changed before it was added"),
+            "removed" => assert!(known.remove(w), "{w} removed but never added"),
+            other => panic!("{other}"),
+        }
+    }
+    assert_eq!(known, listed, "the watch adds up to the list: {events:#?}");
+    eprintln!(
+        "watch across the engine's restart: {} events, {} workers",
+        events.len(),
+        listed.len()
+    );
     assert_consistent_and_clean_up(&p, &cleanup);
     // And the same tasks can be created again.
     for j in 0..2 {
