@@ -35,7 +35,7 @@ impl Watch {
         )
         .unwrap();
         stream
-            .set_read_timeout(Some(Duration::from_secs(10)))
+            .set_read_timeout(Some(Duration::from_secs(30)))
             .unwrap();
         let reader = BufReader::new(stream.try_clone().unwrap());
         Watch { reader, stream }
