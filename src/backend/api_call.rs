@@ -177,3 +177,21 @@ mod tests {
         assert_eq!(one_line(&"x".repeat(400)).len(), 300);
     }
 }
+
+/// A resolver that answers one address whatever the URL names: the Docker socket's transport
+/// (the path is the address) and a webhook delivery pinned to the address its guard checked.
+#[derive(Debug)]
+pub struct OneAddress(pub std::net::SocketAddr);
+
+impl ureq::unversioned::resolver::Resolver for OneAddress {
+    fn resolve(
+        &self,
+        _uri: &http::Uri,
+        _config: &ureq::config::Config,
+        _timeout: ureq::unversioned::transport::NextTimeout,
+    ) -> Result<ureq::unversioned::resolver::ResolvedSocketAddrs, ureq::Error> {
+        let mut addrs = self.empty();
+        addrs.push(self.0);
+        Ok(addrs)
+    }
+}

@@ -6,10 +6,9 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use ureq::config::Config;
-use ureq::http::Uri;
-use ureq::unversioned::resolver::{ResolvedSocketAddrs, Resolver};
-use ureq::unversioned::transport::{DefaultConnector, NextTimeout};
+use ureq::unversioned::transport::DefaultConnector;
+
+use crate::backend::api_call::OneAddress;
 
 /// How long one delivery may take, connect to answer (§13.2 recommends 10-30 s).
 pub const TIMEOUT: Duration = Duration::from_secs(10);
@@ -33,7 +32,8 @@ pub fn post(url: &str, addr: SocketAddr, headers: &[(&str, String)], body: &str)
         .max_redirects(0)
         .user_agent(concat!("a2a-worker-controller/", env!("CARGO_PKG_VERSION")))
         .build();
-    let agent = ureq::Agent::with_parts(config, DefaultConnector::new(), Pinned(addr));
+    // The resolver knows one address: the one the guard checked.
+    let agent = ureq::Agent::with_parts(config, DefaultConnector::new(), OneAddress(addr));
     let mut request = agent.post(url).header("Content-Type", "application/json");
     for (k, v) in headers {
         request = request.header(*k, v.as_str());
@@ -51,22 +51,5 @@ pub fn post(url: &str, addr: SocketAddr, headers: &[(&str, String)], body: &str)
             }
         }
         Err(e) => Attempt::Retry(e.to_string()),
-    }
-}
-
-/// A resolver that knows one address: the one the guard checked.
-#[derive(Debug)]
-struct Pinned(SocketAddr);
-
-impl Resolver for Pinned {
-    fn resolve(
-        &self,
-        _uri: &Uri,
-        _config: &Config,
-        _timeout: NextTimeout,
-    ) -> Result<ResolvedSocketAddrs, ureq::Error> {
-        let mut addrs = self.empty();
-        addrs.push(self.0);
-        Ok(addrs)
     }
 }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::docker_support::*;
-use crate::support::{control_error, reply_data, request, Controls};
+use crate::support::{control_error, reply_data, Controls};
 
 fn list(p: &Proc) -> Vec<Value> {
     reply_data(&p.control(json!({"operation": "list"})))["workers"]
@@ -262,16 +262,7 @@ fn engine_killed_mid_create_then_back() {
         .iter()
         .map(|w| w["worker_id"].as_str().unwrap().to_string())
         .collect();
-    let body =
-        json!({"jsonrpc": "2.0", "id": 1, "method": "CancelTask", "params": {"id": watch_id}});
-    let auth = format!("Bearer {}", crate::support::TOKEN);
-    request(
-        p.addr,
-        "POST",
-        "/a2a",
-        &[("Authorization", &auth)],
-        body.to_string().as_bytes(),
-    );
+    crate::watch::cancel(p.addr, &watch_id);
     let events = heard.join().unwrap();
     let mut known = std::collections::BTreeSet::new();
     for e in &events {

@@ -889,11 +889,12 @@ fn a_watch_follows_the_pods() {
     reply_data(&a.control(json!({"operation": "create", "task": "before"})));
     let mut w = Watch::start(a.addr, json!({"operation": "watch"}));
     let task_id = w.task_id();
+    let snapshot = w.snapshot();
+    assert_eq!(snapshot.len(), 1);
     assert_eq!(
-        kind_and_task(&w.event().unwrap()),
+        kind_and_task(&snapshot[0]),
         ("added".into(), "before".into())
     );
-    assert_eq!(w.event().unwrap()["type"], "synced");
 
     let asked = a2a_worker_controller::time::now_millis();
     let other =
@@ -946,16 +947,6 @@ fn a_watch_follows_the_pods() {
             .contains("outside this controller"),
         "{removed}"
     );
-    let body =
-        json!({"jsonrpc": "2.0", "id": 1, "method": "CancelTask", "params": {"id": task_id}});
-    let auth = format!("Bearer {TOKEN}");
-    let r = crate::support::request(
-        a.addr,
-        "POST",
-        "/a2a",
-        &[("Authorization", &auth)],
-        body.to_string().as_bytes(),
-    )
-    .json();
+    let r = crate::watch::cancel(a.addr, &task_id);
     assert_eq!(r["result"]["status"]["state"], "TASK_STATE_CANCELED", "{r}");
 }

@@ -10,16 +10,17 @@ use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::backend::api_call::OneAddress;
 use ureq::config::Config;
-use ureq::http::Uri;
-use ureq::unversioned::resolver::{ResolvedSocketAddrs, Resolver};
 use ureq::unversioned::transport::{
     Buffers, ConnectionDetails, Connector, LazyBuffers, NextTimeout, Transport,
 };
 
 /// An agent whose every request goes to the Unix socket at `path`.
 pub fn agent(path: PathBuf, config: Config) -> ureq::Agent {
-    ureq::Agent::with_parts(config, UnixConnector { path }, NoDns)
+    // No DNS: the socket path is the address (the one answered is never dialled).
+    let unused = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0));
+    ureq::Agent::with_parts(config, UnixConnector { path }, OneAddress(unused))
 }
 
 #[derive(Debug)]
@@ -105,22 +106,5 @@ impl Transport for UnixTransport {
 
     fn is_open(&mut self) -> bool {
         false
-    }
-}
-
-/// Skips DNS: the socket path is the address.
-#[derive(Debug)]
-struct NoDns;
-
-impl Resolver for NoDns {
-    fn resolve(
-        &self,
-        _uri: &Uri,
-        _config: &Config,
-        _timeout: NextTimeout,
-    ) -> Result<ResolvedSocketAddrs, ureq::Error> {
-        let mut addrs = self.empty();
-        addrs.push(SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0)));
-        Ok(addrs)
     }
 }
