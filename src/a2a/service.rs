@@ -209,7 +209,7 @@ impl Service {
             let Some((_, updates)) = subscribed else {
                 return Ok(TaskStream {
                     first: with_history(first, history_length),
-                    updates: std::sync::mpsc::sync_channel(1).1,
+                    updates: tasks::Updates::ended(),
                     on_end: None,
                 });
             };
@@ -392,10 +392,7 @@ impl Service {
         base: Task,
         filter: control::Filter,
         stream: Option<()>,
-    ) -> (
-        Task,
-        Option<(Task, std::sync::mpsc::Receiver<tasks::Update>)>,
-    ) {
+    ) -> (Task, Option<(Task, tasks::Updates)>) {
         let task_id = base.id.clone();
         let sub = match self.control.watch(filter) {
             Ok(sub) => sub,
@@ -422,7 +419,7 @@ impl Service {
                 if let Some(why) = why.lock().unwrap_or_else(|p| p.into_inner()).clone() {
                     break (TaskState::Canceled, format!("watch ended: {why}"));
                 }
-                match sub.events.recv_timeout(WATCH_POLL) {
+                match sub.recv_timeout(WATCH_POLL) {
                     Ok(event) => record.progress(&base, event_status(&base, &event)),
                     Err(RecvTimeoutError::Timeout) => {}
                     Err(RecvTimeoutError::Disconnected) => {

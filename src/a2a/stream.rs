@@ -2,13 +2,13 @@
 //! (the task, then each status or artifact update until the task ends), each written by a
 //! binding's [`Frame`] — JSON-RPC wraps it in a response object, HTTP+JSON sends it bare.
 
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::mpsc::RecvTimeoutError;
 use std::sync::Mutex;
 use std::time::Duration;
 
 use serde::Serialize;
 
-use super::tasks::Update;
+use super::tasks::{Update, Updates};
 use super::types::{Artifact, Task, TaskStatus};
 use crate::http::{Sink, Streamer};
 
@@ -69,7 +69,7 @@ pub trait Frame: Send + Sync {
 /// `SubscribeToTask` give a binding to stream).
 pub struct TaskStream {
     pub first: Task,
-    pub updates: Receiver<Update>,
+    pub updates: Updates,
     /// Called once the stream is over (its client gone, or the task ended): a watch that
     /// this stream started ends with it.
     pub on_end: Option<OnEnd>,
@@ -99,7 +99,7 @@ impl Streamer for OneEvent {
 pub struct TaskEvents<F: Frame> {
     frame: F,
     first: Task,
-    updates: Mutex<Receiver<Update>>,
+    updates: Mutex<Updates>,
     on_end: Mutex<Option<OnEnd>>,
 }
 

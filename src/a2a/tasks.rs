@@ -9,10 +9,54 @@
 //! [`super::types::Artifact`]): several times smaller than a parsed value, and sent as it is.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::sync::Arc;
+use std::time::Duration;
 
 /// Changes a stream may leave unread before it is let go.
 pub const STREAM_BACKLOG: usize = 1024;
+
+/// One stream's end of a task's changes: sent ones counted, so a stream that does not read
+/// is let go after [`STREAM_BACKLOG`] without its queue being reserved up front.
+struct Watcher {
+    tx: Sender<Update>,
+    pending: Arc<AtomicUsize>,
+}
+
+impl Watcher {
+    /// `false` when the stream is gone or left too much unread (it is then let go).
+    fn send(&self, update: Update, id: &str) -> bool {
+        if self.pending.load(Ordering::SeqCst) >= STREAM_BACKLOG {
+            log::warn!("a stream of task {id} left {STREAM_BACKLOG} updates unread and was let go");
+            return false;
+        }
+        self.pending.fetch_add(1, Ordering::SeqCst);
+        self.tx.send(update).is_ok()
+    }
+}
+
+/// What a stream reads a task's changes from.
+pub struct Updates {
+    rx: Receiver<Update>,
+    pending: Arc<AtomicUsize>,
+}
+
+impl Updates {
+    pub fn recv_timeout(&self, timeout: Duration) -> Result<Update, RecvTimeoutError> {
+        let update = self.rx.recv_timeout(timeout)?;
+        self.pending.fetch_sub(1, Ordering::SeqCst);
+        Ok(update)
+    }
+
+    /// A stream of nothing (a task that had ended before it was subscribed to).
+    pub fn ended() -> Updates {
+        Updates {
+            rx: std::sync::mpsc::channel().1,
+            pending: Arc::default(),
+        }
+    }
+}
 use std::sync::Mutex;
 
 use serde_json::Value;
@@ -60,7 +104,7 @@ struct Inner {
     next_seq: u64,
     data_bytes: usize,
     /// Who listens to which running task (streams); dropped when it ends.
-    watchers: HashMap<String, Vec<SyncSender<Update>>>,
+    watchers: HashMap<String, Vec<Watcher>>,
 }
 
 /// A change of a running task, as its subscribers hear it.
@@ -147,14 +191,14 @@ impl TaskStore {
                 if let Some(token) = entry.token.as_ref() {
                     with_token_in(&mut artifact, token);
                 }
-                heard = w.try_send(Update::Artifact(artifact)).is_ok();
+                heard = w.send(Update::Artifact(artifact), &task.id);
                 if heard {
                     entry.token = None;
                 } else {
                     break;
                 }
             }
-            heard && w.try_send(Update::Status(task.status.clone())).is_ok()
+            heard && w.send(Update::Status(task.status.clone()), &task.id)
         });
         // Streams of a task still running listen on.
         if !task.status.state.is_terminal() && !watchers.is_empty() {
@@ -180,29 +224,26 @@ impl TaskStore {
         if let Some(watchers) = inner.watchers.get_mut(id) {
             // A stream that left STREAM_BACKLOG changes unread is let go (it ends when
             // it has read what it has): memory stays bounded, the task goes on.
-            watchers.retain(|w| match w.try_send(Update::Status(status.clone())) {
-                Ok(()) => true,
-                Err(TrySendError::Full(_)) => {
-                    log::warn!(
-                        "a stream of task {id} left {STREAM_BACKLOG} updates unread and was let go"
-                    );
-                    false
-                }
-                Err(TrySendError::Disconnected(_)) => false,
-            });
+            watchers.retain(|w| w.send(Update::Status(status.clone()), id));
         }
     }
 
     /// The task as it is now (without artifacts: a running task has none) and a receiver of
     /// its changes until it ends; `None` for an unknown task.
-    pub fn subscribe(&self, id: &str) -> Option<(Task, Receiver<Update>)> {
+    pub fn subscribe(&self, id: &str) -> Option<(Task, Updates)> {
         let mut inner = self.lock();
         let task = view(inner.tasks.get_mut(id)?, false);
-        let (tx, rx) = std::sync::mpsc::sync_channel(STREAM_BACKLOG);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let pending = Arc::new(AtomicUsize::new(0));
+        let updates = Updates {
+            rx,
+            pending: Arc::clone(&pending),
+        };
+        let tx = Watcher { tx, pending };
         if !task.status.state.is_terminal() {
             inner.watchers.entry(id.to_string()).or_default().push(tx);
         }
-        Some((task, rx))
+        Some((task, updates))
     }
 
     /// Stores `entry` as the newest status change; a new task also goes to the end of the

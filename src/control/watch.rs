@@ -8,8 +8,9 @@
 //! `MAX_WATCHERS` watch at once.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender, TryRecvError};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -64,11 +65,27 @@ pub enum WatchError {
 /// A watcher's side: the first snapshot, then events until it ends.
 pub struct Subscription {
     pub snapshot: Vec<Event>,
-    pub events: Receiver<Event>,
+    events: Receiver<Event>,
+    /// Events sent and not read yet (counted, not reserved: an idle watcher costs little).
+    pending: Arc<AtomicUsize>,
     /// Set when the source cut this watcher off (it did not read).
     pub cut_off: Arc<AtomicBool>,
     /// Set when this side goes: the source forgets the watcher at its next look.
     gone: Arc<AtomicBool>,
+}
+
+impl Subscription {
+    pub fn recv_timeout(&self, timeout: Duration) -> Result<Event, RecvTimeoutError> {
+        let event = self.events.recv_timeout(timeout)?;
+        self.pending.fetch_sub(1, Ordering::SeqCst);
+        Ok(event)
+    }
+
+    pub fn try_recv(&self) -> Result<Event, TryRecvError> {
+        let event = self.events.try_recv()?;
+        self.pending.fetch_sub(1, Ordering::SeqCst);
+        Ok(event)
+    }
 }
 
 impl Drop for Subscription {
@@ -79,7 +96,8 @@ impl Drop for Subscription {
 
 struct Watcher {
     filter: Filter,
-    tx: SyncSender<Event>,
+    tx: Sender<Event>,
+    pending: Arc<AtomicUsize>,
     cut_off: Arc<AtomicBool>,
     gone: Arc<AtomicBool>,
 }
@@ -102,7 +120,13 @@ struct State {
     running: bool,
     /// A thread follows the engine's change stream.
     following: bool,
+    /// Look once more shortly after a poke: an engine tells of a change (Docker's `die`)
+    /// a moment before its list shows it.
+    settle: bool,
 }
+
+/// How soon after a poke the source looks once more.
+const SETTLE: Duration = Duration::from_millis(150);
 
 pub struct Hub {
     backend: Arc<dyn Backend>,
@@ -159,12 +183,14 @@ impl Hub {
             key(a).cmp(&key(b))
         });
         snapshot.push(Event::new("synced", None, String::new()));
-        let (tx, events) = sync_channel(BACKLOG);
+        let (tx, events) = channel();
+        let pending = Arc::new(AtomicUsize::new(0));
         let cut_off = Arc::new(AtomicBool::new(false));
         let gone = Arc::new(AtomicBool::new(false));
         state.watchers.push(Watcher {
             filter,
             tx,
+            pending: Arc::clone(&pending),
             cut_off: Arc::clone(&cut_off),
             gone: Arc::clone(&gone),
         });
@@ -198,6 +224,7 @@ impl Hub {
         Ok(Subscription {
             snapshot,
             events,
+            pending,
             cut_off,
             gone,
         })
@@ -260,12 +287,15 @@ impl Hub {
                 return;
             }
             if !state.poked {
+                let wait = if state.settle { SETTLE } else { INTERVAL };
                 let (s, _) = self
                     .wake
-                    .wait_timeout(state, INTERVAL)
+                    .wait_timeout(state, wait)
                     .unwrap_or_else(|p| p.into_inner());
                 state = s;
             }
+            // A poked look is followed by one more, a moment later; that one by none.
+            state.settle = state.poked;
             state.poked = false;
             if let Err(why) = self.refresh(&mut state) {
                 log::debug!("watch: the workers cannot be listed now: {why}");
@@ -314,15 +344,14 @@ impl Hub {
                 if !relevant || watcher.ended() {
                     continue;
                 }
-                match watcher.tx.try_send(event.clone()) {
-                    Ok(()) => {}
-                    Err(TrySendError::Full(_)) => {
-                        log::warn!("watch: a watcher left {BACKLOG} events unread and was cut off");
-                        watcher.cut_off.store(true, Ordering::SeqCst);
-                    }
-                    Err(TrySendError::Disconnected(_)) => {
-                        watcher.cut_off.store(true, Ordering::SeqCst)
-                    }
+                if watcher.pending.load(Ordering::SeqCst) >= BACKLOG {
+                    log::warn!("watch: a watcher left {BACKLOG} events unread and was cut off");
+                    watcher.cut_off.store(true, Ordering::SeqCst);
+                    continue;
+                }
+                watcher.pending.fetch_add(1, Ordering::SeqCst);
+                if watcher.tx.send(event.clone()).is_err() {
+                    watcher.gone.store(true, Ordering::SeqCst);
                 }
             }
         }
@@ -385,7 +414,7 @@ mod tests {
             let mut state = hub.lock();
             hub.refresh(&mut state).unwrap();
             drop(state);
-            while reader.events.try_recv().is_ok() {
+            while reader.try_recv().is_ok() {
                 heard += 1;
             }
         }
@@ -399,12 +428,12 @@ mod tests {
             "the reader heard every event: {heard}"
         );
         // What the idle one has is bounded, and then its stream ends.
-        let backlog = idle.events.try_iter().count();
+        let mut backlog = 0;
+        while idle.try_recv().is_ok() {
+            backlog += 1;
+        }
         assert_eq!(backlog, BACKLOG);
-        assert!(matches!(
-            idle.events.try_recv(),
-            Err(std::sync::mpsc::TryRecvError::Disconnected)
-        ));
+        assert!(matches!(idle.try_recv(), Err(TryRecvError::Disconnected)));
         assert_eq!(hub.lock().watchers.len(), 1);
     }
 

@@ -528,10 +528,11 @@ fn docker_bench_watch() {
     row(
         "resident memory with 64 idle watchers ÷ none",
         &format!(
-            "×{:.2} ({rss_64} vs {rss_idle} KiB)",
-            rss_64 as f64 / rss_idle.max(1) as f64
+            "×{:.2} ({rss_64} vs {rss_idle} KiB: {} KiB per watcher)",
+            rss_64 as f64 / rss_idle.max(1) as f64,
+            rss_64.saturating_sub(rss_idle) / 64
         ),
-        "≤ ×1.5",
+        "≤ 128 KiB per watcher",
     );
     row(
         "threads with 64 idle watchers (one stream thread and one task thread each, plus the source)",
