@@ -11,8 +11,9 @@
 //! a2a/                 A2A v1.0: the service (types, decode, tasks, stream, card, service) and
 //!                      its two bindings (jsonrpc, rest)
 //! push/                push notifications: webhook configs, ordered bounded delivery, SSRF guard
-//! control              create / list / stop / logs over the seam: validation, MAX_WORKERS,
-//!                      TTLs and the reaper, log lines
+//! control/             create / list / stop / logs over the seam: validation, metadata and
+//!                      filters, MAX_WORKERS, TTLs and the reaper, log lines; watch.rs: the
+//!                      one source of worker events every watcher shares
 //! backend/             the seam (trait, Worker, BackendError, BackendKind), shared container
 //!                      pieces (probe, labels, worker_env), one folder per backend: docker/,
 //!                      k8s/, local/
