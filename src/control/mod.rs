@@ -1,4 +1,5 @@
-//! Control operations (`create`, `list`, `stop`): request validation, the outcome model
+//! Control operations (`create`, `list`, `stop`, `logs`, and `watch` through [`watch`]):
+//! request validation (metadata and list filters included), the outcome model
 //! (completed / rejected / failed) and the guarantees this layer owns (see `backend/mod.rs` for
 //! the split of responsibilities). One log line and one metric sample per operation.
 
