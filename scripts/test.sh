@@ -71,6 +71,15 @@ if command -v node >/dev/null && command -v npm >/dev/null; then
     (cd "$js" && npm ci --silent --no-audit --no-fund)
   fi
   export A2A_TEST_JS_DIR="$PWD/$js" A2A_REQUIRE_JS=1
+  # The status page in a real browser: Debian's chromium (never a downloaded one).
+  if [ -x /usr/bin/chromium ]; then
+    export A2A_TEST_CHROMIUM=/usr/bin/chromium
+  elif [ "${A2A_REQUIRE_UI:-}" = 1 ]; then
+    echo "A2A_REQUIRE_UI=1 but /usr/bin/chromium is missing (apt-get install chromium)" >&2
+    exit 1
+  else
+    echo "SKIPPED: the status page's browser test (needs Debian's chromium: apt-get install chromium)" >&2
+  fi
 elif [ "${A2A_REQUIRE_JS:-}" = 1 ]; then
   echo "A2A_REQUIRE_JS=1 but node or npm is missing" >&2
   exit 1

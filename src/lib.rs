@@ -8,6 +8,7 @@
 //!                      controller, and `check` (settings and backend, then exit)
 //! settings/            flags and environment, validated once (specs, values, backends)
 //! routes, auth         which path reaches what; bearer authentication, Content-Type
+//! ui/                  the status page at /ui (HTML, CSS, JS compiled in; the public API only)
 //! a2a/                 A2A v1.0: the service (types, decode, tasks, stream, card, service) and
 //!                      its two bindings (jsonrpc, rest)
 //! push/                push notifications: webhook configs, ordered bounded delivery, SSRF guard
@@ -42,6 +43,7 @@ mod sentry;
 pub mod settings;
 pub mod time;
 pub mod token;
+mod ui;
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -220,6 +222,7 @@ pub fn start(settings: &Settings, backend: Arc<dyn Backend>) -> Result<Running, 
         control,
         card: a2a::card::AgentCard::new(&settings.agent_name, &settings.public_url),
         metrics,
+        ui: settings.ui,
         credentials: match &settings.auth_token_file {
             Some(file) => auth::Credentials::from_file(
                 settings.auth_token.clone(),

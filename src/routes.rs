@@ -24,6 +24,8 @@ pub struct Routes {
     pub card: AgentCard,
     pub metrics: Arc<Metrics>,
     pub credentials: auth::Credentials,
+    /// Whether the status page is served (`UI`).
+    pub ui: bool,
 }
 
 impl Handler for Routes {
@@ -63,6 +65,10 @@ impl Routes {
                 only(method, &["GET", "HEAD"]).unwrap_or_else(|| {
                     Response::new(200, "text/plain; version=0.0.4", self.metrics.render())
                 }),
+            ),
+            path if self.ui && (path == "/ui" || path.starts_with("/ui/")) => (
+                "ui",
+                only(method, &["GET", "HEAD"]).unwrap_or_else(|| ui_page(&req)),
             ),
             path if path.starts_with(REST_BASE) && path[REST_BASE.len()..].starts_with('/') => {
                 ("a2a_rest", self.a2a_rest(&req, &path[REST_BASE.len()..]))
@@ -227,6 +233,35 @@ fn content_type_refusal(content_type: Option<&str>) -> Option<Response> {
     let error = content_type_error(content_type)?;
     let accepted = JSON_MEDIA_TYPES.join(", ");
     Some(Response::json(415, &response_err(&Value::Null, &error)).with_header("Accept", accepted))
+}
+
+/// A file of the status page, with its security headers and validators.
+fn ui_page(req: &Request) -> Response {
+    let Some(asset) = crate::ui::asset(&req.path) else {
+        return Response::text(404, "not found");
+    };
+    let secure = |r: Response| {
+        r.with_header(
+            "Content-Security-Policy",
+            crate::ui::CONTENT_SECURITY_POLICY,
+        )
+        .with_header("X-Content-Type-Options", "nosniff")
+        .with_header("Referrer-Policy", "no-referrer")
+        .with_header("X-Frame-Options", "DENY")
+        .with_header("Cache-Control", "no-cache")
+        .with_header("ETag", asset.etag.clone())
+    };
+    if req.header("If-None-Match").is_some_and(|v| {
+        v.split(',')
+            .any(|t| t.trim().trim_start_matches("W/") == asset.etag)
+    }) {
+        return secure(Response::new(304, asset.content_type, Vec::new()));
+    }
+    secure(Response::new(
+        200,
+        asset.content_type,
+        asset.body.as_bytes().to_vec(),
+    ))
 }
 
 /// `None` when the method is allowed; otherwise the 405 answer naming the allowed ones.

@@ -68,6 +68,8 @@ pub struct Settings {
     pub anthropic_auth_token: Option<String>,
     /// Where push notifications may be delivered.
     pub push: PushSettings,
+    /// Whether the status page is served at `/ui`.
+    pub ui: bool,
     /// The selected backend with exactly the settings it needs.
     pub backend: BackendSettings,
 }
@@ -435,21 +437,22 @@ impl Raw {
             http_idle_timeout: self.duration("HTTP_IDLE_TIMEOUT")?,
             anthropic_auth_token,
             push: self.push()?,
+            ui: self.boolean("UI")?,
             backend,
         })
     }
 
+    /// `true` or `false` (also `1`/`0`, `yes`/`no`).
+    fn boolean(&self, name: &'static str) -> Result<bool, Error> {
+        match self.get(name).to_ascii_lowercase().as_str() {
+            "true" | "1" | "yes" => Ok(true),
+            "false" | "0" | "no" => Ok(false),
+            other => Err(invalid(name, format!("{other:?} is not true or false"))),
+        }
+    }
+
     fn push(&self) -> Result<PushSettings, Error> {
-        let allow_http = match self.get("PUSH_ALLOW_HTTP").to_ascii_lowercase().as_str() {
-            "true" | "1" | "yes" => true,
-            "false" | "0" | "no" => false,
-            other => {
-                return Err(invalid(
-                    "PUSH_ALLOW_HTTP",
-                    format!("{other:?} is not true or false"),
-                ))
-            }
-        };
+        let allow_http = self.boolean("PUSH_ALLOW_HTTP")?;
         let mut push = PushSettings {
             allow_http,
             ..PushSettings::default()

@@ -192,6 +192,12 @@ pub(super) const SPECS: &[Spec] = &[
     ),
     s(
         Http,
+        "UI",
+        "true",
+        "serve the status page at /ui (false: not at all)",
+    ),
+    s(
+        Http,
         "HTTP_IDLE_TIMEOUT",
         "60s",
         "an idle keep-alive connection is closed after this",

@@ -23,6 +23,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "http",
             "http::wire",
             "http::server",
+            "ui",
             "a2a::types",
             "settings",
             "settings::specs",

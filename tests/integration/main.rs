@@ -33,5 +33,6 @@ mod streaming;
 mod support;
 mod tasks;
 mod token_files;
+mod ui;
 mod watch;
 mod worker_logs;

@@ -1,0 +1,271 @@
+// The status page: the controller's public A2A JSON-RPC API only (fetch with the bearer token;
+// the watch stream read from a ReadableStream, since EventSource cannot send headers). Every
+// text from the controller is inserted as text, never as HTML. The token lives in memory, or in
+// sessionStorage when asked; never in the URL, localStorage, a cookie or a log.
+'use strict';
+
+const $ = (id) => document.getElementById(id);
+let token = sessionStorage.getItem('a2a-token') || '';
+const workers = new Map();
+let lastHeard = 0;
+let watching = null;
+
+function text(el, value) { el.textContent = value == null ? '' : String(value); }
+
+async function rpc(method, params) {
+  const r = await fetch('/a2a', {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${token}` },
+    body: JSON.stringify({ jsonrpc: '2.0', id: String(Date.now()), method, params }),
+  });
+  if (r.status === 401) throw Object.assign(new Error('the token was refused'), { unauthorized: true });
+  const body = await r.json();
+  if (body.error) throw new Error(`${body.error.code}: ${body.error.message}`);
+  lastHeard = Date.now();
+  return body.result;
+}
+
+function message(data) {
+  return { message: { messageId: `ui-${Date.now()}-${Math.random()}`, role: 'ROLE_USER', parts: [{ data }] } };
+}
+
+// One control operation; its reply data, or an Error carrying the contract's one line.
+async function control(data) {
+  const task = (await rpc('SendMessage', message(data))).task;
+  if (task.status.state === 'TASK_STATE_COMPLETED') return task.artifacts[0].parts[0].data;
+  const e = task.status.message && task.status.message.parts[1] && task.status.message.parts[1].data.error;
+  throw new Error(e ? `${e.code}: ${e.message}` : task.status.state);
+}
+
+function ago(iso) {
+  const t = Date.parse(iso);
+  if (!t) return '';
+  const s = Math.max(0, Math.round((Date.now() - t) / 1000));
+  if (s < 60) return `${s} s ago`;
+  if (s < 3600) return `${Math.round(s / 60)} min ago`;
+  return `${Math.round(s / 3600)} h ago`;
+}
+
+function countdown(iso) {
+  const t = Date.parse(iso);
+  if (!t) return ['', false];
+  const s = Math.round((t - Date.now()) / 1000);
+  if (s <= 0) return ['now', true];
+  const m = Math.floor(s / 60);
+  return [m >= 60 ? `in ${Math.floor(m / 60)} h ${m % 60} min` : `in ${m} min ${s % 60} s`, s < 60];
+}
+
+function render() {
+  const body = $('workers').tBodies[0];
+  body.replaceChildren();
+  const list = [...workers.values()].sort((a, b) => (a.created_at + a.worker_id).localeCompare(b.created_at + b.worker_id));
+  $('empty').hidden = list.length > 0;
+  for (const w of list) {
+    const tr = document.createElement('tr');
+    const cell = (value, cls) => {
+      const td = document.createElement('td');
+      if (cls) td.className = cls;
+      text(td, value);
+      tr.append(td);
+      return td;
+    };
+    cell(w.worker_id, 'mono');
+    cell(w.task);
+    cell(w.backend);
+    const state = document.createElement('span');
+    state.className = `state state-${w.state}`;
+    text(state, w.state);
+    const st = document.createElement('td');
+    st.append(state);
+    tr.append(st);
+    cell(w.reason);
+    const created = cell(ago(w.created_at));
+    created.title = w.created_at;
+    const [left, soon] = countdown(w.expires_at);
+    const exp = cell(left, soon ? 'expiring' : '');
+    exp.title = w.expires_at;
+    cell(w.a2a_url || (w.pane_id ? `pane ${w.pane_id}` : ''), 'mono');
+    cell(Object.entries(w.metadata || {}).map(([k, v]) => `${k}=${v}`).join(', '));
+    const actions = document.createElement('td');
+    const logs = document.createElement('button');
+    logs.type = 'button';
+    text(logs, 'Logs');
+    logs.setAttribute('aria-label', `Logs of ${w.task}`);
+    logs.addEventListener('click', () => showLogs(w));
+    const stop = document.createElement('button');
+    stop.type = 'button';
+    text(stop, 'Stop');
+    stop.setAttribute('aria-label', `Stop ${w.task}`);
+    stop.addEventListener('click', () => stopWorker(w));
+    actions.append(logs, stop);
+    tr.append(actions);
+    body.append(tr);
+  }
+}
+
+function connection(state) {
+  const heard = lastHeard ? ` — last heard ${ago(new Date(lastHeard).toISOString())}` : '';
+  text($('connection'), `${state}${heard}`);
+}
+
+async function refreshList() {
+  const data = await control({ operation: 'list' });
+  workers.clear();
+  for (const w of data.workers) workers.set(w.worker_id, w);
+  render();
+}
+
+// The watch stream: one event per status update; the stream's end or a failure reconnects.
+async function watch() {
+  const r = await fetch('/a2a', {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${token}` },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 'watch', method: 'SendStreamingMessage', params: message({ operation: 'watch' }) }),
+  });
+  if (r.status === 401) throw Object.assign(new Error('the token was refused'), { unauthorized: true });
+  const reader = r.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = '';
+  let snapshot = new Map();
+  let synced = false;
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    lastHeard = Date.now();
+    buffer += decoder.decode(value, { stream: true });
+    let at;
+    while ((at = buffer.indexOf('\n\n')) >= 0) {
+      const chunk = buffer.slice(0, at);
+      buffer = buffer.slice(at + 2);
+      const line = chunk.split('\n').find((l) => l.startsWith('data: '));
+      if (!line) continue;
+      const result = JSON.parse(line.slice(6)).result || {};
+      const status = (result.statusUpdate || {}).status || (result.task || {}).status;
+      if (!status) continue;
+      if (status.state === 'TASK_STATE_FAILED' && result.task) throw new Error(status.message.parts[0].text);
+      const parts = (status.message || {}).parts || [];
+      const event = parts[1] && parts[1].data && parts[1].data.event;
+      if (!event) continue;
+      if (event.type === 'synced') {
+        workers.clear();
+        for (const [k, w] of snapshot) workers.set(k, w);
+        synced = true;
+        connection('live');
+      } else if (!synced) {
+        snapshot.set(event.worker.worker_id, event.worker);
+      } else if (event.type === 'removed') {
+        workers.delete(event.worker.worker_id);
+      } else {
+        workers.set(event.worker.worker_id, event.worker);
+      }
+      if (synced) render();
+    }
+  }
+}
+
+async function follow() {
+  for (;;) {
+    try {
+      await watch();
+      connection('reconnecting…');
+    } catch (e) {
+      if (e.unauthorized) return signIn('The token was refused: enter it again.');
+      connection(lastHeard ? 'reconnecting…' : 'controller unreachable');
+      // Without a watch, list every 2 s until it is back.
+      try { await refreshList(); connection('reconnecting… (listing every 2 s)'); } catch (_) { connection('controller unreachable'); }
+    }
+    await new Promise((r) => setTimeout(r, 2000));
+  }
+}
+
+async function header() {
+  try {
+    const card = await (await fetch('/.well-known/agent-card.json')).json();
+    text($('name'), card.name);
+    const ext = await rpc('GetExtendedAgentCard', {});
+    const p = ((ext.capabilities.extensions || [])[0] || {}).params || {};
+    text($('about'), `backend ${p.backend || '?'} · version ${p.version || card.version}`);
+  } catch (_) { /* the header is a nicety */ }
+  const ready = await fetch('/readiness').then(async (r) => (r.ok ? 'ready' : await r.text())).catch(() => 'controller unreachable');
+  text($('readiness'), ready);
+}
+
+async function showLogs(w) {
+  $('logs').hidden = false;
+  text($('logs-title'), `Logs of ${w.task} (${w.worker_id})`);
+  $('logs-refresh').onclick = () => showLogs(w);
+  try {
+    const data = await control({ operation: 'logs', worker_id: w.worker_id, tail: 200 });
+    text($('logs-text'), data.text);
+    text($('logs-note'), data.truncated ? 'cut to the last 1 MiB' : '');
+    $('logs-text').scrollTop = $('logs-text').scrollHeight;
+  } catch (e) {
+    text($('logs-note'), e.message);
+  }
+}
+
+async function stopWorker(w) {
+  if (!window.confirm(`Stop the worker of task "${w.task}"?`)) return;
+  try {
+    await control({ operation: 'stop', worker_id: w.worker_id });
+    workers.delete(w.worker_id);
+    render();
+  } catch (e) {
+    text($('create-result'), e.message);
+  }
+}
+
+function signIn(why) {
+  token = '';
+  sessionStorage.removeItem('a2a-token');
+  $('app').hidden = true;
+  $('login').hidden = false;
+  text($('login-error'), why || '');
+  $('token').focus();
+}
+
+async function start() {
+  try {
+    await refreshList();
+  } catch (e) {
+    return signIn(e.unauthorized ? 'The token was refused: enter it again.' : e.message);
+  }
+  $('login').hidden = true;
+  $('app').hidden = false;
+  connection('connecting…');
+  header();
+  if (!watching) watching = follow();
+}
+
+document.addEventListener('DOMContentLoaded', () => {
+  $('login-form').addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    token = $('token').value;
+    $('token').value = '';
+    if ($('remember').checked) sessionStorage.setItem('a2a-token', token);
+    start();
+  });
+  $('create-form').addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    const req = { operation: 'create', task: $('task').value };
+    if ($('ttl').value) req.ttl = /^\d+$/.test($('ttl').value) ? Number($('ttl').value) : $('ttl').value;
+    text($('create-result'), 'creating…');
+    try {
+      const data = await control(req);
+      text($('create-result'), `created worker ${data.worker.worker_id}`);
+      workers.set(data.worker.worker_id, data.worker);
+      render();
+      if (data.token) {
+        $('token-once').hidden = false;
+        text($('token-value'), data.token);
+      }
+    } catch (e) {
+      text($('create-result'), e.message);
+    }
+  });
+  $('copy-token').addEventListener('click', () => navigator.clipboard && navigator.clipboard.writeText($('token-value').textContent));
+  $('logs-close').addEventListener('click', () => { $('logs').hidden = true; });
+  // Countdowns move; nothing else needs a redraw without an event.
+  setInterval(() => { if ([...workers.values()].some((w) => w.expires_at)) render(); }, 1000);
+  if (token) start(); else signIn('');
+});

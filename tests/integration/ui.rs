@@ -1,0 +1,132 @@
+//! The status page (`/ui`): its files and security headers over HTTP, `UI=false`, and the page
+//! itself in a real browser — Debian's chromium driven by playwright-core (`tests/js/ui.mjs`)
+//! against a controller with the backend test double: sign in (a wrong token first), the empty
+//! state, live updates from the watch stream, create with the token shown once, a worker
+//! created elsewhere appearing and exiting live, logs, stop with a confirmation, a hostile task
+//! name shown as text, no token in storage, cookies or the URL, no CSP violation; screenshots
+//! at 1280×800 and 390×844 under `target/ui-screenshots/`.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use a2a_worker_controller::backend::WorkerState;
+
+use crate::support::*;
+
+#[test]
+fn the_page_is_served_with_strict_headers_and_can_be_turned_off() {
+    let c = controller();
+    let page = request(c.addr, "GET", "/ui", &[], b"");
+    assert_eq!(page.status, 200);
+    assert_eq!(
+        page.header("Content-Type"),
+        Some("text/html; charset=utf-8")
+    );
+    let csp = page.header("Content-Security-Policy").unwrap();
+    for part in [
+        "default-src 'none'",
+        "script-src 'self'",
+        "style-src 'self'",
+        "connect-src 'self'",
+        "frame-ancestors 'none'",
+    ] {
+        assert!(csp.contains(part), "{csp}");
+    }
+    assert_eq!(page.header("X-Content-Type-Options"), Some("nosniff"));
+    assert_eq!(page.header("Referrer-Policy"), Some("no-referrer"));
+    let html = page.text();
+    assert!(
+        !html.contains("<script>") && !html.contains("style="),
+        "no inline script or style"
+    );
+    assert!(
+        !html.contains("http://") && !html.contains("https://"),
+        "no external resource"
+    );
+    let etag = page.header("ETag").unwrap().to_string();
+    let again = request(c.addr, "GET", "/ui", &[("If-None-Match", &etag)], b"");
+    assert_eq!(again.status, 304);
+    for (path, kind) in [
+        ("/ui/app.js", "text/javascript; charset=utf-8"),
+        ("/ui/app.css", "text/css; charset=utf-8"),
+    ] {
+        let r = request(c.addr, "GET", path, &[], b"");
+        assert_eq!(
+            (r.status, r.header("Content-Type")),
+            (200, Some(kind)),
+            "{path}"
+        );
+        assert!(r.header("Content-Security-Policy").is_some());
+    }
+    let js = request(c.addr, "GET", "/ui/app.js", &[], b"").text();
+    assert!(
+        !js.contains("innerHTML")
+            && !js.contains("localStorage.setItem")
+            && !js.contains("document.cookie")
+    );
+    assert_eq!(request(c.addr, "GET", "/ui/nope.js", &[], b"").status, 404);
+    assert_eq!(request(c.addr, "POST", "/ui", &[], b"").status, 405);
+    let size: usize = ["index.html", "app.js", "app.css"]
+        .iter()
+        .map(|f| {
+            std::fs::metadata(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/ui").join(f))
+                .unwrap()
+                .len() as usize
+        })
+        .sum();
+    eprintln!("UI: the page adds {size} bytes to the binary");
+    assert!(size < 64 << 10, "{size}");
+
+    let off = Builder::default().flag("-ui=false").start();
+    assert_eq!(request(off.addr, "GET", "/ui", &[], b"").status, 404);
+}
+
+#[test]
+fn the_page_in_a_real_chromium() {
+    let Some(_chromium) = env_or_skip("A2A_TEST_CHROMIUM", "A2A_REQUIRE_UI") else {
+        return;
+    };
+    let Some(dir) = env_or_skip("A2A_TEST_JS_DIR", "A2A_REQUIRE_JS") else {
+        return;
+    };
+    let c = Builder::default().start_with_public_url_of_listener();
+    let script = PathBuf::from(&dir).join("ui.mjs");
+    std::fs::copy(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/js/ui.mjs"),
+        &script,
+    )
+    .unwrap();
+    let shots = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/ui-screenshots");
+    std::fs::create_dir_all(&shots).unwrap();
+    let mut child = Command::new("node")
+        .arg(&script)
+        .arg(c.url())
+        .arg(TOKEN)
+        .arg(&shots)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("node runs");
+    let mut stdin = child.stdin.take().unwrap();
+    let mut out = String::new();
+    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+        let line = line.unwrap();
+        out.push_str(&line);
+        out.push('\n');
+        if let Some(id) = line.strip_prefix("EXIT ") {
+            c.backend
+                .set_state(id, WorkerState::Exited, "exited with code 1");
+            writeln!(stdin, "ok").unwrap();
+        }
+    }
+    let status = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&status.stderr);
+    assert!(status.status.success(), "ui.mjs failed:\n{out}\n{err}");
+    assert!(out.contains("ui: ok"), "{out}");
+    for token in c.backend.tokens.lock().unwrap().iter() {
+        crate::secrets::remember(token);
+    }
+    assert!(shots.join("ui-1280x800.png").exists() && shots.join("ui-390x844.png").exists());
+}
