@@ -14,6 +14,8 @@ use crate::http::{Sink, Streamer};
 
 /// How long a stream may stay silent before a comment line shows it (and the client) alive.
 const HEARTBEAT: Duration = Duration::from_secs(15);
+/// How often a silent stream looks whether the server is shutting down.
+const TICK: Duration = Duration::from_millis(250);
 
 /// One `StreamResponse`: exactly one of its members.
 #[derive(Serialize)]
@@ -143,9 +145,15 @@ impl<F: Frame> Streamer for TaskEvents<F> {
             return;
         }
         let updates = self.updates.lock().unwrap_or_else(|p| p.into_inner());
+        let mut silent = Duration::ZERO;
         loop {
-            let delivered = match updates.recv_timeout(HEARTBEAT) {
+            if sink.closing() {
+                // The server is stopping: the client reconnects to whoever serves next.
+                return;
+            }
+            let delivered = match updates.recv_timeout(TICK) {
                 Ok(update) => {
+                    silent = Duration::ZERO;
                     let end = matches!(&update, Update::Status(s) if s.state.is_terminal());
                     let sent = self.send(sink, &StreamResponse::of(&self.first, &update));
                     if end {
@@ -153,7 +161,14 @@ impl<F: Frame> Streamer for TaskEvents<F> {
                     }
                     sent
                 }
-                Err(RecvTimeoutError::Timeout) => sink.send(b": still working\n\n"),
+                Err(RecvTimeoutError::Timeout) => {
+                    silent += TICK;
+                    if silent < HEARTBEAT {
+                        continue;
+                    }
+                    silent = Duration::ZERO;
+                    sink.send(b": still working\n\n")
+                }
                 // The task was evicted (or the store is gone): nothing more will come.
                 Err(RecvTimeoutError::Disconnected) => return,
             };

@@ -629,13 +629,16 @@ impl Control {
                 )),
                 String::new(),
             ),
-            ControlRequest::Stop { worker_id } => match self.backend.stop(&worker_id) {
-                Ok(worker) => {
-                    self.watch.stopped(&worker_id, "stopped by a caller");
-                    (completed(&OneWorker { worker }, None), worker_id)
+            ControlRequest::Stop { worker_id } => {
+                // Said before: the engine may tell watchers of the removal before stop returns.
+                self.watch.stopping(&worker_id, "stopped by a caller");
+                let stopped = self.backend.stop(&worker_id);
+                self.watch.stopped(&worker_id, stopped.is_ok());
+                match stopped {
+                    Ok(worker) => (completed(&OneWorker { worker }, None), worker_id),
+                    Err(e) => (Outcome::Failed(e.into()), worker_id),
                 }
-                Err(e) => (Outcome::Failed(e.into()), worker_id),
-            },
+            }
             // The text goes to the caller only: never into a log line.
             ControlRequest::Logs { worker_id, tail } => match self.backend.logs(&worker_id, tail) {
                 Ok(logs) => (
@@ -743,17 +746,19 @@ impl Control {
                 continue;
             }
             let started = Instant::now();
-            let outcome = match self.backend.stop(&w.worker_id) {
+            self.watch.stopping(
+                &w.worker_id,
+                &format!("reaped: its TTL ended at {}", w.expires_at),
+            );
+            let stopped = self.backend.stop(&w.worker_id);
+            self.watch.stopped(&w.worker_id, stopped.is_ok());
+            let outcome = match stopped {
                 Ok(worker) => {
                     log::info!(
                         "reaper: stopped worker {} (task {:?}): its TTL ended at {}",
                         w.worker_id,
                         w.task,
                         w.expires_at
-                    );
-                    self.watch.stopped(
-                        &w.worker_id,
-                        &format!("reaped: its TTL ended at {}", w.expires_at),
                     );
                     completed(&OneWorker { worker }, None)
                 }

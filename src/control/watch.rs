@@ -230,19 +230,30 @@ impl Hub {
         })
     }
 
-    /// This controller stopped (or reaped) a worker: its removal will say `reason`, and the
-    /// source looks again now.
-    pub fn stopped(&self, worker_id: &str, reason: &str) {
+    /// This controller is about to stop (or reap) a worker: its removal will say `reason`
+    /// (said before the stop, since the engine may tell of the removal before the stop returns).
+    pub fn stopping(&self, worker_id: &str, reason: &str) {
         let mut state = self.lock();
-        if !state.running {
+        if state.running {
+            state
+                .reasons
+                .insert(worker_id.to_string(), (reason.to_string(), Instant::now()));
+        }
+    }
+
+    /// The stop said by [`Hub::stopping`] is over: done, the source looks again now; failed,
+    /// the reason is forgotten.
+    pub fn stopped(&self, worker_id: &str, done: bool) {
+        let mut state = self.lock();
+        if !done {
+            state.reasons.remove(worker_id);
             return;
         }
-        state
-            .reasons
-            .insert(worker_id.to_string(), (reason.to_string(), Instant::now()));
-        state.poked = true;
-        drop(state);
-        self.wake.notify_all();
+        if state.running {
+            state.poked = true;
+            drop(state);
+            self.wake.notify_all();
+        }
     }
 
     /// Something changed (a create): look again now, if anyone watches.

@@ -105,6 +105,12 @@ pub struct Response {
 /// (or stopped reading for the write timeout): the producer should stop.
 pub trait Sink {
     fn send(&mut self, bytes: &[u8]) -> bool;
+
+    /// Whether the server is shutting down: a long stream should end now rather than hold
+    /// the shutdown's grace period.
+    fn closing(&self) -> bool {
+        false
+    }
 }
 
 /// Produces a streamed body (server-sent events), on the connection's own thread: a stream

@@ -256,6 +256,10 @@ impl Sink for ChunkSink<'_, '_> {
         }
         self.open
     }
+
+    fn closing(&self) -> bool {
+        self.conn.shared.stopping()
+    }
 }
 
 struct BodySource<'a, 'b> {

@@ -116,12 +116,25 @@ async function refreshList() {
 }
 
 // The watch stream: one event per status update; the stream's end or a failure reconnects.
+// A stream silent for longer than two of its 15 s heartbeats is taken for dead.
 async function watch() {
+  const abort = new AbortController();
+  const stale = setInterval(() => { if (Date.now() - lastHeard > 35000) abort.abort(); }, 5000);
+  try {
+    await watchWith(abort.signal);
+  } finally {
+    clearInterval(stale);
+  }
+}
+
+async function watchWith(signal) {
   const r = await fetch('/a2a', {
     method: 'POST',
+    signal,
     headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${token}` },
     body: JSON.stringify({ jsonrpc: '2.0', id: 'watch', method: 'SendStreamingMessage', params: message({ operation: 'watch' }) }),
   });
+  lastHeard = Date.now();
   if (r.status === 401) throw Object.assign(new Error('the token was refused'), { unauthorized: true });
   const reader = r.body.getReader();
   const decoder = new TextDecoder();

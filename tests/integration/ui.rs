@@ -91,6 +91,17 @@ fn the_page_in_a_real_chromium() {
         return;
     };
     let c = Builder::default().start_with_public_url_of_listener();
+    let port = c.addr.port();
+    let backend = std::sync::Arc::clone(&c.backend);
+    let restart = || {
+        Builder::default()
+            .backend(std::sync::Arc::clone(&backend))
+            .flag(&format!("-listen=127.0.0.1:{port}"))
+            .flag(&format!("-a2a-public-url=http://127.0.0.1:{port}"))
+            .start()
+    };
+    let url = c.url();
+    let mut c = Some(c);
     let script = PathBuf::from(&dir).join("ui.mjs");
     std::fs::copy(
         concat!(env!("CARGO_MANIFEST_DIR"), "/tests/js/ui.mjs"),
@@ -101,7 +112,7 @@ fn the_page_in_a_real_chromium() {
     std::fs::create_dir_all(&shots).unwrap();
     let mut child = Command::new("node")
         .arg(&script)
-        .arg(c.url())
+        .arg(&url)
         .arg(TOKEN)
         .arg(&shots)
         .stdin(Stdio::piped())
@@ -116,8 +127,13 @@ fn the_page_in_a_real_chromium() {
         out.push_str(&line);
         out.push('\n');
         if let Some(id) = line.strip_prefix("EXIT ") {
-            c.backend
-                .set_state(id, WorkerState::Exited, "exited with code 1");
+            backend.set_state(id, WorkerState::Exited, "exited with code 1");
+            writeln!(stdin, "ok").unwrap();
+        } else if line == "STOP" {
+            drop(c.take());
+            writeln!(stdin, "ok").unwrap();
+        } else if line == "START" {
+            c = Some(restart());
             writeln!(stdin, "ok").unwrap();
         }
     }
@@ -125,7 +141,7 @@ fn the_page_in_a_real_chromium() {
     let err = String::from_utf8_lossy(&status.stderr);
     assert!(status.status.success(), "ui.mjs failed:\n{out}\n{err}");
     assert!(out.contains("ui: ok"), "{out}");
-    for token in c.backend.tokens.lock().unwrap().iter() {
+    for token in backend.tokens.lock().unwrap().iter() {
         crate::secrets::remember(token);
     }
     assert!(shots.join("ui-1280x800.png").exists() && shots.join("ui-390x844.png").exists());

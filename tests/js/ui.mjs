@@ -107,6 +107,13 @@ await page.locator('tr', { hasText: 'from-page' }).getByRole('button', { name: '
 await page.locator('tr', { hasText: 'from-page' }).waitFor({ state: 'detached' });
 check(dialogs.length === 1 && dialogs[0].includes('from-page'), `the confirmation: ${dialogs}`);
 
+// The controller goes away: the page says so; it comes back: the page is live again.
+await ask('STOP');
+await page.locator('#connection').filter({ hasText: /reconnecting|unreachable/ }).waitFor({ timeout: 20000 });
+await ask('START');
+await page.locator('#connection').filter({ hasText: /^live/ }).waitFor({ timeout: 20000 });
+await page.locator('tr', { hasText: 'from-cli' }).waitFor();
+
 await page.screenshot({ path: join(shots, 'ui-1280x800.png'), fullPage: true });
 await page.setViewportSize({ width: 390, height: 844 });
 await page.screenshot({ path: join(shots, 'ui-390x844.png'), fullPage: true });
