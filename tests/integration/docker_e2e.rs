@@ -738,3 +738,37 @@ fn a_watch_follows_the_real_engine() {
     let r = crate::watch::cancel(a.addr, &task_id);
     assert_eq!(r["result"]["status"]["state"], "TASK_STATE_CANCELED", "{r}");
 }
+
+/// Issue 22 on the real engine: the status page in chromium against the controller binary,
+/// real workers created from the page and elsewhere, one killed with the engine (`docker
+/// kill`) and seen exiting live, its real logs, the controller SIGKILLed and started again.
+#[test]
+fn the_status_page_on_the_real_engine() {
+    let Some(socket) = docker_socket() else {
+        return;
+    };
+    let id = controller_id("ui");
+    let cleanup = Cleanup::new(&socket, &id);
+    let mut p = Proc::start(&socket, &id, &[]);
+    let url = format!("http://{}", p.addr);
+    crate::ui::drive_page(&url, |line| {
+        if let Some(worker) = line.strip_prefix("EXIT ") {
+            let container = cleanup
+                .owned()
+                .into_iter()
+                .find(|c| {
+                    c.labels
+                        .as_ref()
+                        .and_then(|l| l.get("a2a-worker-controller/worker-id"))
+                        .is_some_and(|w| w == worker)
+                })
+                .expect("the worker's container")
+                .id;
+            cleanup.engine.kill(&container, "KILL").unwrap();
+        } else if line == "STOP" {
+            p.kill();
+        } else {
+            p.start_now();
+        }
+    });
+}

@@ -82,26 +82,12 @@ fn the_page_is_served_with_strict_headers_and_can_be_turned_off() {
     assert_eq!(request(off.addr, "GET", "/ui", &[], b"").status, 404);
 }
 
-#[test]
-fn the_page_in_a_real_chromium() {
-    let Some(_chromium) = env_or_skip("A2A_TEST_CHROMIUM", "A2A_REQUIRE_UI") else {
-        return;
-    };
-    let Some(dir) = env_or_skip("A2A_TEST_JS_DIR", "A2A_REQUIRE_JS") else {
-        return;
-    };
-    let c = Builder::default().start_with_public_url_of_listener();
-    let port = c.addr.port();
-    let backend = std::sync::Arc::clone(&c.backend);
-    let restart = || {
-        Builder::default()
-            .backend(std::sync::Arc::clone(&backend))
-            .flag(&format!("-listen=127.0.0.1:{port}"))
-            .flag(&format!("-a2a-public-url=http://127.0.0.1:{port}"))
-            .start()
-    };
-    let url = c.url();
-    let mut c = Some(c);
+/// Runs `tests/js/ui.mjs` against the controller at `url` in Debian's chromium; `on` carries
+/// out what the script asks of the test's side (`EXIT <worker_id>`, `STOP`, `START`).
+/// `None` when the browser or the script's packages are not there (skipped, said).
+pub fn drive_page(url: &str, mut on: impl FnMut(&str)) -> Option<()> {
+    env_or_skip("A2A_TEST_CHROMIUM", "A2A_REQUIRE_UI")?;
+    let dir = env_or_skip("A2A_TEST_JS_DIR", "A2A_REQUIRE_JS")?;
     let script = PathBuf::from(&dir).join("ui.mjs");
     std::fs::copy(
         concat!(env!("CARGO_MANIFEST_DIR"), "/tests/js/ui.mjs"),
@@ -112,7 +98,7 @@ fn the_page_in_a_real_chromium() {
     std::fs::create_dir_all(&shots).unwrap();
     let mut child = Command::new("node")
         .arg(&script)
-        .arg(&url)
+        .arg(url)
         .arg(TOKEN)
         .arg(&shots)
         .stdin(Stdio::piped())
@@ -126,14 +112,8 @@ fn the_page_in_a_real_chromium() {
         let line = line.unwrap();
         out.push_str(&line);
         out.push('\n');
-        if let Some(id) = line.strip_prefix("EXIT ") {
-            backend.set_state(id, WorkerState::Exited, "exited with code 1");
-            writeln!(stdin, "ok").unwrap();
-        } else if line == "STOP" {
-            drop(c.take());
-            writeln!(stdin, "ok").unwrap();
-        } else if line == "START" {
-            c = Some(restart());
+        if line.starts_with("EXIT ") || line == "STOP" || line == "START" {
+            on(&line);
             writeln!(stdin, "ok").unwrap();
         }
     }
@@ -141,8 +121,34 @@ fn the_page_in_a_real_chromium() {
     let err = String::from_utf8_lossy(&status.stderr);
     assert!(status.status.success(), "ui.mjs failed:\n{out}\n{err}");
     assert!(out.contains("ui: ok"), "{out}");
+    assert!(shots.join("ui-1280x800.png").exists() && shots.join("ui-390x844.png").exists());
+    Some(())
+}
+
+#[test]
+fn the_page_in_a_real_chromium() {
+    let c = Builder::default().start_with_public_url_of_listener();
+    let port = c.addr.port();
+    let backend = std::sync::Arc::clone(&c.backend);
+    let restart = || {
+        Builder::default()
+            .backend(std::sync::Arc::clone(&backend))
+            .flag(&format!("-listen=127.0.0.1:{port}"))
+            .flag(&format!("-a2a-public-url=http://127.0.0.1:{port}"))
+            .start()
+    };
+    let url = c.url();
+    let mut c = Some(c);
+    drive_page(&url, |line| {
+        if let Some(id) = line.strip_prefix("EXIT ") {
+            backend.set_state(id, WorkerState::Exited, "exited with code 1");
+        } else if line == "STOP" {
+            drop(c.take());
+        } else {
+            c = Some(restart());
+        }
+    });
     for token in backend.tokens.lock().unwrap().iter() {
         crate::secrets::remember(token);
     }
-    assert!(shots.join("ui-1280x800.png").exists() && shots.join("ui-390x844.png").exists());
 }
