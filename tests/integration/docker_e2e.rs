@@ -725,15 +725,7 @@ fn a_watch_follows_the_real_engine() {
     assert_eq!(e["reason"], "stopped by a caller");
 
     cleanup.engine.remove(&of_task("before")).unwrap();
-    let e = w.event().unwrap();
-    assert_eq!(kind_and_task(&e), ("removed".into(), "before".into()));
-    assert!(
-        e["reason"]
-            .as_str()
-            .unwrap()
-            .contains("outside this controller"),
-        "{e}"
-    );
+    crate::watch::assert_removed(&w.event().unwrap(), "before", "outside this controller");
 
     let r = crate::watch::cancel(a.addr, &task_id);
     assert_eq!(r["result"]["status"]["state"], "TASK_STATE_CANCELED", "{r}");

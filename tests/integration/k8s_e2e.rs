@@ -933,20 +933,7 @@ fn a_watch_follows_the_pods() {
             None,
         )
         .unwrap();
-    let removed = loop {
-        let e = w.event().unwrap();
-        if e["type"] == "removed" {
-            break e;
-        }
-    };
-    assert_eq!(removed["worker"]["task"], "before");
-    assert!(
-        removed["reason"]
-            .as_str()
-            .unwrap()
-            .contains("outside this controller"),
-        "{removed}"
-    );
+    crate::watch::assert_removed(&w.next_of("removed"), "before", "outside this controller");
     let r = crate::watch::cancel(a.addr, &task_id);
     assert_eq!(r["result"]["status"]["state"], "TASK_STATE_CANCELED", "{r}");
 }

@@ -1193,14 +1193,7 @@ fn a_watch_follows_the_tabs() {
     gui.close_by_hand(pane_of(&a));
     let e = w.event().unwrap();
     let latency = closed.elapsed();
-    assert_eq!(kind_and_task(&e), ("removed".into(), "a".into()));
-    assert!(
-        e["reason"]
-            .as_str()
-            .unwrap()
-            .contains("outside this controller"),
-        "{e}"
-    );
+    crate::watch::assert_removed(&e, "a", "outside this controller");
     eprintln!(
         "WATCH LATENCY local: tab closed to event {} ms",
         latency.as_millis()

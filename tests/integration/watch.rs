@@ -123,6 +123,16 @@ impl Watch {
     }
 }
 
+/// `e` is the removal of `task`'s worker, its reason saying `why`.
+pub fn assert_removed(e: &Value, task: &str, why: &str) {
+    assert_eq!(
+        kind_and_task(e),
+        ("removed".into(), task.to_string()),
+        "{e}"
+    );
+    assert!(e["reason"].as_str().unwrap_or("").contains(why), "{e}");
+}
+
 pub fn kind_and_task(e: &Value) -> (String, String) {
     (
         e["type"].as_str().unwrap_or("").to_string(),
@@ -181,15 +191,7 @@ fn a_watch_hears_its_snapshot_then_what_happens() {
 
     c.backend
         .remove_by_hand(first["worker_id"].as_str().unwrap());
-    let e = w.event().unwrap();
-    assert_eq!(kind_and_task(&e), ("removed".into(), "before".into()));
-    assert!(
-        e["reason"]
-            .as_str()
-            .unwrap()
-            .contains("outside this controller"),
-        "{e}"
-    );
+    crate::watch::assert_removed(&w.event().unwrap(), "before", "outside this controller");
     assert!(e["at"].as_str().unwrap().ends_with('Z'));
 
     // CancelTask ends it: CANCELED, the stream's last event, and so listed afterwards.
