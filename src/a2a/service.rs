@@ -172,8 +172,8 @@ impl Service {
         } = self.prepare(params)?;
         let task_id = base.id.clone();
         if let (Ok(ControlRequest::Watch { filter }), true) = (&request, return_immediately) {
-            let (working, _) = self.start_watch(base, filter.clone(), None);
-            return Ok(with_history(working, history_length));
+            let watch = self.start_watch(base, filter.clone(), false);
+            return Ok(with_history(watch.first, history_length));
         }
         if return_immediately && request.is_ok() && self.reserve_background() {
             let working = self.store_working(&base);
@@ -205,20 +205,11 @@ impl Service {
         let task_id = base.id.clone();
         if let Ok(ControlRequest::Watch { filter }) = &request {
             // The stream is the watch: it ends when its client goes.
-            let (first, subscribed) = self.start_watch(base, filter.clone(), Some(()));
-            let Some((_, updates)) = subscribed else {
-                return Ok(TaskStream {
-                    first: with_history(first, history_length),
-                    updates: tasks::Updates::ended(),
-                    on_end: None,
-                });
-            };
-            let end = self
-                .watches
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .get(&task_id)
-                .cloned();
+            let Watch {
+                first,
+                updates,
+                end,
+            } = self.start_watch(base, filter.clone(), true);
             return Ok(TaskStream {
                 first: with_history(first, history_length),
                 updates,
@@ -387,30 +378,35 @@ impl Service {
     /// event in a data part, until it is canceled, its stream (when `stream`) ends, or the
     /// source cuts it off. With `stream`, the task's subscription is taken before the first
     /// event. A watch that cannot start is a finished, failed task.
-    fn start_watch(
-        &self,
-        base: Task,
-        filter: control::Filter,
-        stream: Option<()>,
-    ) -> (Task, Option<(Task, tasks::Updates)>) {
+    fn start_watch(&self, base: Task, filter: control::Filter, stream: bool) -> Watch {
         let task_id = base.id.clone();
         let sub = match self.control.watch(filter) {
             Ok(sub) => sub,
             Err(e) => {
                 let (task, _, millis) = finish(base, Outcome::Failed(e));
                 self.record.done_at_once(&task, millis);
-                let subscribed = stream.and_then(|()| self.tasks.subscribe(&task_id));
-                return (task, subscribed);
+                return Watch {
+                    first: task,
+                    updates: tasks::Updates::ended(),
+                    end: None,
+                };
             }
         };
         let working = self.store_working(&base);
-        let subscribed = stream.and_then(|()| self.tasks.subscribe(&task_id));
+        let updates = stream
+            .then(|| self.tasks.subscribe(&task_id))
+            .flatten()
+            .map_or_else(tasks::Updates::ended, |(_, updates)| updates);
         let why = Arc::new(Mutex::new(None::<String>));
         self.watches
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(task_id.clone(), Arc::clone(&why));
-        let (record, watches) = (self.record.clone(), Arc::clone(&self.watches));
+        let (record, watches, end) = (
+            self.record.clone(),
+            Arc::clone(&self.watches),
+            Arc::clone(&why),
+        );
         let run = move || {
             for event in &sub.snapshot {
                 record.progress(&base, event_status(&base, event));
@@ -440,14 +436,7 @@ impl Service {
             drop(sub);
             let mut task = base;
             let now = now_millis();
-            let message = Message {
-                message_id: uuid_v4().unwrap_or_else(|_| format!("{}-end", task.id)),
-                role: Role::Agent,
-                parts: vec![Part::text(text)],
-                context_id: Some(task.context_id.clone()),
-                task_id: Some(task.id.clone()),
-                metadata: None,
-            };
+            let message = agent_message(&task, vec![Part::text(text)]);
             task.status = TaskStatus {
                 state,
                 timestamp: rfc3339_millis(now),
@@ -466,7 +455,11 @@ impl Service {
             let (task, _, millis) = finish(working.clone(), Outcome::Failed(failure));
             self.record.finished(&task, None, millis);
         }
-        (working, subscribed)
+        Watch {
+            first: working,
+            updates,
+            end: Some(end),
+        }
     }
 
     /// Stores the task as it starts (WORKING, stamped now); returns that copy.
@@ -680,14 +673,6 @@ fn finish(mut task: Task, outcome: Outcome) -> (Task, Option<Token>, u64) {
     let now = now_millis();
     task.status.timestamp = rfc3339_millis(now);
     let outcome_kind = outcome.label();
-    let agent_message = |text: String, data: Value, task: &Task| Message {
-        message_id: uuid_v4().unwrap_or_else(|_| format!("{}-status", task.id)),
-        role: Role::Agent,
-        parts: vec![Part::text(text), Part::data(data)],
-        context_id: Some(task.context_id.clone()),
-        task_id: Some(task.id.clone()),
-        metadata: None,
-    };
     match outcome {
         Outcome::Completed { data, token } => {
             task.status.state = TaskState::Completed;
@@ -706,9 +691,11 @@ fn finish(mut task: Task, outcome: Outcome) -> (Task, Option<Token>, u64) {
             };
             task.status.state = state;
             let msg = agent_message(
-                format!("{verb}: {}", e.message),
-                json!({ "error": e }),
                 &task,
+                vec![
+                    Part::text(format!("{verb}: {}", e.message)),
+                    Part::data(json!({ "error": e })),
+                ],
             );
             task.history.push(msg.clone());
             task.status.message = Some(msg);
@@ -734,24 +721,37 @@ struct Prepared {
     return_immediately: bool,
 }
 
+/// A message from this agent about `task`.
+fn agent_message(task: &Task, parts: Vec<Part>) -> Message {
+    Message {
+        message_id: uuid_v4().unwrap_or_else(|_| format!("{}-{}", task.id, now_millis())),
+        role: Role::Agent,
+        parts,
+        context_id: Some(task.context_id.clone()),
+        task_id: Some(task.id.clone()),
+        metadata: None,
+    }
+}
+
 /// A task's WORKING status whose agent message says what just happened.
 fn working_status(task: &Task, step: &str) -> TaskStatus {
     TaskStatus {
         state: TaskState::Working,
         timestamp: rfc3339_millis(now_millis()),
-        message: Some(Message {
-            message_id: uuid_v4().unwrap_or_else(|_| format!("{}-progress", task.id)),
-            role: Role::Agent,
-            parts: vec![Part::text(step)],
-            context_id: Some(task.context_id.clone()),
-            task_id: Some(task.id.clone()),
-            metadata: None,
-        }),
+        message: Some(agent_message(task, vec![Part::text(step)])),
     }
 }
 
 /// Why a running watch should end; `None` while it should not.
 type EndWhy = Arc<Mutex<Option<String>>>;
+
+/// A watch as its starter gets it: the task as it starts, its updates (none unless asked
+/// for), and where to say why it should end (none for a watch that could not start).
+struct Watch {
+    first: Task,
+    updates: tasks::Updates,
+    end: Option<EndWhy>,
+}
 
 /// How often a watch looks whether it should end.
 const WATCH_POLL: std::time::Duration = std::time::Duration::from_millis(100);
@@ -781,14 +781,10 @@ fn event_status(task: &Task, event: &crate::control::watch::Event) -> TaskStatus
     TaskStatus {
         state: TaskState::Working,
         timestamp: event.at.clone(),
-        message: Some(Message {
-            message_id: uuid_v4().unwrap_or_else(|_| format!("{}-event", task.id)),
-            role: Role::Agent,
-            parts: vec![Part::text(text), Part::data(json!({ "event": event }))],
-            context_id: Some(task.context_id.clone()),
-            task_id: Some(task.id.clone()),
-            metadata: None,
-        }),
+        message: Some(agent_message(
+            task,
+            vec![Part::text(text), Part::data(json!({ "event": event }))],
+        )),
     }
 }
 
