@@ -8,7 +8,9 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 
 use crate::a2a::card::{AgentCard, CACHE_CONTROL, REST_BASE};
-use crate::a2a::{response_err, Answer, JsonRpc, Rest, RestBody, RpcError, ServiceParams};
+use crate::a2a::{
+    response_err, rest_error_body, Answer, JsonRpc, Rest, RestBody, RpcError, ServiceParams,
+};
 use crate::auth;
 use crate::control::Control;
 use crate::http::{Body, Handler, Request, Response, MAX_BODY};
@@ -83,17 +85,7 @@ impl Routes {
         let rest_error = |status: u16, code: &str, reason: &str, message: String| {
             Response::json(
                 status,
-                &json!({"error": {
-                    "code": status,
-                    "status": code,
-                    "message": message,
-                    "details": [{
-                        "@type": "type.googleapis.com/google.rpc.ErrorInfo",
-                        "reason": reason,
-                        "domain": "a2a-protocol.org",
-                        "metadata": {},
-                    }],
-                }}),
+                &rest_error_body(status, code, reason, &message, Default::default()),
             )
         };
         let body = match &req.body {
@@ -251,10 +243,10 @@ fn ui_page(req: &Request) -> Response {
         .with_header("Cache-Control", "no-cache")
         .with_header("ETag", asset.etag.clone())
     };
-    if req.header("If-None-Match").is_some_and(|v| {
-        v.split(',')
-            .any(|t| t.trim().trim_start_matches("W/") == asset.etag)
-    }) {
+    if req
+        .header("If-None-Match")
+        .is_some_and(|v| crate::http::etag_matches(v, &asset.etag))
+    {
         return secure(Response::new(304, asset.content_type, Vec::new()));
     }
     secure(Response::new(

@@ -28,10 +28,7 @@ impl AgentCard {
     /// Whether an `If-None-Match` value matches this card (`*`, or a list containing the
     /// ETag, weak or strong).
     pub fn matches(&self, if_none_match: &str) -> bool {
-        if_none_match
-            .split(',')
-            .map(str::trim)
-            .any(|tag| tag == "*" || tag.strip_prefix("W/").unwrap_or(tag) == self.etag)
+        crate::http::etag_matches(if_none_match, &self.etag)
     }
 }
 

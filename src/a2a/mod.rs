@@ -24,4 +24,4 @@ pub use jsonrpc::{Answer, JsonRpc};
 pub use rest::{Rest, RestAnswer, RestBody};
 pub use service::Service;
 pub use tasks::TaskStore;
-pub use types::{response_err, response_ok, RpcError, PROTOCOL_VERSION};
+pub use types::{response_err, response_ok, rest_error_body, RpcError, PROTOCOL_VERSION};

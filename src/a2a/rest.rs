@@ -12,7 +12,7 @@ use serde_json::{json, Map, Value};
 use super::decode::{percent_decode, ServiceParams};
 use super::service::Service;
 use super::stream::{Frame, StreamResponse, TaskEvents};
-use super::types::RpcError;
+use super::types::{rest_error_body, RpcError};
 use crate::http::Streamer;
 
 /// The longest path segment (a task or config id) accepted; a longer one is not an id this
@@ -113,9 +113,13 @@ impl Rest {
         };
         let allowed = route.allowed();
         if !allowed.split(", ").any(|m| m == method) {
-            let e = RpcError::unsupported(&format!("{method} is not allowed here: use {allowed}"));
-            let mut body = e.to_rest_json();
-            body["error"]["code"] = json!(405);
+            let body = rest_error_body(
+                405,
+                "UNIMPLEMENTED",
+                "UNSUPPORTED_OPERATION",
+                &format!("Unsupported operation: {method} is not allowed here: use {allowed}"),
+                Default::default(),
+            );
             return RestAnswer {
                 status: 405,
                 body: RestBody::Json(body.to_string()),
@@ -211,7 +215,8 @@ fn query_params(query: &str) -> Result<Map<String, Value>, RpcError> {
     let mut m = Map::new();
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        let (k, v) = (form_decode(k), form_decode(v));
+        // A query component: percent_decode reads `+` as a space, as forms write it.
+        let (k, v) = (percent_decode(k), percent_decode(v));
         if k.eq_ignore_ascii_case("A2A-Version") {
             continue; // a service parameter, read with the headers
         }
@@ -231,11 +236,6 @@ fn query_params(query: &str) -> Result<Map<String, Value>, RpcError> {
         }
     }
     Ok(m)
-}
-
-/// `application/x-www-form-urlencoded` decoding of a query component (`+` is a space).
-fn form_decode(s: &str) -> String {
-    percent_decode(s)
 }
 
 fn ok(result: &impl Serialize) -> Result<RestAnswer, RpcError> {

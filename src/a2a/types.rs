@@ -344,18 +344,30 @@ impl RpcError {
             .iter()
             .map(|(k, v)| (k.to_string(), json!(v)))
             .collect();
-        json!({"error": {
-            "code": code,
-            "status": status,
-            "message": self.message,
-            "details": [{
-                "@type": "type.googleapis.com/google.rpc.ErrorInfo",
-                "reason": reason,
-                "domain": ERROR_DOMAIN,
-                "metadata": metadata,
-            }],
-        }})
+        rest_error_body(code, status, reason, &self.message, metadata)
     }
+}
+
+/// An HTTP+JSON error body (AIP-193): `{"error": {code, status, message, details:
+/// [ErrorInfo]}}` — for A2A's errors and the HTTP layer's own (401, 413, 405).
+pub fn rest_error_body(
+    code: u16,
+    status: &str,
+    reason: &str,
+    message: &str,
+    metadata: Map<String, Value>,
+) -> Value {
+    json!({"error": {
+        "code": code,
+        "status": status,
+        "message": message,
+        "details": [{
+            "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+            "reason": reason,
+            "domain": ERROR_DOMAIN,
+            "metadata": metadata,
+        }],
+    }})
 }
 
 /// A client-supplied string as echoed in an error: at most 64 characters.

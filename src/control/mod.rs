@@ -558,11 +558,6 @@ impl Control {
         })
     }
 
-    /// Lists made by the watch source (one per interval however many watch).
-    pub fn watch_lists(&self) -> u64 {
-        self.watch.lists.load(std::sync::atomic::Ordering::Relaxed)
-    }
-
     /// The same, with workers' lifetimes.
     pub fn with_lifetime(mut self, lifetime: Lifetime) -> Control {
         self.lifetime = lifetime;

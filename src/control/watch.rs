@@ -133,8 +133,6 @@ pub struct Hub {
     max_watchers: usize,
     state: Mutex<State>,
     wake: Condvar,
-    /// Lists made, for tests and the bench (one source for all watchers).
-    pub lists: std::sync::atomic::AtomicU64,
 }
 
 impl Hub {
@@ -144,7 +142,6 @@ impl Hub {
             max_watchers,
             state: Mutex::new(State::default()),
             wake: Condvar::new(),
-            lists: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -316,7 +313,6 @@ impl Hub {
 
     /// Lists the workers and tells every watcher what changed since the last list.
     fn refresh(&self, state: &mut State) -> Result<(), String> {
-        self.lists.fetch_add(1, Ordering::Relaxed);
         let listed = self.backend.list().map_err(|e| e.to_string())?;
         let now: BTreeMap<String, Worker> = listed
             .into_iter()

@@ -103,6 +103,14 @@ pub struct Response {
 
 /// Where a streamed body goes, piece by piece. `send` returns `false` once the client is gone
 /// (or stopped reading for the write timeout): the producer should stop.
+/// Whether an `If-None-Match` value matches `etag`: `*`, or a list holding it (weak or strong).
+pub fn etag_matches(if_none_match: &str, etag: &str) -> bool {
+    if_none_match
+        .split(',')
+        .map(str::trim)
+        .any(|tag| tag == "*" || tag.strip_prefix("W/").unwrap_or(tag) == etag)
+}
+
 pub trait Sink {
     fn send(&mut self, bytes: &[u8]) -> bool;
 

@@ -116,7 +116,6 @@ struct State {
     lanes: HashMap<String, Lane>,
     ready: VecDeque<String>,
     queued: usize,
-    total_configs: usize,
     stopping: bool,
 }
 
@@ -213,7 +212,7 @@ impl Pusher {
                 "the task has finished: no notification will follow".into(),
             ));
         }
-        let total = state.total_configs;
+        let total: usize = state.configs.values().map(Vec::len).sum();
         let list = state.configs.entry(config.task_id.clone()).or_default();
         if let Some(at) = list.iter().position(|(c, _)| c.id == config.id) {
             list[at] = (config.clone(), target);
@@ -231,7 +230,6 @@ impl Pusher {
         }
         let shown = target.shown.clone();
         list.push((config.clone(), target));
-        state.total_configs += 1;
         log::info!(
             "push notification config {} for task {}: {}",
             config.id,
@@ -332,9 +330,7 @@ fn remove_config(state: &mut State, task_id: &str, id: &str) {
     let Some(list) = state.configs.get_mut(task_id) else {
         return;
     };
-    let before = list.len();
     list.retain(|(c, _)| c.id != id);
-    state.total_configs -= before - list.len();
     if list.is_empty() {
         state.configs.remove(task_id);
         state.finished.remove(task_id);
