@@ -3,8 +3,10 @@
 //! against a controller with the backend test double: sign in (a wrong token first), the empty
 //! state, live updates from the watch stream, create with the token shown once, a worker
 //! created elsewhere appearing and exiting live, logs, stop with a confirmation, a hostile task
-//! name shown as text, no token in storage, cookies or the URL, no CSP violation; screenshots
-//! at 1280×800 and 390×844 under `target/ui-screenshots/`.
+//! name shown as text, no token in storage, cookies or the URL, no CSP violation; the keyboard
+//! alone (sign in, create, stop; the focus ring visible), labelled fields, named column headers,
+//! the aria-live connection line, no sideways scroll at 390 px; screenshots at 1280×800 and
+//! 390×844 under `target/ui-screenshots/`.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};

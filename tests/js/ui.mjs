@@ -72,15 +72,32 @@ await page.locator('#login-form button').click();
 await page.locator('#login-error').filter({ hasText: 'refused' }).waitFor();
 check(await page.locator('#login').isVisible(), 'the sign-in stays');
 
-// The right one: the empty state, then live.
-await page.locator('#token').fill(token);
-await page.locator('#login-form button').click();
+// The keyboard alone from here on where a person types: the field found by its label, the
+// token typed, Enter to sign in.
+const outline = async () => page.evaluate(() => {
+  const s = getComputedStyle(document.activeElement);
+  return `${document.activeElement.tagName} ${s.outlineStyle} ${s.outlineWidth}`;
+});
+await page.getByLabel("The controller's bearer token").focus();
+await page.keyboard.type(token);
+await page.keyboard.press('Enter');
 await page.locator('#empty').waitFor();
 await page.locator('#connection').filter({ hasText: 'live' }).waitFor();
+check((await page.locator('#connection').getAttribute('aria-live')) === 'polite', 'the connection line is aria-live');
+const headers = await page.locator('#workers thead').ariaSnapshot();
+for (const h of ['Worker', 'Task', 'State', 'Expires', 'Actions']) {
+  check(headers.includes(`columnheader "${h}"`), `a column header named ${h}: ${headers}`);
+}
 
-// Create from the page: the token shown once.
-await page.locator('#task').fill('from-page');
-await page.locator('#create-form button').click();
+// Create from the page with the keyboard (Tab, and a visible focus on the button): the token
+// shown once.
+await page.getByLabel('Task').focus();
+await page.keyboard.type('from-page');
+await page.keyboard.press('Tab');
+check((await outline()).startsWith('INPUT solid'), `focus visible on the TTL field: ${await outline()}`);
+await page.keyboard.press('Tab');
+check((await outline()) === 'BUTTON solid 3px', `focus visible on Create: ${await outline()}`);
+await page.keyboard.press('Enter');
 await page.locator('#token-once').waitFor();
 const shown = await page.locator('#token-value').textContent();
 check(/^[0-9a-f]{64}$/.test(shown), `the token shown once: ${shown}`);
@@ -103,7 +120,9 @@ check((await page.locator('#workers img').count()) === 0, 'no element made from 
 await page.locator('tr', { hasText: 'from-page' }).getByRole('button', { name: 'Logs of from-page' }).click();
 await page.locator('#logs').waitFor();
 check((await page.locator('#logs-title').textContent()).includes('from-page'), 'the logs panel names the task');
-await page.locator('tr', { hasText: 'from-page' }).getByRole('button', { name: 'Stop from-page' }).click();
+// Stop by the keyboard: the button reached and pressed with Enter, the confirmation accepted.
+await page.locator('tr', { hasText: 'from-page' }).getByRole('button', { name: 'Stop from-page' }).focus();
+await page.keyboard.press('Enter');
 await page.locator('tr', { hasText: 'from-page' }).waitFor({ state: 'detached' });
 check(dialogs.length === 1 && dialogs[0].includes('from-page'), `the confirmation: ${dialogs}`);
 
@@ -117,6 +136,9 @@ await page.locator('tr', { hasText: 'from-cli' }).waitFor();
 await page.screenshot({ path: join(shots, 'ui-1280x800.png'), fullPage: true });
 await page.setViewportSize({ width: 390, height: 844 });
 await page.screenshot({ path: join(shots, 'ui-390x844.png'), fullPage: true });
+// On a phone the page does not scroll sideways (the table scrolls in its own box).
+const wide = await page.evaluate(() => document.documentElement.scrollWidth);
+check(wide <= 390, `the narrow page is ${wide} px wide`);
 
 // No token anywhere it must not be.
 const stored = await page.evaluate(() => JSON.stringify({ local: { ...localStorage }, url: location.href }));
