@@ -37,12 +37,12 @@ else
   echo "SKIPPED: the dependency audit (needs cargo-deny: cargo install --locked cargo-deny)" >&2
 fi
 
-step "Python A2A SDK (a2a-sdk==1.3.0) and kubernetes-validate (1.37.0) in target/py-venv"
+step "Python A2A SDK (a2a-sdk==1.3.0), kubernetes-validate (1.37.0) and cryptography (OIDC test keys) in target/py-venv"
 venv=target/py-venv
-if ! "$venv/bin/python" -c 'import a2a, httpx, kubernetes_validate' 2>/dev/null \
+if ! "$venv/bin/python" -c 'import a2a, httpx, kubernetes_validate, cryptography' 2>/dev/null \
     || [ "$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("kubernetes-validate"))')" != 1.37.0 ]; then
   python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check 'a2a-sdk==1.3.0' httpx 'kubernetes-validate==1.37.0'
+  "$venv/bin/pip" install --quiet --disable-pip-version-check 'a2a-sdk==1.3.0' httpx 'kubernetes-validate==1.37.0' 'cryptography>=42'
 fi
 export A2A_TEST_PYTHON="$PWD/$venv/bin/python"
 export A2A_REQUIRE_PYTHON=1

@@ -75,6 +75,7 @@ pub mod testing {
     pub use crate::backend::local::task::{session_id, task_file};
     pub use crate::backend::local::LocalBackend;
     pub use crate::backend::worker_env::environment as worker_environment;
+    pub use crate::hash::sha256;
     pub use crate::metrics::Metrics;
 }
 
@@ -85,6 +86,8 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 #[derive(Debug)]
 pub enum Error {
     Http(http::Error),
+    /// The callers file or the OIDC issuer is unusable (one line naming the setting).
+    Auth(String),
     /// The Kubernetes backend's credentials or pod template are unusable.
     K8s(backend::k8s::api::ConfigError),
     /// The local backend's program, task directory or state file is unusable.
@@ -100,6 +103,7 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::Http(e) => e.fmt(f),
+            Error::Auth(why) => f.write_str(why),
             Error::K8s(e) => e.fmt(f),
             Error::Local(e) => e.fmt(f),
             Error::Refused(why) => f.write_str(why),
@@ -181,6 +185,13 @@ impl Running {
 
 /// Wires settings, a backend and the HTTP server together and starts serving.
 pub fn start(settings: &Settings, backend: Arc<dyn Backend>) -> Result<Running, Error> {
+    let (credentials, warnings) = auth::Authenticator::new(settings).map_err(Error::Auth)?;
+    for w in warnings {
+        log::warn!("{w}");
+    }
+    for line in credentials.describe() {
+        log::info!("callers authenticate by {line}");
+    }
     let metrics = Arc::new(metrics::Metrics::new());
     let sentry = match &settings.sentry_dsn {
         Some(dsn) => Some(Arc::new(
@@ -223,14 +234,7 @@ pub fn start(settings: &Settings, backend: Arc<dyn Backend>) -> Result<Running, 
         card: a2a::card::AgentCard::new(&settings.agent_name, &settings.public_url),
         metrics,
         ui: settings.ui,
-        credentials: match &settings.auth_token_file {
-            Some(file) => auth::Credentials::from_file(
-                settings.auth_token.clone(),
-                file.clone(),
-                settings.auth_token_overlap,
-            ),
-            None => auth::Credentials::fixed(settings.auth_token.clone()),
-        },
+        credentials,
     };
     let server = http::Server::bind(settings.listen).map_err(Error::Http)?;
     let addr = server.local_addr().unwrap_or(settings.listen);

@@ -1,5 +1,6 @@
 //! Prometheus metrics in the text exposition format. Label values come from fixed sets
-//! (route names, status codes, operation names, outcomes): never task names or tokens.
+//! (route names, status codes, operation names, outcomes) and callers' names (at most
+//! [`MAX_CALLER_LABELS`] of them, then `other`): never task names or tokens.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -20,10 +21,16 @@ struct Histogram {
 #[derive(Default)]
 struct Inner {
     requests: BTreeMap<(&'static str, u16), u64>,
-    operations: BTreeMap<(&'static str, &'static str, &'static str), u64>,
+    operations: BTreeMap<(&'static str, &'static str, &'static str, String), u64>,
+    /// The callers named in `operations` so far.
+    callers: std::collections::BTreeSet<String>,
     durations: BTreeMap<(&'static str, &'static str), Histogram>,
     pushes: BTreeMap<&'static str, u64>,
 }
+
+/// Most distinct caller names the operation counter carries (OIDC subjects are not a fixed
+/// set); the rest are counted as `other`.
+pub const MAX_CALLER_LABELS: usize = 256;
 
 #[derive(Default)]
 pub struct Metrics {
@@ -50,12 +57,21 @@ impl Metrics {
         operation: &'static str,
         backend: &'static str,
         outcome: &'static str,
+        caller: &str,
         took: Duration,
     ) {
         let mut inner = self.lock();
+        let caller = if inner.callers.contains(caller) {
+            caller.to_string()
+        } else if inner.callers.len() < MAX_CALLER_LABELS {
+            inner.callers.insert(caller.to_string());
+            caller.to_string()
+        } else {
+            "other".to_string()
+        };
         *inner
             .operations
-            .entry((operation, backend, outcome))
+            .entry((operation, backend, outcome, caller))
             .or_default() += 1;
         let h = inner.durations.entry((operation, backend)).or_default();
         let secs = took.as_secs_f64();
@@ -95,13 +111,14 @@ impl Metrics {
             );
         }
         out.push_str(
-            "# HELP a2a_controller_control_operations_total Control operations by operation, backend and outcome.\n\
+            "# HELP a2a_controller_control_operations_total Control operations by operation, backend, outcome and caller.\n\
              # TYPE a2a_controller_control_operations_total counter\n",
         );
-        for ((op, backend, outcome), n) in &inner.operations {
+        for ((op, backend, outcome, caller), n) in &inner.operations {
+            let caller = label_value(caller);
             let _ = writeln!(
                 out,
-                "a2a_controller_control_operations_total{{operation=\"{op}\",backend=\"{backend}\",outcome=\"{outcome}\"}} {n}"
+                "a2a_controller_control_operations_total{{operation=\"{op}\",backend=\"{backend}\",outcome=\"{outcome}\",caller=\"{caller}\"}} {n}"
             );
         }
         out.push_str(
@@ -139,6 +156,13 @@ impl Metrics {
     }
 }
 
+/// A label value escaped as the exposition format asks (backslash, quote, newline).
+fn label_value(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -148,14 +172,56 @@ mod tests {
         let m = Metrics::new();
         m.http_request("a2a", 200);
         m.http_request("a2a", 200);
-        m.control_operation("list", "docker", "completed", Duration::from_millis(20));
-        m.control_operation("list", "docker", "completed", Duration::from_secs(3));
+        m.control_operation(
+            "list",
+            "docker",
+            "completed",
+            "alice",
+            Duration::from_millis(20),
+        );
+        m.control_operation(
+            "list",
+            "docker",
+            "completed",
+            "alice",
+            Duration::from_secs(3),
+        );
+        m.control_operation(
+            "list",
+            "docker",
+            "completed",
+            "b\"ob",
+            Duration::from_secs(3),
+        );
         let text = m.render();
         assert!(text.contains("a2a_controller_http_requests_total{route=\"a2a\",status=\"200\"} 2"));
-        assert!(text.contains("operation=\"list\",backend=\"docker\",outcome=\"completed\"} 2"));
+        assert!(text.contains(
+            "operation=\"list\",backend=\"docker\",outcome=\"completed\",caller=\"alice\"} 2"
+        ));
+        assert!(text.contains("caller=\"b\\\"ob\"} 1"), "escaped: {text}");
         assert!(text.contains("backend=\"docker\",le=\"0.025\"} 1"));
-        assert!(text.contains("backend=\"docker\",le=\"5\"} 2"));
-        assert!(text.contains("backend=\"docker\",le=\"+Inf\"} 2"));
+        assert!(text.contains("backend=\"docker\",le=\"5\"} 3"));
+        assert!(text.contains("backend=\"docker\",le=\"+Inf\"} 3"));
         assert!(text.contains("a2a_controller_build_info{version="));
+    }
+
+    #[test]
+    fn caller_names_are_a_bounded_set() {
+        let m = Metrics::new();
+        for i in 0..MAX_CALLER_LABELS + 10 {
+            m.control_operation(
+                "list",
+                "docker",
+                "completed",
+                &format!("c{i}"),
+                Duration::ZERO,
+            );
+        }
+        let text = m.render();
+        assert!(text.contains("caller=\"other\"} 10"));
+        assert_eq!(
+            text.matches("control_operations_total{").count(),
+            MAX_CALLER_LABELS + 1
+        );
     }
 }

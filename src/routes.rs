@@ -25,7 +25,7 @@ pub struct Routes {
     pub control: Arc<Control>,
     pub card: AgentCard,
     pub metrics: Arc<Metrics>,
-    pub credentials: auth::Credentials,
+    pub credentials: auth::Authenticator,
     /// Whether the status page is served (`UI`).
     pub ui: bool,
 }
@@ -100,15 +100,18 @@ impl Routes {
                 .with_header("Connection", "close")
             }
         };
-        if let Err(failure) = self.credentials.check(req.header("Authorization")) {
-            return rest_error(
-                401,
-                "UNAUTHENTICATED",
-                "UNAUTHENTICATED",
-                failure.message().to_string(),
-            )
-            .with_header("WWW-Authenticate", failure.challenge());
-        }
+        let caller = match self.credentials.check(req.header("Authorization")) {
+            Ok(caller) => caller,
+            Err(failure) => {
+                return rest_error(
+                    401,
+                    "UNAUTHENTICATED",
+                    "UNAUTHENTICATED",
+                    failure.message().to_string(),
+                )
+                .with_header("WWW-Authenticate", failure.challenge())
+            }
+        };
         if req.method == "POST" || !body.is_empty() {
             if let Some(e) = content_type_error(req.header("Content-Type")) {
                 let accepted = JSON_MEDIA_TYPES.join(", ");
@@ -119,7 +122,7 @@ impl Routes {
         let params = ServiceParams::from_request(&headers, &req.query);
         let answer = self
             .rest
-            .handle(&params, &req.method, path, &req.query, body);
+            .handle(&caller, &params, &req.method, path, &req.query, body);
         let response = match answer.body {
             // The extended card is for this caller only (§13.3): no shared cache keeps it.
             RestBody::Json(text) if path == "/extendedAgentCard" && answer.status == 200 => {
@@ -147,15 +150,16 @@ impl Routes {
                 .with_header("Connection", "close")
             }
         };
-        if let Err(failure) = self.credentials.check(req.header("Authorization")) {
-            return failure.response();
-        }
+        let caller = match self.credentials.check(req.header("Authorization")) {
+            Ok(caller) => caller,
+            Err(failure) => return failure.response(),
+        };
         if let Some(refusal) = content_type_refusal(req.header("Content-Type")) {
             return refusal;
         }
         let headers = auth::strip_credentials(&req.headers);
         let params = ServiceParams::from_request(&headers, &req.query);
-        match self.jsonrpc.handle(&params, body) {
+        match self.jsonrpc.handle(&caller, &params, body) {
             Answer::Json(text) => Response::new(200, "application/json", text),
             Answer::Events(events) => Response::streamed(200, "text/event-stream", events)
                 .with_header("Cache-Control", "no-store"),

@@ -12,6 +12,7 @@ use super::decode::{envelope, ServiceParams};
 use super::service::Service;
 use super::stream::{Frame, OneEvent, StreamResponse, TaskEvents};
 use super::types::{response_err, RpcError, Task};
+use crate::control::Caller;
 use crate::http::Streamer;
 
 /// What a binding answers: a JSON body, or a stream of server-sent events.
@@ -34,7 +35,7 @@ impl JsonRpc {
     /// Answers one JSON-RPC request body: a JSON-RPC response object as the JSON text to send,
     /// or, for the streaming methods, a stream of server-sent events (each one a JSON-RPC
     /// response; an error before the stream starts is its one event).
-    pub fn handle(&self, params: &ServiceParams, body: &[u8]) -> Answer {
+    pub fn handle(&self, caller: &Caller, params: &ServiceParams, body: &[u8]) -> Answer {
         let request: Value = match serde_json::from_slice(body) {
             Ok(v) => v,
             Err(e) => {
@@ -62,8 +63,8 @@ impl JsonRpc {
         let need = || rpc_params.ok_or_else(|| RpcError::invalid_params("params are required"));
         if streaming {
             let stream = need().and_then(|p| match method {
-                "SendStreamingMessage" => self.service.send_streaming(p),
-                _ => self.service.subscribe(p),
+                "SendStreamingMessage" => self.service.send_streaming(caller, p),
+                _ => self.service.subscribe(caller, p),
             });
             return match stream {
                 Ok(stream) => Answer::Events(Arc::new(TaskEvents::new(
@@ -75,29 +76,29 @@ impl JsonRpc {
         }
         let reply = match method {
             "SendMessage" => need()
-                .and_then(|p| self.service.send_message(p))
+                .and_then(|p| self.service.send_message(caller, p))
                 .and_then(|task| reply(&id, &TaskResult { task: &task })),
             "GetTask" => need()
-                .and_then(|p| self.service.get_task(p))
+                .and_then(|p| self.service.get_task(caller, p))
                 .and_then(|task| reply(&id, &task)),
             "ListTasks" => self
                 .service
-                .list_tasks(rpc_params.unwrap_or(&Map::new()))
+                .list_tasks(caller, rpc_params.unwrap_or(&Map::new()))
                 .and_then(|page| reply(&id, &page)),
             "CancelTask" => need()
-                .and_then(|p| self.service.cancel_task(p))
+                .and_then(|p| self.service.cancel_task(caller, p))
                 .and_then(|task: Task| reply(&id, &task)),
             "CreateTaskPushNotificationConfig" => need()
-                .and_then(|p| self.service.push_create(p))
+                .and_then(|p| self.service.push_create(caller, p))
                 .and_then(|c| reply(&id, &c)),
             "GetTaskPushNotificationConfig" => need()
-                .and_then(|p| self.service.push_get(p))
+                .and_then(|p| self.service.push_get(caller, p))
                 .and_then(|c| reply(&id, &c)),
             "ListTaskPushNotificationConfigs" => need()
-                .and_then(|p| self.service.push_list(p))
+                .and_then(|p| self.service.push_list(caller, p))
                 .and_then(|l| reply(&id, &l)),
             "DeleteTaskPushNotificationConfig" => need()
-                .and_then(|p| self.service.push_delete(p))
+                .and_then(|p| self.service.push_delete(caller, p))
                 .and_then(|e| reply(&id, &e)),
             "GetExtendedAgentCard" => reply(&id, self.service.extended_card()),
             other => Err(RpcError::method_not_found(other)),

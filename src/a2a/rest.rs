@@ -13,6 +13,7 @@ use super::decode::{percent_decode, ServiceParams};
 use super::service::Service;
 use super::stream::{Frame, StreamResponse, TaskEvents};
 use super::types::{rest_error_body, RpcError};
+use crate::control::Caller;
 use crate::http::Streamer;
 
 /// The longest path segment (a task or config id) accepted; a longer one is not an id this
@@ -102,6 +103,7 @@ impl Rest {
     /// query string; `body` the request body (empty for none).
     pub fn handle(
         &self,
+        caller: &Caller,
         params: &ServiceParams,
         method: &str,
         path: &str,
@@ -129,7 +131,7 @@ impl Rest {
         if let Err(e) = self.service.check(params) {
             return error(e);
         }
-        match self.answer(route, method, query, body) {
+        match self.answer(caller, route, method, query, body) {
             Ok(answer) => answer,
             Err(e) => error(e),
         }
@@ -137,6 +139,7 @@ impl Rest {
 
     fn answer(
         &self,
+        caller: &Caller,
         route: Route,
         method: &str,
         query: &str,
@@ -157,30 +160,30 @@ impl Rest {
         };
         match route {
             Route::Send => ok(&TaskResult {
-                task: &service.send_message(&request(&[])?)?,
+                task: &service.send_message(caller, &request(&[])?)?,
             }),
-            Route::Stream => Ok(events(service.send_streaming(&request(&[])?)?)),
-            Route::ListTasks => ok(&service.list_tasks(&request(&[])?)?),
-            Route::GetTask(id) => ok(&service.get_task(&request(&[("id", &id)])?)?),
-            Route::Cancel(id) => ok(&service.cancel_task(&request(&[("id", &id)])?)?),
+            Route::Stream => Ok(events(service.send_streaming(caller, &request(&[])?)?)),
+            Route::ListTasks => ok(&service.list_tasks(caller, &request(&[])?)?),
+            Route::GetTask(id) => ok(&service.get_task(caller, &request(&[("id", &id)])?)?),
+            Route::Cancel(id) => ok(&service.cancel_task(caller, &request(&[("id", &id)])?)?),
             Route::Subscribe(id) => {
                 // A subscribe carries nothing but its id; a body, if any, is not read.
                 let mut m = Map::new();
                 m.insert("id".into(), json!(id));
-                Ok(events(service.subscribe(&m)?))
+                Ok(events(service.subscribe(caller, &m)?))
             }
             Route::PushConfigs(task) => {
                 let req = request(&[("taskId", &task)])?;
                 match method {
-                    "POST" => ok(&service.push_create(&req)?),
-                    _ => ok(&service.push_list(&req)?),
+                    "POST" => ok(&service.push_create(caller, &req)?),
+                    _ => ok(&service.push_list(caller, &req)?),
                 }
             }
             Route::PushConfig(task, config) => {
                 let req = request(&[("taskId", &task), ("id", &config)])?;
                 match method {
-                    "DELETE" => ok(&service.push_delete(&req)?),
-                    _ => ok(&service.push_get(&req)?),
+                    "DELETE" => ok(&service.push_delete(caller, &req)?),
+                    _ => ok(&service.push_get(caller, &req)?),
                 }
             }
             Route::ExtendedCard => ok(service.extended_card()),

@@ -28,7 +28,7 @@ use super::types::{
     PROTOCOL_VERSION,
 };
 use crate::backend::Progress;
-use crate::control::{self, Control, ControlError, ControlRequest, ErrorCode, Outcome};
+use crate::control::{self, Caller, Control, ControlError, ControlRequest, ErrorCode, Outcome};
 use crate::push::{Authentication, PushConfig, Pusher};
 use crate::time::{now_millis, parse_rfc3339_millis, rfc3339_millis};
 use crate::token::{uuid_v4, Token};
@@ -96,9 +96,13 @@ impl Service {
     /// `CreateTaskPushNotificationConfig` (§3.1.7): a webhook for a task still running. The
     /// request is a `TaskPushNotificationConfig` (the v0.3 form, its fields under
     /// `pushNotificationConfig`, is read too).
-    pub fn push_create(&self, params: &Map<String, Value>) -> Result<PushConfig, RpcError> {
+    pub fn push_create(
+        &self,
+        caller: &Caller,
+        params: &Map<String, Value>,
+    ) -> Result<PushConfig, RpcError> {
         let task_id = required_string(params, &["taskId", "task_id"], "taskId")?;
-        self.running_task(&task_id)?;
+        self.running_task(caller, &task_id)?;
         let fields = match field(
             params,
             &["pushNotificationConfig", "push_notification_config"],
@@ -113,19 +117,27 @@ impl Service {
     }
 
     /// `GetTaskPushNotificationConfig` (§3.1.8).
-    pub fn push_get(&self, params: &Map<String, Value>) -> Result<PushConfig, RpcError> {
+    pub fn push_get(
+        &self,
+        caller: &Caller,
+        params: &Map<String, Value>,
+    ) -> Result<PushConfig, RpcError> {
         let task_id = required_string(params, &["taskId", "task_id"], "taskId")?;
         let id = required_string(params, &["id"], "id")?;
-        self.known_task(&task_id)?;
+        self.known_task(caller, &task_id)?;
         self.push.get(&task_id, &id).ok_or_else(|| {
             RpcError::task_not_found(&task_id).with("pushNotificationConfigId", id.clone())
         })
     }
 
     /// `ListTaskPushNotificationConfigs` (§3.1.9): all of a task's configs, one page.
-    pub fn push_list(&self, params: &Map<String, Value>) -> Result<PushConfigs, RpcError> {
+    pub fn push_list(
+        &self,
+        caller: &Caller,
+        params: &Map<String, Value>,
+    ) -> Result<PushConfigs, RpcError> {
         let task_id = required_string(params, &["taskId", "task_id"], "taskId")?;
-        self.known_task(&task_id)?;
+        self.known_task(caller, &task_id)?;
         Ok(PushConfigs {
             configs: self.push.list(&task_id),
             next_page_token: String::new(),
@@ -133,24 +145,30 @@ impl Service {
     }
 
     /// `DeleteTaskPushNotificationConfig` (§3.1.10): idempotent.
-    pub fn push_delete(&self, params: &Map<String, Value>) -> Result<Empty, RpcError> {
+    pub fn push_delete(
+        &self,
+        caller: &Caller,
+        params: &Map<String, Value>,
+    ) -> Result<Empty, RpcError> {
         let task_id = required_string(params, &["taskId", "task_id"], "taskId")?;
         let id = required_string(params, &["id"], "id")?;
-        self.known_task(&task_id)?;
+        self.known_task(caller, &task_id)?;
         self.push.delete(&task_id, &id);
         Ok(Empty {})
     }
 
-    fn known_task(&self, task_id: &str) -> Result<TaskState, RpcError> {
+    /// The state of one of the caller's tasks; another caller's is `TaskNotFound`, as an
+    /// unknown one is.
+    fn known_task(&self, caller: &Caller, task_id: &str) -> Result<TaskState, RpcError> {
         self.tasks
-            .peek(task_id)
+            .peek(task_id, &caller.key)
             .map(|(_, state)| state)
             .ok_or_else(|| RpcError::task_not_found(task_id))
     }
 
     /// A webhook is only worth setting on a task that will still change.
-    fn running_task(&self, task_id: &str) -> Result<(), RpcError> {
-        let state = self.known_task(task_id)?;
+    fn running_task(&self, caller: &Caller, task_id: &str) -> Result<(), RpcError> {
+        let state = self.known_task(caller, task_id)?;
         if state.is_terminal() {
             return Err(RpcError::unsupported(&format!(
                 "task {task_id} is already {}: no notification will follow (GetTask shows it)",
@@ -163,28 +181,32 @@ impl Service {
 
     /// `SendMessage` (§3.1.1): runs the control operation (in the background when the caller
     /// asked `returnImmediately`) and answers the task; the token, if any, only here.
-    pub fn send_message(&self, params: &Map<String, Value>) -> Result<Task, RpcError> {
+    pub fn send_message(
+        &self,
+        caller: &Caller,
+        params: &Map<String, Value>,
+    ) -> Result<Task, RpcError> {
         let Prepared {
             base,
             request,
             history_length,
             return_immediately,
-        } = self.prepare(params)?;
+        } = self.prepare(caller, params)?;
         let task_id = base.id.clone();
         if let (Ok(ControlRequest::Watch { filter }), true) = (&request, return_immediately) {
-            let watch = self.start_watch(base, filter.clone(), false);
+            let watch = self.start_watch(caller, base, filter.clone(), false);
             return Ok(with_history(watch.first, history_length));
         }
         if return_immediately && request.is_ok() && self.reserve_background() {
-            let working = self.store_working(&base);
-            self.spawn_background(base, request, task_id);
+            let working = self.store_working(caller, &base);
+            self.spawn_background(caller, base, request, task_id);
             return Ok(with_history(working, history_length));
         }
 
-        let outcome = self.control.execute(request, &task_id);
+        let outcome = self.control.execute(caller, request, &task_id);
         let (task, token, status_millis) = finish(base, outcome);
         // The reply below delivers the token; the stored copy never holds it.
-        self.record.done_at_once(&task, status_millis);
+        self.record.done_at_once(&task, &caller.key, status_millis);
         let mut task = task;
         if let Some(token) = &token {
             tasks::with_token(&mut task, token);
@@ -195,13 +217,17 @@ impl Service {
     /// `SendStreamingMessage`: the task is stored WORKING and its operation runs in the
     /// background (a client that goes away neither cancels nor disturbs it); the stream is the
     /// task, its progress, its artifact and its final status.
-    pub fn send_streaming(&self, params: &Map<String, Value>) -> Result<TaskStream, RpcError> {
+    pub fn send_streaming(
+        &self,
+        caller: &Caller,
+        params: &Map<String, Value>,
+    ) -> Result<TaskStream, RpcError> {
         let Prepared {
             base,
             request,
             history_length,
             ..
-        } = self.prepare(params)?;
+        } = self.prepare(caller, params)?;
         let task_id = base.id.clone();
         if let Ok(ControlRequest::Watch { filter }) = &request {
             // The stream is the watch: it ends when its client goes.
@@ -209,7 +235,7 @@ impl Service {
                 first,
                 updates,
                 end,
-            } = self.start_watch(base, filter.clone(), true);
+            } = self.start_watch(caller, base, filter.clone(), true);
             return Ok(TaskStream {
                 first: with_history(first, history_length),
                 updates,
@@ -224,13 +250,13 @@ impl Service {
                 }),
             });
         }
-        self.store_working(&base);
-        let subscribed = self.tasks.subscribe(&task_id);
+        self.store_working(caller, &base);
+        let subscribed = self.tasks.subscribe(&task_id, &caller.key);
         if self.reserve_background() {
-            self.spawn_background(base, request, task_id.clone());
+            self.spawn_background(caller, base, request, task_id.clone());
         } else {
             // No background place: the operation runs here, and the stream shows its end.
-            let outcome = self.control.execute(request, &task_id);
+            let outcome = self.control.execute(caller, request, &task_id);
             let (task, token, status_millis) = finish(base, outcome);
             self.record.finished(&task, token, status_millis);
         }
@@ -244,11 +270,15 @@ impl Service {
 
     /// `SubscribeToTask`: the task as it is, then its changes until it ends. A finished task
     /// has nothing more to tell (UnsupportedOperationError, as the specification says).
-    pub fn subscribe(&self, params: &Map<String, Value>) -> Result<TaskStream, RpcError> {
+    pub fn subscribe(
+        &self,
+        caller: &Caller,
+        params: &Map<String, Value>,
+    ) -> Result<TaskStream, RpcError> {
         let task_id = required_string(params, &["id", "taskId", "task_id"], "id")?;
         let (first, updates) = self
             .tasks
-            .subscribe(&task_id)
+            .subscribe(&task_id, &caller.key)
             .ok_or_else(|| RpcError::task_not_found(&task_id))?;
         if first.status.state.is_terminal() {
             return Err(RpcError::unsupported(&format!(
@@ -266,7 +296,7 @@ impl Service {
 
     /// What `SendMessage` and `SendStreamingMessage` share: the message checked, the task
     /// made (WORKING, no timestamp yet), the control request read from it.
-    fn prepare(&self, params: &Map<String, Value>) -> Result<Prepared, RpcError> {
+    fn prepare(&self, caller: &Caller, params: &Map<String, Value>) -> Result<Prepared, RpcError> {
         let message = field(params, &["message"])
             .ok_or_else(|| RpcError::invalid_params("message is required"))?;
         let message = parse_message(message)?;
@@ -304,7 +334,7 @@ impl Service {
             // can never be accepted; unknown ids are reported as such.
             let (context_id, _) = self
                 .tasks
-                .peek(task_id)
+                .peek(task_id, &caller.key)
                 .ok_or_else(|| RpcError::task_not_found(task_id))?;
             if message
                 .context_id
@@ -378,13 +408,19 @@ impl Service {
     /// event in a data part, until it is canceled, its stream (when `stream`) ends, or the
     /// source cuts it off. With `stream`, the task's subscription is taken before the first
     /// event. A watch that cannot start is a finished, failed task.
-    fn start_watch(&self, base: Task, filter: control::Filter, stream: bool) -> Watch {
+    fn start_watch(
+        &self,
+        caller: &Caller,
+        base: Task,
+        filter: control::Filter,
+        stream: bool,
+    ) -> Watch {
         let task_id = base.id.clone();
-        let sub = match self.control.watch(filter) {
+        let sub = match self.control.watch(caller, filter) {
             Ok(sub) => sub,
             Err(e) => {
                 let (task, _, millis) = finish(base, Outcome::Failed(e));
-                self.record.done_at_once(&task, millis);
+                self.record.done_at_once(&task, &caller.key, millis);
                 return Watch {
                     first: task,
                     updates: tasks::Updates::ended(),
@@ -392,9 +428,9 @@ impl Service {
                 };
             }
         };
-        let working = self.store_working(&base);
+        let working = self.store_working(caller, &base);
         let updates = stream
-            .then(|| self.tasks.subscribe(&task_id))
+            .then(|| self.tasks.subscribe(&task_id, &caller.key))
             .flatten()
             .map_or_else(tasks::Updates::ended, |(_, updates)| updates);
         let why = Arc::new(Mutex::new(None::<String>));
@@ -462,12 +498,12 @@ impl Service {
         }
     }
 
-    /// Stores the task as it starts (WORKING, stamped now); returns that copy.
-    fn store_working(&self, base: &Task) -> Task {
+    /// Stores the caller's task as it starts (WORKING, stamped now); returns that copy.
+    fn store_working(&self, caller: &Caller, base: &Task) -> Task {
         let now = now_millis();
         let mut working = base.clone();
         working.status.timestamp = rfc3339_millis(now);
-        self.record.started(&working, now);
+        self.record.started(&working, &caller.key, now);
         working
     }
 
@@ -481,11 +517,13 @@ impl Service {
 
     fn spawn_background(
         &self,
+        caller: &Caller,
         base: Task,
         request: Result<ControlRequest, ControlError>,
         task_id: String,
     ) {
         let control = Arc::clone(&self.control);
+        let caller = caller.clone();
         let record = self.record.clone();
         let slot = BackgroundSlot(Arc::clone(&self.background));
         let fallback = base.clone();
@@ -503,7 +541,7 @@ impl Service {
                 })
             };
             let outcome = catch_unwind(AssertUnwindSafe(|| {
-                control.execute_reporting(request, &task_id, progress)
+                control.execute_reporting(&caller, request, &task_id, progress)
             }))
                 .unwrap_or_else(|_| {
                     log::error!("background operation for task {task_id} panicked; the task is marked failed");
@@ -533,20 +571,26 @@ impl Service {
     }
 
     /// `GetTask` (§3.1.3).
-    pub fn get_task(&self, params: &Map<String, Value>) -> Result<Task, RpcError> {
+    pub fn get_task(&self, caller: &Caller, params: &Map<String, Value>) -> Result<Task, RpcError> {
         let id = required_string(params, &["id", "taskId", "task_id"], "id")?;
         let history_length = history_length(params)?;
         let task = self
             .tasks
-            .get(&id, true)
+            .get(&id, &caller.key, true)
             .ok_or_else(|| RpcError::task_not_found(&id))?;
         Ok(with_history(task, history_length))
     }
 
     /// `CancelTask` (§3.1.5): a watch ends (`TASK_STATE_CANCELED`); any other control
     /// operation cannot be interrupted, so this refuses, saying why.
-    pub fn cancel_task(&self, params: &Map<String, Value>) -> Result<Task, RpcError> {
+    pub fn cancel_task(
+        &self,
+        caller: &Caller,
+        params: &Map<String, Value>,
+    ) -> Result<Task, RpcError> {
         let id = required_string(params, &["id", "taskId", "task_id"], "id")?;
+        // Another caller's task is not there for this one, whatever it is.
+        let state = self.known_task(caller, &id)?;
         let watch = self
             .watches
             .lock()
@@ -559,31 +603,38 @@ impl Service {
                 .get_or_insert_with(|| "canceled (CancelTask)".into());
             // Its thread ends it within a moment.
             let deadline = std::time::Instant::now() + WATCH_POLL * 8;
-            while self.tasks.peek(&id).is_some_and(|(_, s)| !s.is_terminal())
+            while self
+                .tasks
+                .peek(&id, &caller.key)
+                .is_some_and(|(_, s)| !s.is_terminal())
                 && std::time::Instant::now() < deadline
             {
                 thread::sleep(std::time::Duration::from_millis(10));
             }
             return self
                 .tasks
-                .get(&id, true)
+                .get(&id, &caller.key, true)
                 .ok_or_else(|| RpcError::task_not_found(&id));
         }
-        match self.tasks.peek(&id) {
-            None => Err(RpcError::task_not_found(&id)),
-            Some((_, state)) if state.is_terminal() => Err(RpcError::task_not_cancelable(
+        if state.is_terminal() {
+            Err(RpcError::task_not_cancelable(
                 &id,
                 &format!("it is already {}", state.name()),
-            )),
-            Some(_) => Err(RpcError::task_not_cancelable(
+            ))
+        } else {
+            Err(RpcError::task_not_cancelable(
                 &id,
                 "a control operation cannot be interrupted once started",
-            )),
+            ))
         }
     }
 
     /// `ListTasks` (§3.1.4), newest status first, paged.
-    pub fn list_tasks(&self, params: &Map<String, Value>) -> Result<TasksPage, RpcError> {
+    pub fn list_tasks(
+        &self,
+        caller: &Caller,
+        params: &Map<String, Value>,
+    ) -> Result<TasksPage, RpcError> {
         let page_size = match field(params, &["pageSize", "page_size"]) {
             None | Some(Value::Null) => DEFAULT_PAGE_SIZE,
             Some(v) => match whole_number(v) {
@@ -637,6 +688,7 @@ impl Service {
         };
         let history_length = history_length(params)?;
         let filter = Filter {
+            owner: caller.key.clone(),
             context_id: optional_string(params, &["contextId", "context_id"], "contextId")?,
             state,
             status_after_millis,
@@ -869,9 +921,9 @@ impl Recorder {
         }
     }
 
-    /// A task stored as it starts.
-    fn started(&self, task: &Task, status_millis: u64) {
-        self.tasks.insert(task, None, status_millis);
+    /// A task of caller `owner` stored as it starts.
+    fn started(&self, task: &Task, owner: &str, status_millis: u64) {
+        self.tasks.insert(task, owner, None, status_millis);
         self.push(&task.id, &StreamResponse::Task(task), false);
     }
 
@@ -909,8 +961,8 @@ impl Recorder {
     }
 
     /// A task that ran before it was stored (a blocking SendMessage): the finished task.
-    fn done_at_once(&self, task: &Task, status_millis: u64) {
-        self.tasks.insert(task, None, status_millis);
+    fn done_at_once(&self, task: &Task, owner: &str, status_millis: u64) {
+        self.tasks.insert(task, owner, None, status_millis);
         self.push(&task.id, &StreamResponse::Task(task), true);
     }
 }

@@ -62,7 +62,7 @@ use std::sync::Mutex;
 use serde_json::Value;
 
 use super::types::{Artifact, Task, TaskState, TaskStatus};
-use crate::token::Token;
+use crate::token::{self, Token};
 
 pub const DEFAULT_CAPACITY: usize = 1024;
 
@@ -71,6 +71,8 @@ pub const MAX_DATA_BYTES: usize = 2 << 20;
 
 struct Entry {
     task: Task,
+    /// The key of the caller whose request made it: the only caller that reaches it.
+    owner: String,
     /// Length of the task's reply data (JSON text).
     data_bytes: usize,
     token: Option<Token>,
@@ -84,6 +86,7 @@ impl Entry {
     /// is given when it is stored.
     fn new(task: &Task, token: Option<Token>, status_millis: u64) -> Entry {
         Entry {
+            owner: String::new(),
             data_bytes: task.artifacts.iter().map(|a| a.data().get().len()).sum(),
             task: task.clone(),
             token,
@@ -123,6 +126,8 @@ pub struct TaskStore {
 /// Which tasks `ListTasks` wants.
 #[derive(Debug, Default)]
 pub struct Filter {
+    /// Whose tasks: only the caller's own are ever listed.
+    pub owner: String,
     pub context_id: Option<String>,
     pub state: Option<TaskState>,
     pub status_after_millis: Option<u64>,
@@ -160,10 +165,12 @@ impl TaskStore {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Adds a task, evicting the oldest terminal task (else the oldest) when full.
-    pub fn insert(&self, task: &Task, token: Option<Token>, status_millis: u64) {
+    /// Adds a task of caller `owner`, evicting the oldest terminal task (else the oldest) when
+    /// full.
+    pub fn insert(&self, task: &Task, owner: &str, token: Option<Token>, status_millis: u64) {
         // Written out before the lock is taken: every request stores its task.
-        let entry = Box::new(Entry::new(task, token, status_millis));
+        let mut entry = Box::new(Entry::new(task, token, status_millis));
+        entry.owner = owner.to_string();
         let mut inner = self.lock();
         self.put(&mut inner, entry, true);
     }
@@ -173,12 +180,13 @@ impl TaskStore {
     /// A create's token goes to the first subscriber that takes the artifacts (it is then
     /// delivered), else it stays for the first `GetTask` / `ListTasks` that shows them.
     pub fn update(&self, task: &Task, token: Option<Token>, status_millis: u64) -> bool {
-        let entry = Box::new(Entry::new(task, token, status_millis));
+        let mut entry = Box::new(Entry::new(task, token, status_millis));
         let mut inner = self.lock();
-        if !inner.tasks.contains_key(&task.id) {
+        let Some(owner) = inner.tasks.get(&task.id).map(|e| e.owner.clone()) else {
             inner.watchers.remove(&task.id);
             return false;
-        }
+        };
+        entry.owner = owner;
         self.put(&mut inner, entry, false);
         let mut watchers = inner.watchers.remove(&task.id).unwrap_or_default();
         let Some(entry) = inner.tasks.get_mut(&task.id) else {
@@ -229,10 +237,10 @@ impl TaskStore {
     }
 
     /// The task as it is now (without artifacts: a running task has none) and a receiver of
-    /// its changes until it ends; `None` for an unknown task.
-    pub fn subscribe(&self, id: &str) -> Option<(Task, Updates)> {
+    /// its changes until it ends; `None` for an unknown task or another caller's.
+    pub fn subscribe(&self, id: &str, owner: &str) -> Option<(Task, Updates)> {
         let mut inner = self.lock();
-        let task = view(inner.tasks.get_mut(id)?, false);
+        let task = view(owned_by(inner.tasks.get_mut(id), owner)?, false);
         let (tx, rx) = std::sync::mpsc::channel();
         let pending = Arc::new(AtomicUsize::new(0));
         let updates = Updates {
@@ -290,19 +298,21 @@ impl TaskStore {
         }
     }
 
-    /// The task as a reply shows it; with artifacts, a pending token is delivered now.
-    pub fn get(&self, id: &str, with_artifacts: bool) -> Option<Task> {
+    /// The task as a reply shows it; with artifacts, a pending token is delivered now. `None`
+    /// for an unknown task or another caller's (the same answer).
+    pub fn get(&self, id: &str, owner: &str, with_artifacts: bool) -> Option<Task> {
         let mut inner = self.lock();
-        let entry = inner.tasks.get_mut(id)?;
+        let entry = owned_by(inner.tasks.get_mut(id), owner)?;
         Some(view(entry, with_artifacts))
     }
 
-    /// Context id and state of a task, without delivering anything.
-    pub fn peek(&self, id: &str) -> Option<(String, TaskState)> {
+    /// Context id and state of a task of `owner`, without delivering anything.
+    pub fn peek(&self, id: &str, owner: &str) -> Option<(String, TaskState)> {
         let inner = self.lock();
         inner
             .tasks
             .get(id)
+            .filter(|e| token::constant_time_eq(e.owner.as_bytes(), owner.as_bytes()))
             .map(|e| (e.task.context_id.clone(), e.task.status.state))
     }
 
@@ -313,10 +323,11 @@ impl TaskStore {
             .tasks
             .values()
             .filter(|e| {
-                filter
-                    .context_id
-                    .as_ref()
-                    .is_none_or(|c| &e.task.context_id == c)
+                e.owner == filter.owner
+                    && filter
+                        .context_id
+                        .as_ref()
+                        .is_none_or(|c| &e.task.context_id == c)
                     && filter.state.is_none_or(|s| e.task.status.state == s)
                     && filter
                         .status_after_millis
@@ -351,6 +362,11 @@ impl TaskStore {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+}
+
+/// The entry if it belongs to `owner`.
+fn owned_by<'a>(entry: Option<&'a mut Box<Entry>>, owner: &str) -> Option<&'a mut Box<Entry>> {
+    entry.filter(|e| token::constant_time_eq(e.owner.as_bytes(), owner.as_bytes()))
 }
 
 fn view(entry: &mut Entry, with_artifacts: bool) -> Task {
@@ -389,6 +405,8 @@ fn with_token_in(artifact: &mut Artifact, token: &Token) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const O: &str = "static:admin";
     use crate::a2a::types::{Artifact, DataPart, TaskStatus};
     use serde_json::json;
 
@@ -432,11 +450,11 @@ mod tests {
         };
         let store = TaskStore::with_data_limit(100, 1500);
         for i in 0..10 {
-            store.insert(&big(&format!("t{i}")), None, i);
+            store.insert(&big(&format!("t{i}")), O, None, i);
         }
         assert_eq!(store.len(), 3, "about 450 bytes each, 1500 at most");
-        assert!(store.get("t6", true).is_none());
-        let back = store.get("t9", true).unwrap();
+        assert!(store.get("t6", O, true).is_none());
+        let back = store.get("t9", O, true).unwrap();
         assert_eq!(
             serde_json::to_value(&back).unwrap(),
             serde_json::to_value(big("t9")).unwrap(),
@@ -444,54 +462,62 @@ mod tests {
         );
         // A working task is never evicted for a newer one's data.
         let store = TaskStore::with_data_limit(100, 500);
-        store.insert(&task("working", TaskState::Working), None, 0);
-        store.insert(&big("done1"), None, 1);
-        store.insert(&big("done2"), None, 2);
-        assert!(store.get("working", false).is_some());
-        assert!(store.get("done2", true).is_some() && store.get("done1", false).is_none());
+        store.insert(&task("working", TaskState::Working), O, None, 0);
+        store.insert(&big("done1"), O, None, 1);
+        store.insert(&big("done2"), O, None, 2);
+        assert!(store.get("working", O, false).is_some());
+        assert!(store.get("done2", O, true).is_some() && store.get("done1", O, false).is_none());
     }
 
     #[test]
     fn token_is_delivered_once_and_only_with_artifacts() {
         let store = TaskStore::new(4);
         let token = Token::from_secret("s3cr3t".into());
-        store.insert(&task("t1", TaskState::Completed), Some(token), 1);
-        let without = store.get("t1", false).unwrap();
+        store.insert(&task("t1", TaskState::Completed), O, Some(token), 1);
+        let without = store.get("t1", O, false).unwrap();
         assert!(without.artifacts.is_empty());
-        let first = store.get("t1", true).unwrap();
+        let first = store.get("t1", O, true).unwrap();
         assert_eq!(data(&first)["token"], "s3cr3t");
         assert_eq!(
             data(&first)["worker"],
             json!({}),
             "the rest of the data kept"
         );
-        let second = store.get("t1", true).unwrap();
+        let second = store.get("t1", O, true).unwrap();
         assert!(data(&second).get("token").is_none());
     }
 
     #[test]
     fn bounded_evicting_terminal_tasks_first() {
         let store = TaskStore::new(2);
-        store.insert(&task("working", TaskState::Working), None, 1);
-        store.insert(&task("done", TaskState::Completed), None, 2);
-        store.insert(&task("new", TaskState::Completed), None, 3);
+        store.insert(&task("working", TaskState::Working), O, None, 1);
+        store.insert(&task("done", TaskState::Completed), O, None, 2);
+        store.insert(&task("new", TaskState::Completed), O, None, 3);
         assert_eq!(store.len(), 2);
-        assert!(store.peek("working").is_some());
-        assert!(store.peek("done").is_none());
+        assert!(store.peek("working", O).is_some());
+        assert!(store.peek("done", O).is_none());
     }
 
     #[test]
     fn pages_newest_first() {
         let store = TaskStore::new(10);
         for i in 0..5 {
-            store.insert(&task(&format!("t{i}"), TaskState::Completed), None, i);
+            store.insert(&task(&format!("t{i}"), TaskState::Completed), O, None, i);
         }
-        let p1 = store.list(&Filter::default(), 2, false);
+        let p1 = store.list(
+            &Filter {
+                owner: O.into(),
+                ..Filter::default()
+            },
+            2,
+            false,
+        );
         assert_eq!(p1.total, 5);
         let ids: Vec<_> = p1.tasks.iter().map(|t| t.id.as_str()).collect();
         assert_eq!(ids, ["t4", "t3"]);
         let p2 = store.list(
             &Filter {
+                owner: O.into(),
                 before_seq: p1.next_seq,
                 ..Filter::default()
             },
@@ -502,6 +528,7 @@ mod tests {
         assert_eq!(ids, ["t2", "t1"]);
         let p3 = store.list(
             &Filter {
+                owner: O.into(),
                 before_seq: p2.next_seq,
                 ..Filter::default()
             },
@@ -510,5 +537,24 @@ mod tests {
         );
         assert_eq!(p3.tasks.len(), 1);
         assert!(p3.next_seq.is_none());
+    }
+
+    #[test]
+    fn another_callers_task_is_not_there() {
+        let store = TaskStore::new(4);
+        store.insert(&task("mine", TaskState::Working), O, None, 1);
+        let other = "static:bob";
+        assert!(store.get("mine", other, true).is_none());
+        assert!(store.peek("mine", other).is_none());
+        assert!(store.subscribe("mine", other).is_none());
+        let theirs = Filter {
+            owner: other.into(),
+            ..Filter::default()
+        };
+        assert_eq!(store.list(&theirs, 10, false).total, 0);
+        // A status change keeps the task its owner's.
+        store.update(&task("mine", TaskState::Completed), None, 2);
+        assert!(store.get("mine", other, true).is_none());
+        assert!(store.get("mine", O, true).is_some());
     }
 }

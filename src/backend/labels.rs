@@ -1,5 +1,5 @@
-//! Ownership: the three labels every container (and pod) worker carries (a fourth for one
-//! with a TTL), and the
+//! Ownership: the four labels every container (and pod) worker carries (owner, worker id,
+//! task, scope; a fifth for one with a TTL), and the
 //! deterministic container name that makes "one worker per task" atomic in the engine.
 //! No credential is ever written to a label.
 
@@ -10,7 +10,7 @@ use std::fmt;
 use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::Deserialize;
 
-use super::Metadata;
+use super::{Metadata, ADMIN_SCOPE};
 use crate::hash::{fnv1a64, FNV_OFFSET};
 
 pub const OWNER: &str = "a2a-worker-controller/owner";
@@ -19,6 +19,8 @@ pub const TASK: &str = "a2a-worker-controller/task";
 /// Unix seconds; only on a worker created with a TTL. Labels cannot change in place, so the
 /// expiry is fixed at create.
 pub const EXPIRES_AT: &str = "a2a-worker-controller/expires-at";
+/// The creating caller's scope (absent on workers made before scopes: [`ADMIN_SCOPE`]).
+pub const SCOPE: &str = "a2a-worker-controller/scope";
 /// A caller's metadata key `k` is the label (Docker) or annotation (Kubernetes) `META + k`.
 pub const META: &str = "a2a-worker-controller.meta/";
 
@@ -27,6 +29,7 @@ pub fn for_worker(
     controller_id: &str,
     worker_id: &str,
     task: &str,
+    scope: &str,
     expires_at: Option<u64>,
     metadata: &Metadata,
 ) -> BTreeMap<String, String> {
@@ -34,6 +37,7 @@ pub fn for_worker(
         (OWNER.to_string(), controller_id.to_string()),
         (WORKER_ID.to_string(), worker_id.to_string()),
         (TASK.to_string(), task.to_string()),
+        (SCOPE.to_string(), scope.to_string()),
     ]);
     if let Some(at) = expires_at {
         labels.insert(EXPIRES_AT.to_string(), at.to_string());
@@ -80,6 +84,8 @@ pub struct Owned {
     pub expires_at: Option<u64>,
     /// The caller's metadata, from `META` labels (Docker; pods keep it in annotations).
     pub metadata: Metadata,
+    /// The creating caller's scope; [`ADMIN_SCOPE`] without the label.
+    pub scope: String,
 }
 
 /// This controller's labels on an object, read from its label map; every other label is
@@ -91,6 +97,7 @@ pub struct Ours {
     task: Option<String>,
     expires_at: Option<u64>,
     metadata: Metadata,
+    scope: Option<String>,
 }
 
 impl<'de> Deserialize<'de> for Ours {
@@ -115,6 +122,7 @@ impl<'de> Visitor<'de> for OursVisitor {
                 OWNER => &mut ours.owner,
                 WORKER_ID => &mut ours.worker_id,
                 TASK => &mut ours.task,
+                SCOPE => &mut ours.scope,
                 EXPIRES_AT => {
                     // Not a number: as if absent (the worker is then not reaped).
                     let Text(value) = map.next_value::<Text>()?;
@@ -176,16 +184,20 @@ pub fn owned(labels: Option<Ours>, controller_id: &str) -> Option<Owned> {
         task: labels.task.unwrap_or_default(),
         expires_at: labels.expires_at,
         metadata: labels.metadata,
+        scope: labels
+            .scope
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| ADMIN_SCOPE.to_string()),
     })
 }
 
 /// The container name for a task: `<controller>-<slug>-<hash>`, lowercase DNS-safe, the
-/// same for the same (controller id, task) everywhere, so the engine's name uniqueness
-/// refuses a second container for the task even across racing controllers.
-pub fn container_name(controller_id: &str, task: &str) -> String {
+/// same for the same (controller id, scope, task) everywhere, so the engine's name uniqueness
+/// refuses a second container for the task in a scope even across racing controllers.
+pub fn container_name(controller_id: &str, scope: &str, task: &str) -> String {
     let prefix = dns_slug(controller_id, 40);
     let slug = dns_slug(task, 20);
-    let hash = task_hash(controller_id, task);
+    let hash = task_hash(controller_id, scope, task);
     if slug.is_empty() {
         format!("{prefix}-{hash}")
     } else {
@@ -196,10 +208,10 @@ pub fn container_name(controller_id: &str, task: &str) -> String {
 /// The pod name for a task: `<controller>-<slug>-<hash>`, a DNS-1123 label of at most 58
 /// characters (the limit is 63), the same for the same (controller id, task) everywhere, so the
 /// API server's name uniqueness refuses a second pod for the task across replicas.
-pub fn pod_name(controller_id: &str, task: &str) -> String {
+pub fn pod_name(controller_id: &str, scope: &str, task: &str) -> String {
     let prefix = dns_slug(controller_id, 20);
     let slug = dns_slug(task, 20);
-    let hash = &task_hash(controller_id, task)[..16];
+    let hash = &task_hash(controller_id, scope, task)[..16];
     if slug.is_empty() {
         format!("{prefix}-{hash}")
     } else {
@@ -247,8 +259,15 @@ pub fn is_label_value(value: &str) -> bool {
             .is_none_or(|b| b.is_ascii_alphanumeric())
 }
 
-/// 128 bits of FNV-1a over (controller id, task), hex: two independent 64-bit lanes.
-fn task_hash(controller_id: &str, task: &str) -> String {
+/// 128 bits of hash, hex. In [`ADMIN_SCOPE`], FNV-1a over (controller id, task) in two
+/// independent 64-bit lanes: the names from before scopes. In any other scope, SHA-256 over
+/// (controller id, scope, task): a caller choosing task names cannot aim at another scope's
+/// name (FNV collisions can be made on purpose; SHA-256's cannot).
+fn task_hash(controller_id: &str, scope: &str, task: &str) -> String {
+    if scope != ADMIN_SCOPE {
+        let input = [controller_id, scope, task].join("\0");
+        return crate::token::hex(&crate::hash::sha256(input.as_bytes())[..16]);
+    }
     let bytes = || controller_id.bytes().chain([0u8]).chain(task.bytes());
     let lane = |seed: u64| fnv1a64(seed, bytes());
     format!(
@@ -281,10 +300,10 @@ mod tests {
 
     #[test]
     fn names_are_deterministic_dns_safe_and_distinct() {
-        let a = container_name("a2a-worker-controller", "Fix the login bug!");
+        let a = container_name("a2a-worker-controller", ADMIN_SCOPE, "Fix the login bug!");
         assert_eq!(
             a,
-            container_name("a2a-worker-controller", "Fix the login bug!")
+            container_name("a2a-worker-controller", ADMIN_SCOPE, "Fix the login bug!")
         );
         assert!(
             a.starts_with("a2a-worker-controller-fix-the-login-bug-"),
@@ -292,17 +311,37 @@ mod tests {
         );
         assert_ne!(
             a,
-            container_name("a2a-worker-controller", "fix the login bug!")
+            container_name("a2a-worker-controller", ADMIN_SCOPE, "fix the login bug!")
         );
-        assert_ne!(a, container_name("other", "Fix the login bug!"));
-        let odd = container_name("Ctl_1.x", "ünï=c,ö\u{1F600}");
+        assert_ne!(
+            a,
+            container_name("other", ADMIN_SCOPE, "Fix the login bug!")
+        );
+        let odd = container_name("Ctl_1.x", "team-a", "ünï=c,ö\u{1F600}");
         assert!(
             odd.bytes()
                 .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-'),
             "{odd}"
         );
         assert!(odd.as_bytes()[0].is_ascii_alphanumeric());
-        assert!(container_name("c", &"x".repeat(256)).len() < 100);
+        assert!(container_name("c", ADMIN_SCOPE, &"x".repeat(256)).len() < 100);
+        // The admin scope's names are those from before scopes (this one was made then).
+        assert_eq!(
+            a,
+            "a2a-worker-controller-fix-the-login-bug-90b63e1607136459559eb6d8686e77e8"
+        );
+        // Another scope: another name for the same task, the same each time.
+        let scoped = container_name("a2a-worker-controller", "team-a", "Fix the login bug!");
+        assert_ne!(a, scoped);
+        assert_ne!(
+            scoped,
+            container_name("a2a-worker-controller", "team-b", "Fix the login bug!")
+        );
+        assert_eq!(
+            scoped,
+            container_name("a2a-worker-controller", "team-a", "Fix the login bug!")
+        );
+        assert_eq!(scoped.len(), a.len());
     }
 
     fn dns_label(s: &str) -> bool {
@@ -323,12 +362,21 @@ mod tests {
             ("c", "ünï=c,ö\u{1F600}"),
             ("Ctl_1.x", "---"),
         ] {
-            let name = pod_name(id, task);
-            assert!(dns_label(&name), "{name}");
-            assert_eq!(name, pod_name(id, task));
+            for scope in [ADMIN_SCOPE, "a", &"z".repeat(32)] {
+                let name = pod_name(id, scope, task);
+                assert!(dns_label(&name), "{name}");
+                assert_eq!(name, pod_name(id, scope, task));
+            }
         }
-        assert_ne!(pod_name("c", "a"), pod_name("c", "A"));
-        assert_ne!(pod_name("c", "a"), pod_name("d", "a"));
+        assert_ne!(
+            pod_name("c", ADMIN_SCOPE, "a"),
+            pod_name("c", ADMIN_SCOPE, "A")
+        );
+        assert_ne!(
+            pod_name("c", ADMIN_SCOPE, "a"),
+            pod_name("d", ADMIN_SCOPE, "a")
+        );
+        assert_ne!(pod_name("c", ADMIN_SCOPE, "a"), pod_name("c", "x", "a"));
     }
 
     #[test]
@@ -357,8 +405,8 @@ mod tests {
         let read = |l: &BTreeMap<String, String>| -> Option<Ours> {
             Some(serde_json::from_value(serde_json::json!(l)).expect("a label map reads"))
         };
-        let mut l = for_worker("me", "w1", "t", None, &Metadata::new());
-        assert_eq!(l.len(), 3, "exactly three labels without a TTL");
+        let mut l = for_worker("me", "w1", "t", "team-a", None, &Metadata::new());
+        assert_eq!(l.len(), 4, "exactly four labels without a TTL");
         assert_eq!(
             owned(read(&l), "me"),
             Some(Owned {
@@ -366,13 +414,29 @@ mod tests {
                 task: "t".into(),
                 expires_at: None,
                 metadata: Metadata::new(),
+                scope: "team-a".into(),
             })
         );
-        let expiring = for_worker("me", "w1", "t", Some(1_900_000_000), &Metadata::new());
+        let mut before_scopes = l.clone();
+        before_scopes.remove(SCOPE);
+        assert_eq!(
+            owned(read(&before_scopes), "me").map(|o| o.scope),
+            Some(ADMIN_SCOPE.to_string()),
+            "a worker made before scopes is the admin scope's"
+        );
+        let expiring = for_worker(
+            "me",
+            "w1",
+            "t",
+            ADMIN_SCOPE,
+            Some(1_900_000_000),
+            &Metadata::new(),
+        );
         let tagged = for_worker(
             "me",
             "w1",
             "t",
+            ADMIN_SCOPE,
             None,
             &[("team".to_string(), "infra \"x\"".to_string())].into(),
         );
@@ -407,6 +471,7 @@ mod tests {
                 task: "fix \"it\"".into(),
                 expires_at: None,
                 metadata: Metadata::new(),
+                scope: ADMIN_SCOPE.into(),
             })
         );
         assert!(serde_json::from_str::<Ours>(r#"{"a2a-worker-controller/owner": 7}"#).is_err());

@@ -94,11 +94,19 @@ impl fmt::Debug for Progress {
     }
 }
 
+/// The scope of workers created before scopes existed (no scope label, no `scope` in the state
+/// file) and of the `admin` caller: its workers keep the names they had.
+pub const ADMIN_SCOPE: &str = "admin";
+
 /// What `create` asks a backend to start.
 #[derive(Debug, Clone)]
 pub struct CreateSpec {
     pub worker_id: String,
     pub task: String,
+    /// The creating caller's scope: stored where ownership lives (a label, the state file) and
+    /// returned with the worker. A backend stores it and filters nothing by it (the control
+    /// layer decides who sees what); one worker per task holds per scope.
+    pub scope: String,
     /// The worker's own bearer token (empty for a backend whose workers have no endpoint).
     pub token: Token,
     /// When the reaper stops it (Unix seconds); `None`: it lives until stopped. Stored where
@@ -154,6 +162,8 @@ pub struct Worker {
     pub expires_at: String,
     /// The caller's tags from create (`{}` when none); never used for ownership.
     pub metadata: Metadata,
+    /// The scope of the caller that created it ([`ADMIN_SCOPE`] for workers made before scopes).
+    pub scope: String,
 }
 
 /// A caller's tags on a worker: at most [`MAX_METADATA_KEYS`] keys of
@@ -185,7 +195,14 @@ impl Worker {
             reason: String::new(),
             expires_at: String::new(),
             metadata: Metadata::new(),
+            scope: ADMIN_SCOPE.to_string(),
         }
+    }
+
+    /// The same, in `scope`.
+    pub fn scoped(mut self, scope: impl Into<String>) -> Worker {
+        self.scope = scope.into();
+        self
     }
 
     /// The same, with the caller's tags.
@@ -417,7 +434,11 @@ mod tests {
         assert_eq!(v["a2a_url"], "");
         assert_eq!(v["expires_at"], "", "no TTL");
         assert_eq!(v["metadata"], serde_json::json!({}), "present when empty");
-        assert_eq!(v.as_object().unwrap().len(), 11);
+        assert_eq!(
+            v["scope"], ADMIN_SCOPE,
+            "the admin scope unless a backend says another"
+        );
+        assert_eq!(v.as_object().unwrap().len(), 12);
         let v = serde_json::to_value(w.expiring(Some(1_900_000_000))).unwrap();
         assert_eq!(v["expires_at"], "2030-03-17T17:46:40Z");
     }

@@ -438,13 +438,29 @@ fn check(
         settings.listen,
         settings.public_url,
         settings.controller_id,
-        match &settings.auth_token_file {
-            Some(f) => f.display().to_string(),
-            None => "A2A_AUTH_TOKEN".into(),
+        match (&settings.auth_token_file, &settings.auth_token) {
+            (Some(f), _) => f.display().to_string(),
+            (None, Some(_)) => "A2A_AUTH_TOKEN".into(),
+            (None, None) => "callers only (no admin token)".into(),
         }
     );
     for w in &settings.warnings {
         let _ = writeln!(out, "warning: {w}");
+    }
+    // The callers file read and the issuer asked, as startup would.
+    match crate::auth::Authenticator::new(&settings) {
+        Ok((auth, warnings)) => {
+            for w in warnings {
+                let _ = writeln!(out, "warning: {w}");
+            }
+            for line in auth.describe() {
+                let _ = writeln!(out, "callers: {line}");
+            }
+        }
+        Err(why) => {
+            let _ = writeln!(err, "callers: FAILED: {why}");
+            return 1;
+        }
     }
     let backend = match crate::build_backend_for_check(&settings) {
         Ok(b) => b,

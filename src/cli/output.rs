@@ -6,6 +6,7 @@ use serde_json::Value;
 const COLUMNS: &[&str] = &[
     "WORKER_ID",
     "TASK",
+    "SCOPE",
     "BACKEND",
     "STATE",
     "CREATED",
@@ -52,6 +53,7 @@ fn row(w: &Value) -> Vec<String> {
     vec![
         cell(&w["worker_id"]),
         cell(&w["task"]),
+        cell(&w["scope"]),
         cell(&w["backend"]),
         cell(&w["state"]),
         cell(&w["created_at"]),
@@ -80,10 +82,24 @@ pub fn event_line(event: &Value) -> String {
     line
 }
 
-/// The workers as an aligned table with a header line.
+/// Where SCOPE is in [`COLUMNS`].
+const SCOPE_COLUMN: usize = 2;
+
+/// The workers as an aligned table with a header line. SCOPE is shown when scopes are in use
+/// (some worker is outside the admin scope: an admin's list shows whose is whose).
 pub fn worker_table(workers: &[Value]) -> String {
-    let rows: Vec<Vec<String>> = workers.iter().map(row).collect();
-    let mut widths: Vec<usize> = COLUMNS.iter().map(|c| c.len()).collect();
+    let scoped = workers
+        .iter()
+        .any(|w| w["scope"].as_str().is_some_and(|s| s != "admin"));
+    let keep = |mut cells: Vec<String>| {
+        if !scoped {
+            cells.remove(SCOPE_COLUMN);
+        }
+        cells
+    };
+    let rows: Vec<Vec<String>> = workers.iter().map(|w| keep(row(w))).collect();
+    let header = keep(COLUMNS.iter().map(|c| c.to_string()).collect());
+    let mut widths: Vec<usize> = header.iter().map(|c| c.len()).collect();
     for r in &rows {
         for (w, c) in widths.iter_mut().zip(r) {
             *w = (*w).max(c.chars().count());
@@ -101,7 +117,7 @@ pub fn worker_table(workers: &[Value]) -> String {
         text.push('\n');
         text
     };
-    let mut out = line(COLUMNS.iter().map(|c| c.to_string()).collect());
+    let mut out = line(header);
     for r in rows {
         out.push_str(&line(r));
     }
@@ -133,5 +149,20 @@ mod tests {
         assert!(lines[1].contains("fix?[2J it") && !table.contains('\u{1b}'));
         assert!(lines[2].contains("pane 7, session s-1"));
         assert!(lines[1].ends_with(" -"), "{}", lines[1]);
+        assert!(
+            !lines[0].contains("SCOPE"),
+            "no scopes in use: no SCOPE column"
+        );
+        let scoped = worker_table(&[
+            json!({"worker_id": "a1", "task": "t", "scope": "admin", "backend": "docker"}),
+            json!({"worker_id": "b2", "task": "t", "scope": "team-a", "backend": "docker"}),
+        ]);
+        let lines: Vec<&str> = scoped.lines().collect();
+        assert!(
+            lines[0].starts_with("WORKER_ID  TASK  SCOPE   BACKEND"),
+            "{}",
+            lines[0]
+        );
+        assert!(lines[2].contains("team-a"));
     }
 }

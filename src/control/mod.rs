@@ -3,8 +3,12 @@
 //! (completed / rejected / failed) and the guarantees this layer owns (see `backend/mod.rs` for
 //! the split of responsibilities). One log line and one metric sample per operation.
 
+pub mod caller;
 pub mod watch;
 
+pub use caller::Caller;
+
+use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -257,11 +261,15 @@ pub struct Filter {
     pub metadata: Metadata,
     pub state: Option<WorkerState>,
     pub task: Option<String>,
+    /// Set by this layer from the caller, never by a request: the one scope it sees (`None`:
+    /// an admin, every scope).
+    pub scope: Option<String>,
 }
 
 impl Filter {
     pub fn matches(&self, w: &Worker) -> bool {
-        self.state.is_none_or(|s| w.state == s)
+        self.scope.as_ref().is_none_or(|s| &w.scope == s)
+            && self.state.is_none_or(|s| w.state == s)
             && self.task.as_ref().is_none_or(|t| &w.task == t)
             && self
                 .metadata
@@ -300,6 +308,7 @@ fn valid_filter(request: &serde_json::Map<String, Value>) -> Result<Filter, Cont
         metadata: valid_metadata(request.get("metadata"), "list")?,
         state,
         task,
+        scope: None,
     })
 }
 
@@ -436,6 +445,8 @@ struct Ids<'a> {
     /// The worker's task (create only).
     task: &'a str,
     worker_id: &'a str,
+    /// Who asked (its name; `reaper` for the reaper's own stops).
+    caller: &'a str,
 }
 
 /// The TTL a create gets: the one asked for (refused above the ceiling), else the default,
@@ -509,8 +520,9 @@ pub struct Control {
     sentry: Option<Arc<Sentry>>,
     max_workers: u32,
     lifetime: Lifetime,
-    /// Creates admitted but not finished (counted against `MAX_WORKERS`).
-    in_flight: Mutex<u32>,
+    /// Creates admitted but not finished (counted against `MAX_WORKERS` and the caller's
+    /// `max_workers`).
+    in_flight: Mutex<InFlight>,
     /// Serialises creates of a backend whose task uniqueness is check-then-create.
     create_lock: Mutex<()>,
     /// What watchers hear: one source for all of them.
@@ -534,7 +546,7 @@ impl Control {
             sentry,
             max_workers,
             lifetime: Lifetime::default(),
-            in_flight: Mutex::new(0),
+            in_flight: Mutex::default(),
             create_lock: Mutex::new(()),
         }
     }
@@ -545,8 +557,14 @@ impl Control {
         self
     }
 
-    /// Starts a watch: the matching workers as they are, `synced`, then their events.
-    pub fn watch(&self, filter: Filter) -> Result<watch::Subscription, ControlError> {
+    /// Starts a watch: the matching workers (of the caller's scope, unless it is an admin) as
+    /// they are, `synced`, then their events.
+    pub fn watch(
+        &self,
+        caller: &Caller,
+        mut filter: Filter,
+    ) -> Result<watch::Subscription, ControlError> {
+        filter.scope = caller.visible_scope();
         self.watch.subscribe(filter).map_err(|e| match e {
             watch::WatchError::Full(max) => ControlError::new(
                 ErrorCode::Capacity,
@@ -568,14 +586,20 @@ impl Control {
         self.backend.as_ref()
     }
 
-    /// Runs a parsed request (or reports a rejected one), logging and counting it.
-    pub fn execute(&self, request: Result<ControlRequest, ControlError>, task_id: &str) -> Outcome {
-        self.execute_reporting(request, task_id, Progress::default())
+    /// Runs a parsed request for `caller` (or reports a rejected one), logging and counting it.
+    pub fn execute(
+        &self,
+        caller: &Caller,
+        request: Result<ControlRequest, ControlError>,
+        task_id: &str,
+    ) -> Outcome {
+        self.execute_reporting(caller, request, task_id, Progress::default())
     }
 
     /// The same, saying how a create goes through `progress` as it goes.
     pub fn execute_reporting(
         &self,
+        caller: &Caller,
         request: Result<ControlRequest, ControlError>,
         task_id: &str,
         progress: Progress,
@@ -594,7 +618,7 @@ impl Control {
                     ControlRequest::Create { task, .. } => task.clone(),
                     _ => String::new(),
                 };
-                let (outcome, worker_id) = self.run(req, progress);
+                let (outcome, worker_id) = self.run(caller, req, progress);
                 (op, task, outcome, worker_id)
             }
         };
@@ -603,15 +627,32 @@ impl Control {
             task_id,
             task: &task,
             worker_id: &worker_id,
+            caller: &caller.name,
         };
         self.record(operation, &ids, &outcome, took);
         outcome
     }
 
-    fn run(&self, req: ControlRequest, progress: Progress) -> (Outcome, String) {
+    /// Whether `worker_id` is a worker `caller` may reach. An admin reaches any id (the backend
+    /// says whether it exists). Any other caller's answer for another scope's worker is the one
+    /// for a worker that does not exist, reached the same way (one list, nothing asked of the
+    /// backend after it), so neither the reply nor its timing tells the two apart.
+    fn reachable(&self, caller: &Caller, worker_id: &str) -> Result<(), BackendError> {
+        if caller.admin {
+            return Ok(());
+        }
+        let workers = self.backend.list()?;
+        match workers.iter().find(|w| w.worker_id == worker_id) {
+            Some(w) if caller.sees(w) => Ok(()),
+            _ => Err(BackendError::NotFound),
+        }
+    }
+
+    fn run(&self, caller: &Caller, req: ControlRequest, progress: Progress) -> (Outcome, String) {
         match req {
-            ControlRequest::List { filter } => match self.backend.list() {
+            ControlRequest::List { mut filter } => match self.backend.list() {
                 Ok(mut workers) => {
+                    filter.scope = caller.visible_scope();
                     workers.retain(|w| filter.matches(w));
                     workers.sort_by(|a, b| a.created_at.cmp(&b.created_at));
                     (completed(&Workers { workers }, None), String::new())
@@ -625,6 +666,9 @@ impl Control {
                 String::new(),
             ),
             ControlRequest::Stop { worker_id } => {
+                if let Err(e) = self.reachable(caller, &worker_id) {
+                    return (Outcome::Failed(e.into()), worker_id);
+                }
                 // Said before: the engine may tell watchers of the removal before stop returns.
                 self.watch.stopping(&worker_id, "stopped by a caller");
                 let stopped = self.backend.stop(&worker_id);
@@ -635,7 +679,10 @@ impl Control {
                 }
             }
             // The text goes to the caller only: never into a log line.
-            ControlRequest::Logs { worker_id, tail } => match self.backend.logs(&worker_id, tail) {
+            ControlRequest::Logs { worker_id, tail } => match self
+                .reachable(caller, &worker_id)
+                .and_then(|()| self.backend.logs(&worker_id, tail))
+            {
                 Ok(logs) => (
                     completed(
                         &LogsReply {
@@ -653,12 +700,13 @@ impl Control {
                 task,
                 ttl,
                 metadata,
-            } => self.create(task, ttl, metadata, progress),
+            } => self.create(caller, task, ttl, metadata, progress),
         }
     }
 
     fn create(
         &self,
+        caller: &Caller,
         task: String,
         ttl: Option<Duration>,
         metadata: Metadata,
@@ -695,7 +743,7 @@ impl Control {
         } else {
             Some(self.create_lock.lock().unwrap_or_else(|p| p.into_inner()))
         };
-        let admitted = match self.admit() {
+        let admitted = match self.admit(caller) {
             Ok(a) => a,
             Err(e) => return failed(e),
         };
@@ -705,6 +753,7 @@ impl Control {
         let spec = CreateSpec {
             worker_id: worker_id.clone(),
             task,
+            scope: caller.scope.clone(),
             token,
             expires_at,
             metadata,
@@ -770,27 +819,31 @@ impl Control {
                 task_id: "reaper",
                 task: &w.task,
                 worker_id: &w.worker_id,
+                caller: "reaper",
             };
             self.record("reap", &ids, &outcome, started.elapsed());
         }
         Ok(())
     }
 
-    /// Reserves a place under `MAX_WORKERS`: listed workers plus creates in flight. The place
-    /// is given back when the returned guard drops, also if the backend panics.
-    fn admit(&self) -> Result<Admitted<'_>, ControlError> {
+    /// Reserves a place under `MAX_WORKERS` and the caller's `max_workers` (which counts its
+    /// scope's workers): listed workers plus creates in flight. The place is given back when
+    /// the returned guard drops, also if the backend panics.
+    fn admit(&self, caller: &Caller) -> Result<Admitted<'_>, ControlError> {
         let mut in_flight = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
-        if self.max_workers > 0 {
+        let scope_in_flight = in_flight.by_scope.get(&caller.scope).copied().unwrap_or(0);
+        let scope_max = caller.max_workers.filter(|m| *m > 0);
+        if self.max_workers > 0 || scope_max.is_some() {
             // A worker being removed (`stopping`) is on its way out: it holds its task, not a
             // place.
-            let existing = self
-                .backend
-                .list()
-                .map_err(ControlError::from)?
-                .iter()
-                .filter(|w| w.state != WorkerState::Stopping)
-                .count() as u64;
-            if existing + u64::from(*in_flight) >= u64::from(self.max_workers) {
+            let workers = self.backend.list().map_err(ControlError::from)?;
+            let counted = workers.iter().filter(|w| w.state != WorkerState::Stopping);
+            let (existing, in_scope) = counted.fold((0u64, 0u64), |(all, mine), w| {
+                (all + 1, mine + u64::from(w.scope == caller.scope))
+            });
+            if self.max_workers > 0
+                && existing + u64::from(in_flight.total) >= u64::from(self.max_workers)
+            {
                 return Err(ControlError::new(
                     ErrorCode::Capacity,
                     format!(
@@ -799,9 +852,21 @@ impl Control {
                     ),
                 ));
             }
+            if let Some(max) = scope_max {
+                if in_scope + u64::from(scope_in_flight) >= u64::from(max) {
+                    return Err(ControlError::new(
+                        ErrorCode::Capacity,
+                        format!(
+                            "caller {}'s max_workers ({max}) reached in scope {}: stop one of its workers first",
+                            caller.name, caller.scope
+                        ),
+                    ));
+                }
+            }
         }
-        *in_flight += 1;
-        Ok(Admitted(self))
+        in_flight.total += 1;
+        *in_flight.by_scope.entry(caller.scope.clone()).or_default() += 1;
+        Ok(Admitted(self, caller.scope.clone()))
     }
 
     fn record(&self, operation: &'static str, ids: &Ids<'_>, outcome: &Outcome, took: Duration) {
@@ -809,18 +874,19 @@ impl Control {
             task_id,
             task,
             worker_id,
+            caller,
         } = ids;
         let backend = self.backend.kind().as_str();
         self.metrics
-            .control_operation(operation, backend, outcome.label(), took);
+            .control_operation(operation, backend, outcome.label(), caller, took);
         let ms = took.as_millis();
         match outcome {
             Outcome::Completed { .. } => log::info!(
-                "control operation={operation} task_id={task_id} task={task:?} worker_id={worker_id:?} outcome=completed duration_ms={ms}"
+                "control operation={operation} caller={caller:?} task_id={task_id} task={task:?} worker_id={worker_id:?} outcome=completed duration_ms={ms}"
             ),
             Outcome::Rejected(e) | Outcome::Failed(e) => {
                 log::warn!(
-                    "control operation={operation} task_id={task_id} task={task:?} worker_id={worker_id:?} outcome={} code={:?} error={:?} duration_ms={ms}",
+                    "control operation={operation} caller={caller:?} task_id={task_id} task={task:?} worker_id={worker_id:?} outcome={} code={:?} error={:?} duration_ms={ms}",
                     outcome.label(),
                     e.code,
                     e.message
@@ -840,13 +906,26 @@ impl Control {
     }
 }
 
-/// A create counted in flight; dropping it gives the place back.
-struct Admitted<'a>(&'a Control);
+/// Creates in flight: all of them, and by scope.
+#[derive(Default)]
+struct InFlight {
+    total: u32,
+    by_scope: HashMap<String, u32>,
+}
+
+/// A create counted in flight (in its scope); dropping it gives the place back.
+struct Admitted<'a>(&'a Control, String);
 
 impl Drop for Admitted<'_> {
     fn drop(&mut self) {
         let mut in_flight = self.0.in_flight.lock().unwrap_or_else(|p| p.into_inner());
-        *in_flight = in_flight.saturating_sub(1);
+        in_flight.total = in_flight.total.saturating_sub(1);
+        if let Some(n) = in_flight.by_scope.get_mut(&self.1) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                in_flight.by_scope.remove(&self.1);
+            }
+        }
     }
 }
 

@@ -40,12 +40,17 @@ pub enum Command {
 /// The controller's validated settings.
 #[derive(Debug, Clone)]
 pub struct Settings {
-    /// The bearer token callers send (from `A2A_AUTH_TOKEN`, or read from its file at startup).
-    pub auth_token: String,
+    /// The admin caller's bearer token (from `A2A_AUTH_TOKEN`, or read from its file at
+    /// startup); `None` when only `A2A_CALLERS_FILE` or OIDC authenticate.
+    pub auth_token: Option<String>,
     /// `A2A_AUTH_TOKEN_FILE`: where the token is re-read from when the file changes.
     pub auth_token_file: Option<PathBuf>,
     /// How long the previous token is accepted after the file changed.
     pub auth_token_overlap: Duration,
+    /// `A2A_CALLERS_FILE`: the callers, their scopes and credentials (read by `auth`).
+    pub callers_file: Option<PathBuf>,
+    /// `A2A_OIDC_*`: signed access tokens of one issuer.
+    pub oidc: Option<OidcSettings>,
     /// What the operator should hear at startup (e.g. a secret file others can read).
     pub warnings: Vec<String>,
     pub public_url: String,
@@ -72,6 +77,16 @@ pub struct Settings {
     pub ui: bool,
     /// The selected backend with exactly the settings it needs.
     pub backend: BackendSettings,
+}
+
+/// `A2A_OIDC_ISSUER`, `A2A_OIDC_AUDIENCE`, `A2A_OIDC_SCOPE_CLAIM`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OidcSettings {
+    /// Exactly as the tokens' `iss` says it (https, or http on a loopback host).
+    pub issuer: String,
+    pub audience: String,
+    /// The claim whose value is the caller's scope.
+    pub scope_claim: String,
 }
 
 /// `PUSH_ALLOW_HTTP` and `PUSH_ALLOW`: what webhook deliveries may reach beyond public
@@ -320,7 +335,10 @@ impl Raw {
 
     fn settings(&self) -> Result<Settings, Error> {
         let mut warnings = Vec::new();
-        let (auth_token, auth_token_file) = self.auth_token(&mut warnings)?;
+        let callers_file = self.optional_path("A2A_CALLERS_FILE")?;
+        let oidc = self.oidc()?;
+        let (auth_token, auth_token_file) =
+            self.auth_token(&mut warnings, callers_file.is_some() || oidc.is_some())?;
         let anthropic_auth_token = match self.optional_path("ANTHROPIC_AUTH_TOKEN_FILE")? {
             Some(path) => {
                 let (token, warning) = read_secret_file(&path)
@@ -409,6 +427,8 @@ impl Raw {
             auth_token,
             auth_token_file,
             auth_token_overlap: self.duration("A2A_AUTH_TOKEN_OVERLAP")?,
+            callers_file,
+            oidc,
             warnings,
             public_url,
             listen,
@@ -480,9 +500,52 @@ impl Raw {
         Ok(push)
     }
 
-    /// `A2A_AUTH_TOKEN` or `A2A_AUTH_TOKEN_FILE`, exactly one; the token and the file.
+    /// `A2A_OIDC_ISSUER` and `A2A_OIDC_AUDIENCE` (both, or neither), `A2A_OIDC_SCOPE_CLAIM`.
+    fn oidc(&self) -> Result<Option<OidcSettings>, Error> {
+        let Some(issuer) = self.optional("A2A_OIDC_ISSUER") else {
+            if self.optional("A2A_OIDC_AUDIENCE").is_some() {
+                return Err(Error::Missing {
+                    name: "A2A_OIDC_ISSUER",
+                    why: " (A2A_OIDC_AUDIENCE is set)",
+                });
+            }
+            return Ok(None);
+        };
+        let url = http_url("A2A_OIDC_ISSUER", &issuer)?;
+        let host = url
+            .split("://")
+            .nth(1)
+            .and_then(|r| r.split(['/', ':']).next())
+            .unwrap_or("");
+        let loopback = host == "localhost"
+            || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+            || url.starts_with("http://[::1]");
+        if !url.starts_with("https://") && !loopback {
+            return Err(invalid(
+                "A2A_OIDC_ISSUER",
+                format!("{issuer:?} must be https:// (http only on a loopback host): its keys decide who is let in"),
+            ));
+        }
+        let audience = self.required("A2A_OIDC_AUDIENCE", " (A2A_OIDC_ISSUER is set)")?;
+        let scope_claim = self.get("A2A_OIDC_SCOPE_CLAIM");
+        if scope_claim.is_empty() {
+            return Err(invalid("A2A_OIDC_SCOPE_CLAIM", "must name a claim".into()));
+        }
+        Ok(Some(OidcSettings {
+            issuer,
+            audience,
+            scope_claim,
+        }))
+    }
+
+    /// `A2A_AUTH_TOKEN` or `A2A_AUTH_TOKEN_FILE`, at most one; the token and the file. Neither
+    /// is only allowed when `others` (callers or OIDC) authenticate.
     /// The token is secret: its value never appears in an error.
-    fn auth_token(&self, warnings: &mut Vec<String>) -> Result<(String, Option<PathBuf>), Error> {
+    fn auth_token(
+        &self,
+        warnings: &mut Vec<String>,
+        others: bool,
+    ) -> Result<(Option<String>, Option<PathBuf>), Error> {
         let file = self.optional_path("A2A_AUTH_TOKEN_FILE")?;
         match (self.optional("A2A_AUTH_TOKEN"), file) {
             (Some(_), Some(_)) => Err(invalid(
@@ -491,7 +554,7 @@ impl Raw {
             )),
             (Some(token), None) => {
                 check_auth_token(&token).map_err(|why| invalid("A2A_AUTH_TOKEN", why))?;
-                Ok((token, None))
+                Ok((Some(token), None))
             }
             (None, Some(path)) => {
                 let (token, warning) =
@@ -500,11 +563,12 @@ impl Raw {
                 check_auth_token(&token).map_err(|why| {
                     invalid("A2A_AUTH_TOKEN_FILE", format!("{}: {why}", path.display()))
                 })?;
-                Ok((token, Some(path)))
+                Ok((Some(token), Some(path)))
             }
+            (None, None) if others => Ok((None, None)),
             (None, None) => Err(Error::Missing {
                 name: "A2A_AUTH_TOKEN",
-                why: " (or A2A_AUTH_TOKEN_FILE)",
+                why: " (or A2A_AUTH_TOKEN_FILE, A2A_CALLERS_FILE, A2A_OIDC_ISSUER)",
             }),
         }
     }
@@ -789,9 +853,50 @@ mod tests {
             run(&[], env(&[("A2A_PUBLIC_URL", "http://x")])).unwrap_err(),
             Error::Missing {
                 name: "A2A_AUTH_TOKEN",
-                why: " (or A2A_AUTH_TOKEN_FILE)"
+                why: " (or A2A_AUTH_TOKEN_FILE, A2A_CALLERS_FILE, A2A_OIDC_ISSUER)"
             }
         );
+    }
+
+    #[test]
+    fn callers_or_oidc_may_stand_in_for_the_admin_token() {
+        let without_token = || env(&[("A2A_PUBLIC_URL", "http://x"), ("WORKER_IMAGE", "agent:v1")]);
+        let mut e = without_token();
+        e.push(("A2A_CALLERS_FILE".into(), "/etc/a2a/callers.json".into()));
+        let s = run(&[], e).unwrap();
+        assert_eq!(s.auth_token, None);
+        assert_eq!(
+            s.callers_file.as_deref(),
+            Some(Path::new("/etc/a2a/callers.json"))
+        );
+        let mut e = without_token();
+        e.push(("A2A_OIDC_ISSUER".into(), "https://id.example".into()));
+        e.push(("A2A_OIDC_AUDIENCE".into(), "a2a".into()));
+        let s = run(&[], e).unwrap();
+        assert_eq!(
+            s.oidc,
+            Some(OidcSettings {
+                issuer: "https://id.example".into(),
+                audience: "a2a".into(),
+                scope_claim: "tenant".into()
+            })
+        );
+        let mut e = without_token();
+        e.push(("A2A_OIDC_ISSUER".into(), "http://id.example".into()));
+        e.push(("A2A_OIDC_AUDIENCE".into(), "a2a".into()));
+        let msg = run(&[], e).unwrap_err().to_string();
+        assert!(
+            msg.contains("A2A_OIDC_ISSUER") && msg.contains("https"),
+            "{msg}"
+        );
+        let mut e = without_token();
+        e.push(("A2A_OIDC_ISSUER".into(), "http://127.0.0.1:9000".into()));
+        e.push(("A2A_OIDC_AUDIENCE".into(), "a2a".into()));
+        assert!(run(&[], e).is_ok(), "http on loopback (a test issuer)");
+        let mut e = without_token();
+        e.push(("A2A_OIDC_ISSUER".into(), "https://id.example".into()));
+        let msg = run(&[], e).unwrap_err().to_string();
+        assert!(msg.contains("A2A_OIDC_AUDIENCE"), "{msg}");
     }
 
     #[test]

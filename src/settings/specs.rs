@@ -81,7 +81,7 @@ pub(super) const SPECS: &[Spec] = &[
     secret(
         General,
         "A2A_AUTH_TOKEN",
-        "bearer token callers must send to /a2a (this or A2A_AUTH_TOKEN_FILE is required; at least 16 characters)",
+        "the admin caller's bearer token (this, A2A_AUTH_TOKEN_FILE, A2A_CALLERS_FILE or A2A_OIDC_ISSUER is required; at least 16 characters)",
     ),
     s(
         General,
@@ -94,6 +94,30 @@ pub(super) const SPECS: &[Spec] = &[
         "A2A_AUTH_TOKEN_OVERLAP",
         "60s",
         "how long the previous token from A2A_AUTH_TOKEN_FILE is still accepted after it changes",
+    ),
+    s(
+        General,
+        "A2A_CALLERS_FILE",
+        "",
+        "JSON file of callers, each with a name, a scope and the SHA-256 of its token (or a token file); mode 0600, re-read when it changes",
+    ),
+    s(
+        General,
+        "A2A_OIDC_ISSUER",
+        "",
+        "accept signed JWT access tokens of this OIDC issuer (https; RS256 or ES256)",
+    ),
+    s(
+        General,
+        "A2A_OIDC_AUDIENCE",
+        "",
+        "the audience OIDC access tokens must name (required with A2A_OIDC_ISSUER)",
+    ),
+    s(
+        General,
+        "A2A_OIDC_SCOPE_CLAIM",
+        "tenant",
+        "the OIDC claim whose value is the caller's scope",
     ),
     s(
         General,

@@ -57,7 +57,10 @@ const LAYERS: &[(&str, &[&str])] = &[
             "backend::local::wezterm",
         ],
     ),
-    ("control operations", &["control", "control::watch"]),
+    (
+        "control operations",
+        &["control", "control::caller", "control::watch"],
+    ),
     (
         "push notifications (webhook delivery)",
         &["push", "push::guard", "push::deliver"],
@@ -71,6 +74,9 @@ const LAYERS: &[(&str, &[&str])] = &[
             "a2a::stream",
             "a2a::service",
             "auth",
+            "auth::callers",
+            "auth::jwt",
+            "auth::oidc",
         ],
     ),
     (

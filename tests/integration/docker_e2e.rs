@@ -210,7 +210,7 @@ fn foreign_containers_are_never_listed_or_stopped() {
     let mut cleanup = Cleanup::new(&socket, &id);
     let image = worker_image();
     // No labels, but the name this controller would give task "taken".
-    let look_alike = a2a_worker_controller::testing::container_name(&id, "taken");
+    let look_alike = a2a_worker_controller::testing::container_name(&id, "admin", "taken");
     let other_owner = format!("{id}-other");
     let foreign = [
         docker_cli(&socket, &["create", "--name", &look_alike, &image], None),
@@ -474,7 +474,7 @@ fn network_mode_from_a_controller_container() {
         crate::support::send_control(addr, json!({"operation": "create", "task": "in network"}));
     let task = r.json()["result"]["task"].clone();
     let worker = reply_data(&task)["worker"].clone();
-    let name = a2a_worker_controller::testing::container_name(&id, "in network");
+    let name = a2a_worker_controller::testing::container_name(&id, "admin", "in network");
     assert_eq!(worker["a2a_url"], format!("http://{name}:9090"));
     assert_eq!(
         worker["state"], "running",

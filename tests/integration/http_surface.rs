@@ -249,7 +249,7 @@ fn metrics_count_requests_and_operations_without_tasks_or_tokens() {
     );
     assert!(text.contains("route=\"not_found\",status=\"404\"} 1"));
     assert!(text.contains(
-        "a2a_controller_control_operations_total{operation=\"create\",backend=\"docker\",outcome=\"completed\"} 1"
+        "a2a_controller_control_operations_total{operation=\"create\",backend=\"docker\",outcome=\"completed\",caller=\"admin\"} 1"
     ));
     assert!(text.contains("a2a_controller_control_operation_duration_seconds_count{operation=\"list\",backend=\"docker\"} 1"));
     assert!(text.contains("a2a_controller_build_info{"));

@@ -131,7 +131,7 @@ fn create_list_stop_and_tokens_stay_in_the_pod_environment() {
     let worker = &created["worker"];
     let token = created["token"].as_str().unwrap().to_string();
     crate::secrets::remember(&token);
-    let name = pod_name(&id, task);
+    let name = pod_name(&id, "admin", task);
     assert_eq!(worker["backend"], "k8s");
     assert_eq!(worker["state"], "running", "{worker}");
     assert_eq!(worker["task"], task);
@@ -372,7 +372,7 @@ fn foreign_pods_are_never_listed_or_stopped() {
             "spec": {"containers": [{"name": "x", "image": "other:1"}]}});
         api.call(K8sMethod::Post, &path, Some(&pod)).unwrap();
     };
-    foreign(&pod_name(&id, "taken"), json!({}));
+    foreign(&pod_name(&id, "admin", "taken"), json!({}));
     foreign(
         "other-owner",
         json!({"a2a-worker-controller/owner": "someone-else",
@@ -503,7 +503,7 @@ fn worker_url_template_and_startup_refusals() {
         w["a2a_url"],
         format!(
             "https://{}.agents.example.com:9090",
-            pod_name(&id, "outside")
+            pod_name(&id, "admin", "outside")
         )
     );
     assert_eq!(
@@ -574,7 +574,7 @@ fn kubectl_reads_and_writes_what_the_controller_does() {
     assert_eq!(items.len(), 1, "{listed}");
     assert_eq!(
         items[0]["metadata"]["name"],
-        pod_name(&id, "seen by kubectl")
+        pod_name(&id, "admin", "seen by kubectl")
     );
     assert_eq!(
         items[0]["metadata"]["labels"]["a2a-worker-controller/worker-id"],
@@ -601,7 +601,7 @@ fn kubectl_reads_and_writes_what_the_controller_does() {
     .contains("created"));
     assert_eq!(worker_ids(&p).len(), 2);
     // kubectl deletes the controller's pod; the controller's list follows.
-    let name = pod_name(&id, "seen by kubectl");
+    let name = pod_name(&id, "admin", "seen by kubectl");
     assert!(run(&["delete", "pod", &name]).contains("deleted"));
     assert_eq!(worker_ids(&p), ["c0ffee000001"]);
     let stopped = reply_data(&p.control(json!({"operation": "stop", "worker_id": "c0ffee000001"})));

@@ -505,7 +505,7 @@ fn a_pod_deleted_during_its_create_ends_the_wait_at_once() {
     });
     std::thread::sleep(Duration::from_millis(700));
     let api = api(&standin, &pki);
-    let name = a2a_worker_controller::testing::pod_name(&id, "doomed");
+    let name = a2a_worker_controller::testing::pod_name(&id, "admin", "doomed");
     api.call(
         a2a_worker_controller::testing::K8sMethod::Delete,
         &format!("/api/v1/namespaces/a2a/pods/{name}?gracePeriodSeconds=30"),

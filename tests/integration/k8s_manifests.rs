@@ -69,10 +69,11 @@ fn pods() -> Vec<(String, Value)> {
                 check_template(t).unwrap();
             }
             let task = format!("Fix the {name} bug! ✓");
-            let pod = pod_name(&s.controller_id, &task);
+            let pod = pod_name(&s.controller_id, "team-a", &task);
             let spec = CreateSpec {
                 worker_id: "3f9c2a1b7d4e".into(),
                 task: task.clone(),
+                scope: "team-a".into(),
                 token: Token::generate().unwrap(),
                 // 2030-03-17: the expiry label's value must pass the schema too.
                 expires_at: Some(1_900_000_000),
@@ -95,6 +96,7 @@ fn pods() -> Vec<(String, Value)> {
                 controller_id: &s.controller_id,
                 worker_id: &spec.worker_id,
                 task: &task,
+                scope: &spec.scope,
                 expires_at: spec.expires_at,
                 metadata: &spec.metadata,
                 env: &env,

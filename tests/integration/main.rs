@@ -1,6 +1,7 @@
 //! Integration tests: one binary, real sockets. Modules by surface.
 
 mod architecture;
+mod callers;
 mod cli;
 mod cli_client;
 mod conformance;

@@ -83,7 +83,10 @@ impl Backend for FakeBackend {
             .unwrap()
             .push(spec.token.expose().to_string());
         let mut workers = self.workers.lock().unwrap();
-        if let Some(w) = workers.values().find(|w| w.task == spec.task) {
+        if let Some(w) = workers
+            .values()
+            .find(|w| w.task == spec.task && w.scope == spec.scope)
+        {
             return Err(BackendError::WorkerExists {
                 worker_id: w.worker_id.clone(),
                 state: w.state,
@@ -103,6 +106,7 @@ impl Backend for FakeBackend {
             reason: String::new(),
             expires_at: String::new(),
             metadata: spec.metadata.clone(),
+            scope: spec.scope.clone(),
         }
         .expiring(spec.expires_at);
         workers.insert(worker.worker_id.clone(), worker.clone());

@@ -24,13 +24,18 @@ pub struct Watch {
 
 impl Watch {
     pub fn start(addr: std::net::SocketAddr, request: Value) -> Watch {
+        Watch::start_as(addr, TOKEN, request)
+    }
+
+    /// The same, sent with `token`.
+    pub fn start_as(addr: std::net::SocketAddr, token: &str, request: Value) -> Watch {
         let body = json!({"jsonrpc": "2.0", "id": "w", "method": "SendStreamingMessage",
             "params": {"message": message(vec![json!({"data": request})])}})
         .to_string();
         let mut stream = TcpStream::connect(addr).unwrap();
         write!(
             stream,
-            "POST /a2a HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            "POST /a2a HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
             body.len()
         )
         .unwrap();

@@ -76,7 +76,7 @@ async def main(base, token, binding):
         worker = data["worker"]
         check(sorted(worker) == sorted(["worker_id", "task", "a2a_url", "backend", "state",
                                         "pane_id", "session_id", "created_at", "reason",
-                                        "expires_at", "metadata"]),
+                                        "expires_at", "metadata", "scope"]),
               f"worker fields: {sorted(worker)}")
         check(worker["metadata"] == {"team": "sdk", "run": binding}, f"metadata: {worker}")
         tagged = await send(client, {"operation": "list", "metadata": {"team": "sdk"}})

@@ -105,7 +105,7 @@ impl DockerBackend {
         json!({
             "Image": self.container.image,
             "Env": worker_env::as_docker_env(&worker_env::environment(spec, url, &self.container, self.anthropic_auth_token.as_deref())),
-            "Labels": labels::for_worker(&self.controller_id, &spec.worker_id, &spec.task, spec.expires_at, &spec.metadata),
+            "Labels": labels::for_worker(&self.controller_id, &spec.worker_id, &spec.task, &spec.scope, spec.expires_at, &spec.metadata),
             "ExposedPorts": { port_key: {} },
             "HostConfig": host_config,
         })
@@ -231,6 +231,7 @@ impl DockerBackend {
             )
             .expiring(owned.expires_at)
             .tagged(owned.metadata)
+            .scoped(owned.scope)
         }))
     }
 }
@@ -241,7 +242,7 @@ impl Backend for DockerBackend {
     }
 
     fn create(&self, spec: &CreateSpec) -> Result<Worker, BackendError> {
-        let name = labels::container_name(&self.controller_id, &spec.task);
+        let name = labels::container_name(&self.controller_id, &spec.scope, &spec.task);
         let redact = |e: BackendError| e.redact(&spec.token);
         for attempt in 1..=PORT_ATTEMPTS {
             let host_port = match self.docker.network {
@@ -304,6 +305,7 @@ impl Backend for DockerBackend {
                 )
                 .expiring(spec.expires_at)
                 .tagged(spec.metadata.clone())
+                .scoped(spec.scope.clone())
             });
         }
         Err(BackendError::Internal(format!(

@@ -131,12 +131,13 @@ impl K8sBackend {
         let spec = CreateSpec {
             worker_id: format!("dryrun{suffix}"),
             task: format!("a2a-check-{suffix}"),
+            scope: crate::backend::ADMIN_SCOPE.to_string(),
             token,
             expires_at: None,
             metadata: Default::default(),
             progress: Progress::default(),
         };
-        let name = labels::pod_name(&self.controller_id, &spec.task);
+        let name = labels::pod_name(&self.controller_id, &spec.scope, &spec.task);
         let body = self.manifest(&spec, &name);
         let path = format!("{}?dryRun=All&fieldValidation=Strict", self.pods_path());
         match self.api.call(Method::Post, &path, Some(&body)) {

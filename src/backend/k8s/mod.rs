@@ -134,6 +134,7 @@ impl K8sBackend {
             controller_id: &self.controller_id,
             worker_id: &spec.worker_id,
             task: &spec.task,
+            scope: &spec.scope,
             expires_at: spec.expires_at,
             metadata: &spec.metadata,
             env: &env,
@@ -236,6 +237,7 @@ impl K8sBackend {
             )
             .expiring(owned.expires_at)
             .tagged(metadata)
+            .scoped(owned.scope)
         })
     }
 
@@ -470,7 +472,7 @@ impl Backend for K8sBackend {
 
     fn create(&self, spec: &CreateSpec) -> Result<Worker, BackendError> {
         let redact = |e: BackendError| e.redact(&spec.token);
-        let name = labels::pod_name(&self.controller_id, &spec.task);
+        let name = labels::pod_name(&self.controller_id, &spec.scope, &spec.task);
         let url = self.url_for(&name);
         let body = self.manifest(spec, &name);
         let created = self
@@ -506,6 +508,7 @@ impl Backend for K8sBackend {
             )
             .expiring(spec.expires_at)
             .tagged(spec.metadata.clone())
+            .scoped(spec.scope.clone())
         })
     }
 

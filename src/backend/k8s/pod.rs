@@ -28,6 +28,8 @@ pub struct PodInputs<'a> {
     pub task: &'a str,
     /// Unix seconds, for the expires-at label.
     pub expires_at: Option<u64>,
+    /// The creating caller's scope (a label: it is label-safe).
+    pub scope: &'a str,
     /// The caller's metadata, for `a2a-worker-controller.meta/*` annotations.
     pub metadata: &'a crate::backend::Metadata,
     /// The worker's environment (token included), from `worker_env`.
@@ -109,6 +111,7 @@ pub fn manifest(i: &PodInputs<'_>) -> Value {
     labels.insert(labels::OWNER.into(), json!(i.controller_id));
     labels.insert(labels::WORKER_ID.into(), json!(i.worker_id));
     labels.insert(labels::TASK.into(), json!(labels::task_label_value(i.task)));
+    labels.insert(labels::SCOPE.into(), json!(i.scope));
     // Set only by the controller: a template's own expiry label would make a worker die early.
     match i.expires_at {
         Some(at) => labels.insert(labels::EXPIRES_AT.into(), json!(at.to_string())),
@@ -286,6 +289,7 @@ mod tests {
             controller_id: "ctl",
             worker_id: "w1",
             task: "Fix the login bug!",
+            scope: "team-a",
             expires_at: None,
             metadata: &[("team".to_string(), "infra".to_string())].into(),
             env: &env,

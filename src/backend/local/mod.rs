@@ -364,15 +364,27 @@ impl LocalBackend {
             &record.created_at,
         )
         .expiring(record.expires_at)
-        .tagged(record.metadata.clone());
+        .tagged(record.metadata.clone())
+        .scoped(record.scope.clone());
         w.pane_id = pane_text(record);
         w.reason = reason;
-        w.session_id = task::task_file(&self.task_dir, &record.task)
+        w.session_id = task::task_file(&self.scope_dir(&record.scope), &record.task)
             .ok()
             .and_then(|file| task::session_id(&file))
             .filter(|id| *id != record.baseline_session_id)
             .unwrap_or_default();
         w
+    }
+
+    /// Where a scope's task files are: `LOCAL_TASK_DIR` for the admin scope (as before scopes),
+    /// `LOCAL_TASK_DIR/<scope>` for any other, so that two scopes' tasks of the same name have
+    /// two files (and two Claude sessions).
+    fn scope_dir(&self, scope: &str) -> PathBuf {
+        if scope == crate::backend::ADMIN_SCOPE {
+            self.task_dir.clone()
+        } else {
+            self.task_dir.join(scope)
+        }
     }
 
     /// The tab's program and arguments with the placeholders filled in, each argument whole.
@@ -493,6 +505,15 @@ fn finished(r: &Record) -> bool {
     r.pane_id.is_some()
 }
 
+/// A directory only its owner can enter (mode 0700), made if it is not there.
+fn make_private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        other => other,
+    }
+}
+
 fn pane_text(record: &Record) -> String {
     record.pane_id.map(|p| p.to_string()).unwrap_or_default()
 }
@@ -572,13 +593,22 @@ impl Backend for LocalBackend {
     }
 
     fn create(&self, spec: &CreateSpec) -> Result<Worker, BackendError> {
-        let file = task::task_file(&self.task_dir, &spec.task).map_err(BackendError::Internal)?;
-        // Only this task's records are asked about: a GUI that hangs holding other workers
-        // does not hold up a create into another one.
+        let dir = self.scope_dir(&spec.scope);
+        if dir != self.task_dir {
+            make_private_dir(&dir).map_err(|e| {
+                BackendError::Internal(format!(
+                    "the scope's task directory {} cannot be made: {e}",
+                    dir.display()
+                ))
+            })?;
+        }
+        let file = task::task_file(&dir, &spec.task).map_err(BackendError::Internal)?;
+        // Only this task's records (in this scope) are asked about: a GUI that hangs holding
+        // other workers does not hold up a create into another one.
         let (records, pending) = self.snapshot()?;
         let mine: Vec<Record> = records
             .into_iter()
-            .filter(|r| r.task == spec.task)
+            .filter(|r| r.task == spec.task && r.scope == spec.scope)
             .collect();
         let (kept, dropped) = self.reconcile(mine, &pending);
         self.forget(&dropped)?;
@@ -608,6 +638,7 @@ impl Backend for LocalBackend {
             created_at: rfc3339_secs(now_millis() / 1000),
             expires_at: spec.expires_at,
             metadata: spec.metadata.clone(),
+            scope: spec.scope.clone(),
         };
         {
             // Written before the tab opens (a crash while it opens leaves a trace to warn
@@ -627,7 +658,7 @@ impl Backend for LocalBackend {
         }
         let argv = self.argv(&spec.task, &file, &spec.worker_id);
         spec.progress.step("opening a tab in WezTerm");
-        let pane = match self.cli.spawn_or_late(&gui, &self.task_dir, &argv) {
+        let pane = match self.cli.spawn_or_late(&gui, &dir, &argv) {
             Ok(pane) => pane,
             Err(SpawnError::Late(late)) => {
                 // The GUI may still open the tab: its record stays, and a thread waits for the

@@ -37,6 +37,13 @@ pub struct Record {
     /// The caller's metadata; absent when none (and in files of earlier versions).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub metadata: crate::backend::Metadata,
+    /// The creating caller's scope; absent in files from before scopes (the admin scope's).
+    #[serde(default = "admin_scope")]
+    pub scope: String,
+}
+
+fn admin_scope() -> String {
+    crate::backend::ADMIN_SCOPE.to_string()
 }
 
 #[derive(Serialize, Deserialize)]
@@ -249,6 +256,7 @@ mod tests {
             created_at: "2026-11-30T00:00:00Z".into(),
             expires_at: None,
             metadata: [("team".to_string(), "infra".to_string())].into(),
+            scope: "team-a".into(),
         }
     }
 

@@ -1,5 +1,13 @@
 //! Bearer authentication around the protocol layer: checked before any JSON-RPC parsing,
 //! compared in constant time, and credentials removed before the protocol sees the headers.
+//! A request's token is one of (tried in this order): the admin caller's (`A2A_AUTH_TOKEN` or
+//! its file, below), a caller of `A2A_CALLERS_FILE` ([`callers`]), or a signed OIDC access
+//! token ([`oidc`], [`jwt`]). The [`Authenticator`] answers which [`Caller`] it is; an
+//! unknown token is 401 with no hint which callers exist.
+
+pub mod callers;
+pub mod jwt;
+pub mod oidc;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -8,8 +16,9 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::json;
 
+use crate::control::Caller;
 use crate::http::Response;
-use crate::settings::{check_auth_token, read_secret_file};
+use crate::settings::{check_auth_token, read_secret_file, Settings};
 use crate::time::now_millis;
 use crate::token::constant_time_eq;
 
@@ -83,20 +92,15 @@ impl Credentials {
         }
     }
 
-    /// Checks an `Authorization` header against the tokens accepted now.
-    pub fn check(&self, authorization: Option<&str>) -> Result<(), Failure> {
+    /// Whether `presented` is a token accepted now.
+    fn matches(&self, presented: &str) -> bool {
         self.refresh();
-        let presented = presented(authorization)?;
         let state = self.state.read().unwrap_or_else(|p| p.into_inner());
         let current = constant_time_eq(presented.as_bytes(), state.current.as_bytes());
         let previous = state.previous.as_ref().is_some_and(|(token, until)| {
             now_millis() < *until && constant_time_eq(presented.as_bytes(), token.as_bytes())
         });
-        if current || previous {
-            Ok(())
-        } else {
-            Err(Failure::WrongToken)
-        }
+        current || previous
     }
 
     /// Re-reads the file if it changed since it was last read (at most once a second).
@@ -147,6 +151,117 @@ impl Credentials {
                 "A2A_AUTH_TOKEN_FILE changed but holds no usable token ({why}); the current token stays in use"
             ),
         }
+    }
+}
+
+/// The longest bearer token looked at (a JWT with many claims is a few KiB); longer ones are
+/// refused before any work.
+pub const MAX_TOKEN_BYTES: usize = 8 << 10;
+
+/// Who a request's token says it is: the admin token, the callers file, OIDC — whichever
+/// the settings give.
+pub struct Authenticator {
+    admin: Option<Credentials>,
+    callers: Option<callers::CallersFile>,
+    oidc: Option<oidc::Verifier>,
+}
+
+impl Authenticator {
+    /// Everything the settings name, read and checked now: a malformed callers file or an
+    /// issuer that cannot be reached is one line, and stops startup. Also returns warnings
+    /// for the log (files others may read).
+    pub fn new(settings: &Settings) -> Result<(Authenticator, Vec<String>), String> {
+        let admin = settings
+            .auth_token
+            .clone()
+            .map(|token| match &settings.auth_token_file {
+                Some(file) => {
+                    Credentials::from_file(token, file.clone(), settings.auth_token_overlap)
+                }
+                None => Credentials::fixed(token),
+            });
+        let mut warnings = Vec::new();
+        let callers = match &settings.callers_file {
+            Some(path) => {
+                // With the admin token set, its caller is `admin`: no file caller may take it.
+                let reserved = if admin.is_some() {
+                    vec!["admin"]
+                } else {
+                    Vec::new()
+                };
+                let (file, w) = callers::CallersFile::open(path.clone(), reserved)
+                    .map_err(|why| format!("A2A_CALLERS_FILE: {why}"))?;
+                warnings.extend(w);
+                Some(file)
+            }
+            None => None,
+        };
+        let oidc = match &settings.oidc {
+            Some(o) => {
+                Some(oidc::Verifier::discover(o).map_err(|why| format!("A2A_OIDC_ISSUER: {why}"))?)
+            }
+            None => None,
+        };
+        Ok((
+            Authenticator {
+                admin,
+                callers,
+                oidc,
+            },
+            warnings,
+        ))
+    }
+
+    /// The admin token alone (tests, and setups from before callers).
+    pub fn admin_only(token: String) -> Authenticator {
+        Authenticator {
+            admin: Some(Credentials::fixed(token)),
+            callers: None,
+            oidc: None,
+        }
+    }
+
+    /// One line per source, for `check` and the startup log: what authenticates callers.
+    pub fn describe(&self) -> Vec<String> {
+        let mut lines = Vec::new();
+        if self.admin.is_some() {
+            lines.push("admin token (caller admin, every scope)".to_string());
+        }
+        if let Some(c) = &self.callers {
+            lines.push(format!("callers file: {} callers", c.count()));
+        }
+        if let Some(o) = &self.oidc {
+            lines.push(format!(
+                "OIDC: {} keys from {}",
+                o.key_count(),
+                o.jwks_uri()
+            ));
+        }
+        lines
+    }
+
+    /// The caller an `Authorization` header proves.
+    pub fn check(&self, authorization: Option<&str>) -> Result<Caller, Failure> {
+        let token = presented(authorization)?;
+        if token.is_empty() || token.len() > MAX_TOKEN_BYTES {
+            return Err(Failure::WrongToken);
+        }
+        if self.admin.as_ref().is_some_and(|a| a.matches(token)) {
+            return Ok(Caller::admin());
+        }
+        if let Some(caller) = self.callers.as_ref().and_then(|c| c.find(token)) {
+            return Ok(caller);
+        }
+        if let Some(oidc) = &self.oidc {
+            // Only what looks like a JWT is parsed at all.
+            if token.bytes().filter(|b| *b == b'.').count() == 2 {
+                match oidc.verify(token, now_millis() / 1000) {
+                    Ok(caller) => return Ok(caller),
+                    Err(why) => log::debug!("an OIDC access token was refused: {why}"),
+                }
+            }
+        }
+        Err(Failure::WrongToken)
     }
 }
 

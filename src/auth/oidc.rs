@@ -1,0 +1,223 @@
+//! OIDC access tokens: `A2A_OIDC_ISSUER`'s discovery document read once at startup (an issuer
+//! that cannot be reached stops startup), its JWKS cached, and fetched again only for a `kid`
+//! it does not hold, at most once a minute; while the issuer is down, the cached keys serve.
+//! The discovery and JWKS URLs must be on the issuer's exact origin. The caller is the
+//! token's `sub`, in the scope its `A2A_OIDC_SCOPE_CLAIM` claim names.
+
+use std::sync::{Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use super::jwt::{self, Expect, KeySet};
+use crate::control::Caller;
+use crate::settings::OidcSettings;
+
+/// The least time between two JWKS fetches for unseen `kid`s.
+pub const REFETCH_INTERVAL: Duration = Duration::from_secs(60);
+/// The largest discovery document or JWKS read.
+const MAX_DOCUMENT: u64 = 1 << 20;
+
+pub struct Verifier {
+    settings: OidcSettings,
+    jwks_uri: String,
+    agent: ureq::Agent,
+    keys: RwLock<KeySet>,
+    /// When the JWKS was last fetched for an unseen kid (`None`: not since startup).
+    last_refetch: Mutex<Option<Instant>>,
+}
+
+impl Verifier {
+    /// Discovery and the first JWKS: any failure is one line, and stops startup.
+    pub fn discover(settings: &OidcSettings) -> Result<Verifier, String> {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(10)))
+            .timeout_connect(Some(Duration::from_secs(5)))
+            .max_redirects(0)
+            .user_agent(concat!("a2a-worker-controller/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .new_agent();
+        let issuer = settings.issuer.trim_end_matches('/');
+        let discovery = format!("{issuer}/.well-known/openid-configuration");
+        let doc = fetch(&agent, &discovery)?;
+        let doc: serde_json::Value = serde_json::from_slice(&doc)
+            .map_err(|e| format!("the OIDC discovery document {discovery} is not JSON: {e}"))?;
+        if doc.get("issuer").and_then(|v| v.as_str()) != Some(settings.issuer.as_str()) {
+            return Err(format!(
+                "the OIDC discovery document {discovery} names another issuer than A2A_OIDC_ISSUER {}",
+                settings.issuer
+            ));
+        }
+        let jwks_uri = doc
+            .get("jwks_uri")
+            .and_then(|v| v.as_str())
+            .ok_or_else(|| format!("the OIDC discovery document {discovery} has no jwks_uri"))?
+            .to_string();
+        if origin(&jwks_uri) != origin(&settings.issuer) || origin(&jwks_uri).is_none() {
+            return Err(format!(
+                "the OIDC jwks_uri {jwks_uri} is not on the issuer's origin ({}): refused",
+                settings.issuer
+            ));
+        }
+        let keys = jwt::key_set(&fetch(&agent, &jwks_uri)?)?;
+        if keys.keys.is_empty() {
+            return Err(format!(
+                "the OIDC JWKS {jwks_uri} holds no RS256 or ES256 signing key with a kid"
+            ));
+        }
+        Ok(Verifier {
+            settings: settings.clone(),
+            jwks_uri,
+            agent,
+            keys: RwLock::new(keys),
+            last_refetch: Mutex::new(None),
+        })
+    }
+
+    pub fn key_count(&self) -> usize {
+        self.keys
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys
+            .len()
+    }
+
+    pub fn jwks_uri(&self) -> &str {
+        &self.jwks_uri
+    }
+
+    /// The caller a token proves, or why not (for the log; the request hears 401).
+    pub fn verify(&self, token: &str, now: u64) -> Result<Caller, jwt::Refusal> {
+        let expect = Expect {
+            issuer: &self.settings.issuer,
+            audience: &self.settings.audience,
+            scope_claim: &self.settings.scope_claim,
+            now,
+        };
+        let first = {
+            let keys = self.keys.read().unwrap_or_else(|p| p.into_inner());
+            jwt::verify(token, &keys, &expect)
+        };
+        let claims = match first {
+            Err(jwt::Refusal::UnknownKey) if self.refetch_for(token) => {
+                let keys = self.keys.read().unwrap_or_else(|p| p.into_inner());
+                jwt::verify(token, &keys, &expect)?
+            }
+            other => other?,
+        };
+        Ok(Caller::oidc(&claims.subject, &claims.scope))
+    }
+
+    /// Fetches the JWKS again for a token naming a `kid` not held, at most once per
+    /// [`REFETCH_INTERVAL`]; true if new keys were taken.
+    fn refetch_for(&self, token: &str) -> bool {
+        if !matches!(jwt::kid_of(token), Ok(Some(_))) {
+            return false;
+        }
+        {
+            let mut last = self.last_refetch.lock().unwrap_or_else(|p| p.into_inner());
+            if last.is_some_and(|t| t.elapsed() < REFETCH_INTERVAL) {
+                return false;
+            }
+            *last = Some(Instant::now());
+        }
+        match fetch(&self.agent, &self.jwks_uri).and_then(|b| jwt::key_set(&b)) {
+            Ok(keys) if !keys.keys.is_empty() => {
+                log::info!(
+                    "OIDC JWKS {} fetched again for an unseen kid: {} keys",
+                    self.jwks_uri,
+                    keys.keys.len()
+                );
+                *self.keys.write().unwrap_or_else(|p| p.into_inner()) = keys;
+                true
+            }
+            Ok(_) => {
+                log::warn!(
+                    "OIDC JWKS {} now holds no usable key; the cached keys stay",
+                    self.jwks_uri
+                );
+                false
+            }
+            Err(why) => {
+                log::warn!("OIDC JWKS could not be fetched again ({why}); the cached keys stay");
+                false
+            }
+        }
+    }
+}
+
+fn fetch(agent: &ureq::Agent, url: &str) -> Result<Vec<u8>, String> {
+    let mut response = agent
+        .get(url)
+        .header("Accept", "application/json")
+        .call()
+        .map_err(|e| format!("{url}: {e}"))?;
+    let status = response.status().as_u16();
+    if status != 200 {
+        return Err(format!("{url} answered HTTP {status}"));
+    }
+    response
+        .body_mut()
+        .with_config()
+        .limit(MAX_DOCUMENT)
+        .read_to_vec()
+        .map_err(|e| format!("{url}: {e}"))
+}
+
+/// `scheme://host[:port]` of an http(s) URL, lower-cased, with the default port made explicit.
+pub fn origin(url: &str) -> Option<String> {
+    let (scheme, rest) = url.split_once("://")?;
+    let scheme = scheme.to_ascii_lowercase();
+    let default = match scheme.as_str() {
+        "https" => 443,
+        "http" => 80,
+        _ => return None,
+    };
+    let authority = rest.split(['/', '?', '#']).next()?;
+    if authority.is_empty() || authority.contains('@') {
+        return None;
+    }
+    let authority = authority.to_ascii_lowercase();
+    let (host, port): (&str, u16) = match authority.find(']') {
+        Some(end) => match &authority[end + 1..] {
+            "" => (&authority[..=end], default),
+            p => (&authority[..=end], p.strip_prefix(':')?.parse().ok()?),
+        },
+        None => match authority.rsplit_once(':') {
+            Some((h, p)) => (h, p.parse().ok()?),
+            None => (&authority, default),
+        },
+    };
+    Some(format!("{scheme}://{host}:{port}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn origins() {
+        assert_eq!(
+            origin("https://Id.Example/x").as_deref(),
+            Some("https://id.example:443")
+        );
+        assert_eq!(
+            origin("https://id.example:443/k"),
+            origin("https://id.example")
+        );
+        assert_ne!(
+            origin("https://id.example:8443/k"),
+            origin("https://id.example")
+        );
+        assert_ne!(origin("http://id.example/k"), origin("https://id.example"));
+        assert_ne!(
+            origin("https://id.example.evil/k"),
+            origin("https://id.example")
+        );
+        assert_eq!(origin("https://u@id.example/"), None);
+        assert_eq!(origin("ftp://id.example/"), None);
+        assert_eq!(
+            origin("http://127.0.0.1:9/x").as_deref(),
+            Some("http://127.0.0.1:9")
+        );
+    }
+}
