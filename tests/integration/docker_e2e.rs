@@ -766,3 +766,165 @@ fn the_status_page_on_the_real_engine() {
         }
     });
 }
+
+/// Callers and scopes on the real engine (issue 23): two callers of a callers file and the
+/// admin token; each lists only its own containers, reads the other's as `not_found` (the
+/// whole error and its timing as for a missing id); one task name in two scopes is two
+/// containers (each labelled with its scope); `max_workers` per caller; the admin sees all with
+/// their scopes; a restart reads the scopes back from the labels; the reaper reaps in every
+/// scope; one caller's control tasks are `TaskNotFound` for the other.
+#[test]
+fn callers_and_scopes_on_the_real_engine() {
+    use crate::callers::{callers_file, control_as, median_ratio, workers_of, ALICE, BOB};
+    use crate::support::TOKEN;
+    let Some(socket) = docker_socket() else {
+        return;
+    };
+    let id = controller_id("scopes");
+    let cleanup = Cleanup::new(&socket, &id);
+    let file = callers_file("docker");
+    let mut p = Proc::start(
+        &socket,
+        &id,
+        &[
+            &format!("-a2a-callers-file={}", file.display()),
+            "-reap-interval=1s",
+        ],
+    );
+    let create = |token: &str, task: &str, ttl: Option<&str>| -> Value {
+        let mut data = json!({"operation": "create", "task": task});
+        if let Some(t) = ttl {
+            data["ttl"] = json!(t);
+        }
+        let t = control_as(p.addr, token, data);
+        assert_eq!(t["status"]["state"], "TASK_STATE_COMPLETED", "{t}");
+        reply_data(&t)["worker"].clone()
+    };
+    let a = create(ALICE, "build-42", None);
+    let b = create(BOB, "build-42", None);
+    let admin = create(TOKEN, "build-42", None);
+    let ids = |ws: Vec<Value>| -> Vec<(String, String)> {
+        let mut v: Vec<(String, String)> = ws
+            .iter()
+            .map(|w| {
+                (
+                    w["worker_id"].as_str().unwrap().into(),
+                    w["scope"].as_str().unwrap().into(),
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let id_of = |w: &Value| w["worker_id"].as_str().unwrap().to_string();
+    assert_eq!(
+        ids(workers_of(p.addr, ALICE)),
+        [(id_of(&a), "team-a".to_string())]
+    );
+    assert_eq!(
+        ids(workers_of(p.addr, BOB)),
+        [(id_of(&b), "team-b".to_string())]
+    );
+    let mut all = vec![
+        (id_of(&a), "team-a".to_string()),
+        (id_of(&b), "team-b".to_string()),
+        (id_of(&admin), "admin".to_string()),
+    ];
+    all.sort();
+    assert_eq!(ids(workers_of(p.addr, TOKEN)), all);
+    // The scope is a label on each container; the admin's container keeps its old name.
+    let scopes: Vec<String> = cleanup
+        .owned()
+        .iter()
+        .filter_map(|c| {
+            c.labels
+                .as_ref()?
+                .get("a2a-worker-controller/scope")
+                .cloned()
+        })
+        .collect();
+    assert_eq!(scopes.len(), 3, "{scopes:?}");
+    let names = docker_cli(&socket, &["ps", "-a", "--format", "{{.Names}}"], None);
+    assert!(
+        names.contains(&a2a_worker_controller::testing::container_name(
+            &id, "admin", "build-42"
+        )),
+        "{names}"
+    );
+
+    // bob reaches none of alice's: stop and logs answer as for an id that does not exist.
+    let failure = |token: &str, data: Value| -> (Value, Duration) {
+        let started = Instant::now();
+        let t = control_as(p.addr, token, data);
+        (control_error(&t, "TASK_STATE_FAILED"), started.elapsed())
+    };
+    for op in ["logs", "stop"] {
+        let theirs = json!({"operation": op, "worker_id": id_of(&a)});
+        let missing = json!({"operation": op, "worker_id": "0123456789ab"});
+        assert_eq!(
+            failure(BOB, theirs.clone()).0,
+            failure(BOB, missing.clone()).0,
+            "{op}"
+        );
+        let ratio = median_ratio(
+            25,
+            || failure(BOB, missing.clone()).1,
+            || failure(BOB, theirs.clone()).1,
+        );
+        eprintln!("real engine, {op}: p50 another scope's / missing = {ratio:.2}");
+        assert!((0.5..2.0).contains(&ratio), "{op}: {ratio:.2}");
+    }
+    // alice's max_workers (2): one more, then refused; bob is not held by it.
+    create(ALICE, "short", Some("8s"));
+    let third = control_as(
+        p.addr,
+        ALICE,
+        json!({"operation": "create", "task": "third"}),
+    );
+    let e = control_error(&third, "TASK_STATE_FAILED");
+    assert!(
+        e["code"] == "capacity" && e["message"].as_str().unwrap().contains("alice"),
+        "{e}"
+    );
+    create(BOB, "short", Some("8s"));
+    // Control tasks: alice's is not bob's to read.
+    let (_, v) = crate::callers::rpc_as(p.addr, BOB, "GetTask", json!({"id": third["id"]}));
+    assert_eq!(v["error"]["code"], -32001, "{v}");
+
+    // A restart reads every scope back from the labels.
+    p.restart();
+    let after: Vec<String> = workers_of(p.addr, TOKEN)
+        .iter()
+        .map(|w| {
+            format!(
+                "{}:{}",
+                w["scope"].as_str().unwrap(),
+                w["task"].as_str().unwrap()
+            )
+        })
+        .collect();
+    for want in [
+        "team-a:build-42",
+        "team-b:build-42",
+        "admin:build-42",
+        "team-a:short",
+        "team-b:short",
+    ] {
+        assert!(
+            after.iter().any(|w| w == want),
+            "{want} after the restart: {after:?}"
+        );
+    }
+    assert_eq!(ids(workers_of(p.addr, BOB)).len(), 2);
+    // The reaper reaps in every scope.
+    let deadline = Instant::now() + Duration::from_secs(40);
+    while workers_of(p.addr, ALICE).len() + workers_of(p.addr, BOB).len() > 2 {
+        assert!(
+            Instant::now() < deadline,
+            "the short workers were not reaped"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert!(p.log_text().contains("reaper: stopped worker"));
+    assert_eq!(p.terminate(), Some(0));
+}

@@ -25,6 +25,7 @@ mod load;
 mod local_e2e;
 mod local_support;
 mod observability;
+mod oidc;
 mod panic_policy;
 mod push;
 mod rest;
