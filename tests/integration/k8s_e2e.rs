@@ -937,3 +937,83 @@ fn a_watch_follows_the_pods() {
     let r = crate::watch::cancel(a.addr, &task_id);
     assert_eq!(r["result"]["status"]["state"], "TASK_STATE_CANCELED", "{r}");
 }
+
+/// Callers and scopes on the Kubernetes stand-in (issue 23): one task name in two scopes is two
+/// pods (the scope a label, the admin's pod keeping its name), each caller lists only its own,
+/// another scope's pod is `not_found`, and a restart reads the scopes back from the labels.
+#[test]
+fn scopes_are_pod_labels_and_each_caller_sees_its_own() {
+    use crate::callers::{callers_file, control_as, workers_of, ALICE, BOB};
+    if !configured() {
+        return;
+    }
+    let pki = Pki::new("e2e-scopes");
+    let standin = Standin::start(&pki, &["--ready-after", "0.2"]);
+    let id = controller_id("k8s-scopes");
+    let file = callers_file("k8s");
+    let mut p = start(
+        &standin,
+        &pki,
+        &id,
+        &[&format!("-a2a-callers-file={}", file.display())],
+    );
+    let create = |token: &str| {
+        let t = control_as(
+            p.addr,
+            token,
+            json!({"operation": "create", "task": "build-42"}),
+        );
+        assert_eq!(t["status"]["state"], "TASK_STATE_COMPLETED", "{t}");
+        reply_data(&t)["worker"].clone()
+    };
+    let (a, b, admin) = (create(ALICE), create(BOB), create(TOKEN));
+    let listed = pods(&api(&standin, &pki));
+    assert_eq!(listed.len(), 3);
+    let mut scopes: Vec<&str> = listed
+        .iter()
+        .map(|p| {
+            p["metadata"]["labels"]["a2a-worker-controller/scope"]
+                .as_str()
+                .unwrap()
+        })
+        .collect();
+    scopes.sort();
+    assert_eq!(scopes, ["admin", "team-a", "team-b"]);
+    assert!(
+        listed
+            .iter()
+            .any(|p| p["metadata"]["name"] == pod_name(&id, "admin", "build-42")),
+        "the admin scope's pod keeps the name it had before scopes"
+    );
+    let addr = p.addr;
+    let only = |token: &str| -> Vec<String> {
+        workers_of(addr, token)
+            .iter()
+            .map(|w| w["worker_id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(only(ALICE), [a["worker_id"].as_str().unwrap()]);
+    assert_eq!(only(BOB), [b["worker_id"].as_str().unwrap()]);
+    assert_eq!(only(TOKEN).len(), 3);
+    let stop = control_as(
+        p.addr,
+        BOB,
+        json!({"operation": "stop", "worker_id": a["worker_id"]}),
+    );
+    assert_eq!(
+        crate::support::control_error(&stop, "TASK_STATE_FAILED")["code"],
+        "not_found"
+    );
+    p.restart();
+    assert_eq!(
+        only(ALICE),
+        [a["worker_id"].as_str().unwrap()],
+        "after a restart"
+    );
+    let all = workers_of(p.addr, TOKEN);
+    let admins = all
+        .iter()
+        .find(|w| w["worker_id"] == admin["worker_id"])
+        .unwrap();
+    assert_eq!(admins["scope"], "admin");
+}

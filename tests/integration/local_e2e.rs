@@ -1209,3 +1209,83 @@ fn a_watch_follows_the_tabs() {
     assert_eq!(kind_and_task(&e), ("removed".into(), "c".into()));
     assert_eq!(e["reason"], "stopped by a caller");
 }
+
+/// Callers and scopes on the local backend (issue 23): one task name in two scopes is two tabs,
+/// each with its own task file (`LOCAL_TASK_DIR/<scope>/` for a scope other than the admin's),
+/// the scope kept in the state file; each caller lists only its own; another scope's worker is
+/// `not_found`; a restart reads the scopes back.
+#[test]
+fn scopes_live_in_the_state_file_and_each_caller_sees_its_own() {
+    use crate::callers::{callers_file, control_as, workers_of, ALICE, BOB};
+    let wez = Wez::new("scopes");
+    let _gui = wez.gui();
+    let file = callers_file("local");
+    let callers = format!("-a2a-callers-file={}", file.display());
+    let mut p = wez.prepared(&[&callers]);
+    p.start_now();
+    let create = |token: &str| {
+        let t = control_as(
+            p.addr,
+            token,
+            json!({"operation": "create", "task": "build-42"}),
+        );
+        assert_eq!(t["status"]["state"], "TASK_STATE_COMPLETED", "{t}");
+        reply_data(&t)["worker"].clone()
+    };
+    let a = create(ALICE);
+    let b = create(BOB);
+    let admin = create(crate::support::TOKEN);
+    assert_ne!(a["pane_id"], b["pane_id"], "two tabs");
+    // Each scope's task file in its own directory; the admin's where it always was.
+    let files: Vec<String> = wez
+        .calls_of("spawn")
+        .iter()
+        .map(|c| c.to_string())
+        .collect();
+    let dir_a = wez.tasks.join("team-a");
+    assert!(dir_a.is_dir(), "LOCAL_TASK_DIR/team-a is made");
+    assert_eq!(
+        fs_mode(&dir_a) & 0o777,
+        0o700,
+        "the scope's task directory is private"
+    );
+    for (dir, n) in [(wez.tasks.join("team-a"), 1), (wez.tasks.join("team-b"), 1)] {
+        let named = files
+            .iter()
+            .filter(|c| c.contains(&format!("{}/build-42.md", dir.display())))
+            .count();
+        assert_eq!(named, n, "{files:?}");
+    }
+    let scopes: Vec<String> = wez
+        .records()
+        .iter()
+        .map(|r| r["scope"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(scopes.len(), 3);
+    assert!(scopes.contains(&"team-a".into()) && scopes.contains(&"admin".into()));
+    let addr = p.addr;
+    let only = |token: &str| ids(&workers_of(addr, token));
+    assert_eq!(only(ALICE), ids(std::slice::from_ref(&a)));
+    assert_eq!(only(BOB), ids(std::slice::from_ref(&b)));
+    assert_eq!(only(crate::support::TOKEN).len(), 3);
+    let stop = control_as(
+        p.addr,
+        BOB,
+        json!({"operation": "stop", "worker_id": a["worker_id"]}),
+    );
+    assert_eq!(
+        control_error(&stop, "TASK_STATE_FAILED")["code"],
+        "not_found"
+    );
+    p.restart();
+    assert_eq!(
+        only(ALICE),
+        ids(std::slice::from_ref(&a)),
+        "after a restart"
+    );
+    assert!(only(crate::support::TOKEN).contains(admin["worker_id"].as_str().unwrap()));
+}
+
+fn fs_mode(path: &std::path::Path) -> u32 {
+    std::fs::metadata(path).unwrap().permissions().mode()
+}
