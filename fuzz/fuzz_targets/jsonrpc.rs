@@ -4,6 +4,7 @@
 use std::sync::OnceLock;
 
 use a2a_worker_controller::a2a::{Answer, JsonRpc, ServiceParams};
+use a2a_worker_controller::control::Caller;
 use libfuzzer_sys::fuzz_target;
 
 mod common;
@@ -15,7 +16,7 @@ fn binding() -> &'static JsonRpc {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let replies = match binding().handle(&ServiceParams::default(), data) {
+    let replies = match binding().handle(&Caller::admin(), &ServiceParams::default(), data) {
         Answer::Json(text) => vec![text],
         // A stream: every event is `data: <one JSON-RPC response>` and a blank line.
         Answer::Events(stream) => {

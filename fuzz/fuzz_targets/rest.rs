@@ -6,6 +6,7 @@
 use std::sync::OnceLock;
 
 use a2a_worker_controller::a2a::{Rest, RestBody, ServiceParams};
+use a2a_worker_controller::control::Caller;
 use libfuzzer_sys::fuzz_target;
 
 mod common;
@@ -24,7 +25,7 @@ fuzz_target!(|data: &[u8]| {
     let body = data.get(split + 1..).unwrap_or(&[]);
     let (method, target) = line.split_once(' ').unwrap_or(("GET", line));
     let (path, query) = target.split_once('?').unwrap_or((target, ""));
-    let answer = binding().handle(&ServiceParams::default(), method, path, query, body);
+    let answer = binding().handle(&Caller::admin(), &ServiceParams::default(), method, path, query, body);
     match answer.body {
         RestBody::Json(text) => {
             let v: serde_json::Value = serde_json::from_str(&text).expect("every answer is JSON");
