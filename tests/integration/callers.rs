@@ -544,3 +544,28 @@ fn ten_thousand_callers_and_hostile_tokens() {
         assert!(status == 401 || status == 431, "{len}: {status}");
     }
 }
+
+#[test]
+fn check_reads_the_callers_file() {
+    use crate::cli_client::{check, CHECK_ENV};
+    let file = callers_file("check");
+    let args = vec![
+        format!("-a2a-callers-file={}", file.display()),
+        "-docker-host=unix:///nonexistent/docker.sock".to_string(),
+        "-worker-image=a2a-echo-worker:dev".to_string(),
+    ];
+    let (_, out, err) = check(&args, &CHECK_ENV);
+    assert!(
+        out.contains("callers: callers file: 2 callers"),
+        "{out}\n{err}"
+    );
+    assert!(out.contains("callers: admin token"), "{out}");
+    std::fs::write(&file, "{\"callers\": [{\"name\": \"x\"}]}").unwrap();
+    let (code, _, err) = check(&args, &CHECK_ENV);
+    assert_eq!(code, Some(1));
+    assert!(
+        err.starts_with("callers: FAILED: A2A_CALLERS_FILE: "),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+}

@@ -71,12 +71,12 @@ fn a_worker_with_a_ttl_is_listed_until_it_expires_then_reaped_also_after_a_resta
         .expect("an expiry at the ceiling");
     assert!(capped_at.abs_diff(asked + 3_600_000) < 10_000, "{capped}");
 
-    // The expiry is where ownership lives: the container's fourth label, Unix seconds.
+    // The expiry is where ownership lives: the container's fifth label, Unix seconds.
     let mut expiries: Vec<String> = cleanup
         .owned()
         .into_iter()
         .filter_map(|c| c.labels)
-        .inspect(|l| assert_eq!(l.len(), 4, "{l:?}"))
+        .inspect(|l| assert_eq!(l.len(), 5, "{l:?}"))
         .filter_map(|l| l.get("a2a-worker-controller/expires-at").cloned())
         .collect();
     expiries.sort();
