@@ -62,7 +62,7 @@ use std::sync::Mutex;
 use serde_json::Value;
 
 use super::types::{Artifact, Task, TaskState, TaskStatus};
-use crate::token::{self, Token};
+use crate::token::Token;
 
 pub const DEFAULT_CAPACITY: usize = 1024;
 
@@ -312,7 +312,7 @@ impl TaskStore {
         inner
             .tasks
             .get(id)
-            .filter(|e| token::constant_time_eq(e.owner.as_bytes(), owner.as_bytes()))
+            .filter(|e| e.owner == owner)
             .map(|e| (e.task.context_id.clone(), e.task.status.state))
     }
 
@@ -364,9 +364,9 @@ impl TaskStore {
     }
 }
 
-/// The entry if it belongs to `owner`.
+/// The entry if it belongs to `owner` (a caller's key: a name, never a secret).
 fn owned_by<'a>(entry: Option<&'a mut Box<Entry>>, owner: &str) -> Option<&'a mut Box<Entry>> {
-    entry.filter(|e| token::constant_time_eq(e.owner.as_bytes(), owner.as_bytes()))
+    entry.filter(|e| e.owner == owner)
 }
 
 fn view(entry: &mut Entry, with_artifacts: bool) -> Task {

@@ -14,19 +14,17 @@
 //! is looked at, at most once a second, on requests, and re-read when it changed; a file that
 //! changed into something malformed is said once in the log, and the callers read before stay.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::RwLock;
 
 use serde::Deserialize;
 
-use super::{stamp, Stamp, FILE_CHECK_INTERVAL_MS};
+use super::Watched;
 use crate::control::caller::check_scope;
 use crate::control::Caller;
 use crate::hash::sha256;
-use crate::settings::{check_auth_token, read_secret_file};
-use crate::time::now_millis;
+use crate::settings::{check_auth_token, read_secret_file, read_secret_file_up_to};
 use crate::token::constant_time_eq;
 
 /// The most callers a file may list.
@@ -83,16 +81,11 @@ impl Table {
 /// are one line naming the entry, never a token.
 pub fn load(path: &Path, reserved: &[&str]) -> Result<(Table, Vec<String>), String> {
     let shown = path.display();
-    let mut warnings = Vec::new();
-    let meta = std::fs::metadata(path).map_err(|e| format!("{shown}: {e}"))?;
-    if meta.len() > MAX_FILE_BYTES {
-        return Err(format!(
-            "{shown} is larger than {} MiB",
-            MAX_FILE_BYTES >> 20
-        ));
-    }
-    warnings.extend(mode_warning(path, &meta));
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{shown}: {e}"))?;
+    let (text, mode_warning) = read_secret_file_up_to(path, MAX_FILE_BYTES)?;
+    let mut warnings: Vec<String> = mode_warning
+        .map(|w| format!("A2A_CALLERS_FILE {w} (it decides who may do what)"))
+        .into_iter()
+        .collect();
     let contents: FileContents = serde_json::from_str(&text)
         .map_err(|e| format!("{shown} is not a callers file ({{\"callers\": [...]}}): {e}"))?;
     if contents.callers.len() > MAX_CALLERS {
@@ -101,11 +94,11 @@ pub fn load(path: &Path, reserved: &[&str]) -> Result<(Table, Vec<String>), Stri
     let mut table = Table {
         by_hash: HashMap::with_capacity(contents.callers.len()),
     };
-    let mut names: HashMap<String, ()> = reserved.iter().map(|n| (n.to_string(), ())).collect();
+    let mut names: HashSet<String> = reserved.iter().map(|n| n.to_string()).collect();
     for (i, e) in contents.callers.into_iter().enumerate() {
         let at = format!("{shown}: caller {} ({:?})", i + 1, truncated(&e.name));
         check_name(&e.name).map_err(|why| format!("{at}: {why}"))?;
-        if names.insert(e.name.clone(), ()).is_some() {
+        if !names.insert(e.name.clone()) {
             return Err(format!("{at}: the name is taken already"));
         }
         check_scope(&e.scope).map_err(|why| format!("{at}: {why}"))?;
@@ -172,24 +165,11 @@ fn parse_hash(hex: &str) -> Option<[u8; 32]> {
     Some(out)
 }
 
-/// The warning for a callers file others may change or read: it decides who may do what.
-fn mode_warning(path: &Path, meta: &std::fs::Metadata) -> Option<String> {
-    use std::os::unix::fs::MetadataExt;
-    let mode = meta.mode() & 0o7777;
-    (mode & 0o077 != 0).then(|| {
-        format!(
-            "A2A_CALLERS_FILE {} has mode {mode:04o}: others may read or change who may do what; make it 0600",
-            path.display()
-        )
-    })
-}
-
 /// The callers file as it is now: re-read when it changes.
 pub struct CallersFile {
-    path: PathBuf,
+    file: Watched,
     reserved: Vec<&'static str>,
-    state: RwLock<(Table, Option<Stamp>)>,
-    next_check_ms: AtomicU64,
+    table: RwLock<Table>,
 }
 
 impl CallersFile {
@@ -198,14 +178,13 @@ impl CallersFile {
         path: PathBuf,
         reserved: Vec<&'static str>,
     ) -> Result<(CallersFile, Vec<String>), String> {
-        let seen = stamp(&path);
-        let (table, warnings) = load(&path, &reserved)?;
+        let file = Watched::new(path);
+        let (table, warnings) = load(&file.path, &reserved)?;
         Ok((
             CallersFile {
-                path,
+                file,
                 reserved,
-                state: RwLock::new((table, seen)),
-                next_check_ms: AtomicU64::new(now_millis() + FILE_CHECK_INTERVAL_MS),
+                table: RwLock::new(table),
             },
             warnings,
         ))
@@ -213,54 +192,38 @@ impl CallersFile {
 
     /// How many callers it holds now.
     pub fn count(&self) -> usize {
-        self.state.read().unwrap_or_else(|p| p.into_inner()).0.len()
+        self.table.read().unwrap_or_else(|p| p.into_inner()).len()
     }
 
     /// The caller whose token this is, with the file as it is now.
     pub fn find(&self, token: &str) -> Option<Caller> {
         self.refresh();
-        let state = self.state.read().unwrap_or_else(|p| p.into_inner());
-        state.0.find(token).cloned()
+        let table = self.table.read().unwrap_or_else(|p| p.into_inner());
+        table.find(token).cloned()
     }
 
     fn refresh(&self) {
-        let now = now_millis();
-        let due = self.next_check_ms.load(Ordering::Relaxed);
-        if now < due
-            || self
-                .next_check_ms
-                .compare_exchange(
-                    due,
-                    now + FILE_CHECK_INTERVAL_MS,
-                    Ordering::AcqRel,
-                    Ordering::Relaxed,
-                )
-                .is_err()
-        {
+        if !self.file.changed() {
             return;
         }
-        let seen = stamp(&self.path);
-        if seen == self.state.read().unwrap_or_else(|p| p.into_inner()).1 {
-            return;
-        }
-        let read = load(&self.path, &self.reserved);
-        let mut state = self.state.write().unwrap_or_else(|p| p.into_inner());
-        state.1 = seen;
+        let path = &self.file.path;
+        let read = load(path, &self.reserved);
+        let mut table = self.table.write().unwrap_or_else(|p| p.into_inner());
         match read {
-            Ok((table, warnings)) => {
+            Ok((read_table, warnings)) => {
                 for w in warnings {
                     log::warn!("{w}");
                 }
                 log::info!(
                     "A2A_CALLERS_FILE {} changed: {} callers now",
-                    self.path.display(),
-                    table.len()
+                    path.display(),
+                    read_table.len()
                 );
-                state.0 = table;
+                *table = read_table;
             }
             Err(why) => log::warn!(
                 "A2A_CALLERS_FILE changed but cannot be used ({why}); the {} callers read before stay",
-                state.0.len()
+                table.len()
             ),
         }
     }
@@ -380,6 +343,6 @@ mod tests {
         assert_eq!(table.find("file-token-0123456789").unwrap().name, "a");
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
         let (_, warnings) = load(&path, &[]).unwrap();
-        assert!(warnings[0].contains("mode 0644"), "{warnings:?}");
+        assert!(warnings[0].contains("mode is 0644"), "{warnings:?}");
     }
 }

@@ -31,18 +31,62 @@ const FILE_CHECK_INTERVAL_MS: u64 = 1000;
 /// when its size, modification time or inode changed. A file that now holds no valid token
 /// (half-written, emptied) changes nothing and is said once in the log.
 pub struct Credentials {
-    file: Option<PathBuf>,
+    file: Option<Watched>,
     overlap: Duration,
     state: RwLock<State>,
-    next_check_ms: AtomicU64,
 }
 
 struct State {
     current: String,
     /// The token before the last rotation, and until when (Unix ms) it is accepted.
     previous: Option<(String, u64)>,
-    /// What the file looked like when it was last read (or found invalid).
-    stamp: Option<Stamp>,
+}
+
+/// A file that requests look at (one `stat`, at most once a second) to learn that it changed:
+/// its size, modification time or inode is not what it was when last seen.
+struct Watched {
+    path: PathBuf,
+    /// What the file looked like when it was last seen changed (or at startup).
+    seen: std::sync::Mutex<Option<Stamp>>,
+    next_check_ms: AtomicU64,
+}
+
+impl Watched {
+    /// `path` as it is now; the first look is a second from now.
+    fn new(path: PathBuf) -> Watched {
+        Watched {
+            seen: std::sync::Mutex::new(stamp(&path)),
+            path,
+            next_check_ms: AtomicU64::new(now_millis() + FILE_CHECK_INTERVAL_MS),
+        }
+    }
+
+    /// Whether the file changed since it was last seen. At most once a second, and to one
+    /// request only: the others go on at once without a look.
+    fn changed(&self) -> bool {
+        let now = now_millis();
+        let due = self.next_check_ms.load(Ordering::Relaxed);
+        if now < due
+            || self
+                .next_check_ms
+                .compare_exchange(
+                    due,
+                    now + FILE_CHECK_INTERVAL_MS,
+                    Ordering::AcqRel,
+                    Ordering::Relaxed,
+                )
+                .is_err()
+        {
+            return false;
+        }
+        let now_seen = stamp(&self.path);
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        if *seen == now_seen {
+            return false;
+        }
+        *seen = now_seen;
+        true
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,24 +115,19 @@ impl Credentials {
             state: RwLock::new(State {
                 current: token,
                 previous: None,
-                stamp: None,
             }),
-            next_check_ms: AtomicU64::new(u64::MAX),
         }
     }
 
     /// `token` as read from `file` at startup; the file is watched from now on.
     pub fn from_file(token: String, file: PathBuf, overlap: Duration) -> Credentials {
-        let stamp = stamp(&file);
         Credentials {
-            file: Some(file),
+            file: Some(Watched::new(file)),
             overlap,
             state: RwLock::new(State {
                 current: token,
                 previous: None,
-                stamp,
             }),
-            next_check_ms: AtomicU64::new(now_millis() + FILE_CHECK_INTERVAL_MS),
         }
     }
 
@@ -105,32 +144,16 @@ impl Credentials {
 
     /// Re-reads the file if it changed since it was last read (at most once a second).
     fn refresh(&self) {
-        let Some(file) = &self.file else { return };
-        let now = now_millis();
-        let due = self.next_check_ms.load(Ordering::Relaxed);
-        if now < due
-            || self
-                .next_check_ms
-                .compare_exchange(
-                    due,
-                    now + FILE_CHECK_INTERVAL_MS,
-                    Ordering::AcqRel,
-                    Ordering::Relaxed,
-                )
-                .is_err()
-        {
+        let Some(watched) = &self.file else { return };
+        if !watched.changed() {
             return;
         }
-        let seen = stamp(file);
-        if seen == self.state.read().unwrap_or_else(|p| p.into_inner()).stamp {
-            return;
-        }
+        let (file, now) = (&watched.path, now_millis());
         let read = read_secret_file(file).and_then(|(token, warning)| {
             check_auth_token(&token)?;
             Ok((token, warning))
         });
         let mut state = self.state.write().unwrap_or_else(|p| p.into_inner());
-        state.stamp = seen;
         match read {
             Ok((token, warning)) => {
                 if let Some(w) = warning {
@@ -210,15 +233,6 @@ impl Authenticator {
             },
             warnings,
         ))
-    }
-
-    /// The admin token alone (tests, and setups from before callers).
-    pub fn admin_only(token: String) -> Authenticator {
-        Authenticator {
-            admin: Some(Credentials::fixed(token)),
-            callers: None,
-            oidc: None,
-        }
     }
 
     /// One line per source, for `check` and the startup log: what authenticates callers.

@@ -512,14 +512,17 @@ impl Raw {
             return Ok(None);
         };
         let url = http_url("A2A_OIDC_ISSUER", &issuer)?;
-        let host = url
+        let authority = url
             .split("://")
             .nth(1)
-            .and_then(|r| r.split(['/', ':']).next())
+            .and_then(|r| r.split('/').next())
             .unwrap_or("");
-        let loopback = host == "localhost"
-            || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
-            || url.starts_with("http://[::1]");
+        let host = match authority.strip_prefix('[') {
+            Some(v6) => v6.split(']').next().unwrap_or(""),
+            None => authority.split(':').next().unwrap_or(""),
+        };
+        let loopback =
+            host == "localhost" || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback());
         if !url.starts_with("https://") && !loopback {
             return Err(invalid(
                 "A2A_OIDC_ISSUER",
@@ -604,6 +607,11 @@ const SECRET_FILE_CAP: u64 = 64 << 10;
 /// A secret from a file (surrounding whitespace and the final newline removed), and a warning
 /// when others may read the file. Errors name the file, never its contents.
 pub fn read_secret_file(path: &Path) -> Result<(String, Option<String>), String> {
+    read_secret_file_up_to(path, SECRET_FILE_CAP)
+}
+
+/// The same for a file of at most `cap` bytes (a callers file is larger than a token).
+pub fn read_secret_file_up_to(path: &Path, cap: u64) -> Result<(String, Option<String>), String> {
     use std::io::Read;
     use std::os::unix::fs::MetadataExt;
 
@@ -613,11 +621,15 @@ pub fn read_secret_file(path: &Path) -> Result<(String, Option<String>), String>
         .map(|m| (m.mode(), Some(m.gid())))
         .unwrap_or((0o600, None));
     let mut bytes = Vec::new();
-    file.take(SECRET_FILE_CAP + 1)
+    file.take(cap + 1)
         .read_to_end(&mut bytes)
         .map_err(|e| format!("{}: {e}", path.display()))?;
-    if bytes.len() as u64 > SECRET_FILE_CAP {
-        return Err(format!("{} is larger than 64 KiB", path.display()));
+    if bytes.len() as u64 > cap {
+        return Err(format!(
+            "{} is larger than {} KiB",
+            path.display(),
+            cap >> 10
+        ));
     }
     let text =
         String::from_utf8(bytes).map_err(|_| format!("{} is not UTF-8 text", path.display()))?;
@@ -893,6 +905,10 @@ mod tests {
         e.push(("A2A_OIDC_ISSUER".into(), "http://127.0.0.1:9000".into()));
         e.push(("A2A_OIDC_AUDIENCE".into(), "a2a".into()));
         assert!(run(&[], e).is_ok(), "http on loopback (a test issuer)");
+        let mut e = without_token();
+        e.push(("A2A_OIDC_ISSUER".into(), "http://[::1]:9000".into()));
+        e.push(("A2A_OIDC_AUDIENCE".into(), "a2a".into()));
+        assert!(run(&[], e).is_ok(), "http on IPv6 loopback");
         let mut e = without_token();
         e.push(("A2A_OIDC_ISSUER".into(), "https://id.example".into()));
         let msg = run(&[], e).unwrap_err().to_string();

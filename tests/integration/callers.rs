@@ -106,8 +106,14 @@ pub fn workers_of(addr: SocketAddr, token: &str) -> Vec<Value> {
     reply_data(&task)["workers"].as_array().unwrap().clone()
 }
 
-fn create_as(addr: SocketAddr, token: &str, task: &str) -> Value {
-    let t = control_as(addr, token, json!({"operation": "create", "task": task}));
+/// A create of `task` as `token`'s caller that must succeed; the worker.
+pub fn create_as(addr: SocketAddr, token: &str, task: &str) -> Value {
+    create_with(addr, token, json!({"operation": "create", "task": task}))
+}
+
+/// A create request (`data`) as `token`'s caller that must succeed; the worker.
+pub fn create_with(addr: SocketAddr, token: &str, data: Value) -> Value {
+    let t = control_as(addr, token, data);
     assert_eq!(t["status"]["state"], "TASK_STATE_COMPLETED", "{t}");
     reply_data(&t)["worker"].clone()
 }
@@ -127,7 +133,7 @@ fn tasks_of(workers: &[Value]) -> Vec<(String, String)> {
 }
 
 /// The error a failed control task carries, and how long its request took.
-fn timed_failure(addr: SocketAddr, token: &str, data: Value) -> (Value, Duration) {
+pub fn timed_failure(addr: SocketAddr, token: &str, data: Value) -> (Value, Duration) {
     let started = Instant::now();
     let task = control_as(addr, token, data);
     let took = started.elapsed();

@@ -668,7 +668,7 @@ fn a_streamed_create_reports_each_step_on_the_real_engine() {
 /// create → `added` on the first's watch; and nothing more than what `list` shows.
 #[test]
 fn a_watch_follows_the_real_engine() {
-    use crate::watch::{kind_and_task, Watch};
+    use crate::watch::{kind_and_task, watching_one_before};
     let Some(socket) = docker_socket() else {
         return;
     };
@@ -676,15 +676,7 @@ fn a_watch_follows_the_real_engine() {
     let cleanup = Cleanup::new(&socket, &id);
     let a = Proc::start(&socket, &id, &[]);
     let b = Proc::start(&socket, &id, &[]);
-    reply_data(&a.control(json!({"operation": "create", "task": "before"})));
-    let mut w = Watch::start(a.addr, json!({"operation": "watch"}));
-    let task_id = w.task_id();
-    let snapshot = w.snapshot();
-    assert_eq!(snapshot.len(), 1);
-    assert_eq!(
-        kind_and_task(&snapshot[0]),
-        ("added".into(), "before".into())
-    );
+    let (mut w, task_id) = watching_one_before(&a, a.addr);
 
     let victim =
         reply_data(&b.control(json!({"operation": "create", "task": "victim"})))["worker"].clone();
@@ -779,7 +771,9 @@ fn the_status_page_on_the_real_engine() {
 /// scope; one caller's control tasks are `TaskNotFound` for the other.
 #[test]
 fn callers_and_scopes_on_the_real_engine() {
-    use crate::callers::{callers_file, control_as, median_ratio, workers_of, ALICE, BOB};
+    use crate::callers::{
+        callers_file, control_as, create_with, median_ratio, timed_failure, workers_of, ALICE, BOB,
+    };
     use crate::support::TOKEN;
     let Some(socket) = docker_socket() else {
         return;
@@ -800,9 +794,7 @@ fn callers_and_scopes_on_the_real_engine() {
         if let Some(t) = ttl {
             data["ttl"] = json!(t);
         }
-        let t = control_as(p.addr, token, data);
-        assert_eq!(t["status"]["state"], "TASK_STATE_COMPLETED", "{t}");
-        reply_data(&t)["worker"].clone()
+        create_with(p.addr, token, data)
     };
     let a = create(ALICE, "build-42", None);
     let b = create(BOB, "build-42", None);
@@ -857,11 +849,7 @@ fn callers_and_scopes_on_the_real_engine() {
     );
 
     // bob reaches none of alice's: stop and logs answer as for an id that does not exist.
-    let failure = |token: &str, data: Value| -> (Value, Duration) {
-        let started = Instant::now();
-        let t = control_as(p.addr, token, data);
-        (control_error(&t, "TASK_STATE_FAILED"), started.elapsed())
-    };
+    let failure = |token: &str, data: Value| timed_failure(p.addr, token, data);
     for op in ["logs", "stop"] {
         let theirs = json!({"operation": op, "worker_id": id_of(&a)});
         let missing = json!({"operation": op, "worker_id": "0123456789ab"});

@@ -876,7 +876,7 @@ fn check_asks_the_api_server_with_the_credentials() {
 /// the caller's reason), and a pod deleted behind the controllers' backs.
 #[test]
 fn a_watch_follows_the_pods() {
-    use crate::watch::{kind_and_task, Watch};
+    use crate::watch::{kind_and_task, watching_one_before};
     use std::time::Duration;
     if !configured() {
         return;
@@ -886,15 +886,7 @@ fn a_watch_follows_the_pods() {
     let id = controller_id("k8s-watch");
     let a = start(&standin, &pki, &id, &[]);
     let b = start(&standin, &pki, &id, &[]);
-    reply_data(&a.control(json!({"operation": "create", "task": "before"})));
-    let mut w = Watch::start(a.addr, json!({"operation": "watch"}));
-    let task_id = w.task_id();
-    let snapshot = w.snapshot();
-    assert_eq!(snapshot.len(), 1);
-    assert_eq!(
-        kind_and_task(&snapshot[0]),
-        ("added".into(), "before".into())
-    );
+    let (mut w, task_id) = watching_one_before(&a, a.addr);
 
     let asked = a2a_worker_controller::time::now_millis();
     let other =
@@ -943,7 +935,7 @@ fn a_watch_follows_the_pods() {
 /// another scope's pod is `not_found`, and a restart reads the scopes back from the labels.
 #[test]
 fn scopes_are_pod_labels_and_each_caller_sees_its_own() {
-    use crate::callers::{callers_file, control_as, workers_of, ALICE, BOB};
+    use crate::callers::{callers_file, control_as, create_as, workers_of, ALICE, BOB};
     if !configured() {
         return;
     }
@@ -957,15 +949,7 @@ fn scopes_are_pod_labels_and_each_caller_sees_its_own() {
         &id,
         &[&format!("-a2a-callers-file={}", file.display())],
     );
-    let create = |token: &str| {
-        let t = control_as(
-            p.addr,
-            token,
-            json!({"operation": "create", "task": "build-42"}),
-        );
-        assert_eq!(t["status"]["state"], "TASK_STATE_COMPLETED", "{t}");
-        reply_data(&t)["worker"].clone()
-    };
+    let create = |token: &str| create_as(p.addr, token, "build-42");
     let (a, b, admin) = (create(ALICE), create(BOB), create(TOKEN));
     let listed = pods(&api(&standin, &pki));
     assert_eq!(listed.len(), 3);

@@ -1216,22 +1216,14 @@ fn a_watch_follows_the_tabs() {
 /// `not_found`; a restart reads the scopes back.
 #[test]
 fn scopes_live_in_the_state_file_and_each_caller_sees_its_own() {
-    use crate::callers::{callers_file, control_as, workers_of, ALICE, BOB};
+    use crate::callers::{callers_file, control_as, create_as, workers_of, ALICE, BOB};
     let wez = Wez::new("scopes");
     let _gui = wez.gui();
     let file = callers_file("local");
     let callers = format!("-a2a-callers-file={}", file.display());
     let mut p = wez.prepared(&[&callers]);
     p.start_now();
-    let create = |token: &str| {
-        let t = control_as(
-            p.addr,
-            token,
-            json!({"operation": "create", "task": "build-42"}),
-        );
-        assert_eq!(t["status"]["state"], "TASK_STATE_COMPLETED", "{t}");
-        reply_data(&t)["worker"].clone()
-    };
+    let create = |token: &str| create_as(p.addr, token, "build-42");
     let a = create(ALICE);
     let b = create(BOB);
     let admin = create(crate::support::TOKEN);

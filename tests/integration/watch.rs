@@ -86,19 +86,25 @@ impl Watch {
     }
 }
 
+/// A watch on the controller at `addr` after one worker, task `before`, was created through
+/// `via`: the watch and its task id, its snapshot checked to be that worker alone (the backend
+/// suites' common start).
+pub fn watching_one_before(via: &impl Controls, addr: std::net::SocketAddr) -> (Watch, String) {
+    reply_data(&via.control(json!({"operation": "create", "task": "before"})));
+    let mut w = Watch::start(addr, json!({"operation": "watch"}));
+    let task_id = w.task_id();
+    let snapshot = w.snapshot();
+    assert_eq!(snapshot.len(), 1);
+    assert_eq!(
+        kind_and_task(&snapshot[0]),
+        ("added".into(), "before".into())
+    );
+    (w, task_id)
+}
+
 /// `CancelTask` for a watch's task, on the controller at `addr`; the JSON-RPC response.
 pub fn cancel(addr: std::net::SocketAddr, task_id: &str) -> Value {
-    let body =
-        json!({"jsonrpc": "2.0", "id": 1, "method": "CancelTask", "params": {"id": task_id}});
-    let auth = format!("Bearer {TOKEN}");
-    request(
-        addr,
-        "POST",
-        "/a2a",
-        &[("Authorization", &auth)],
-        body.to_string().as_bytes(),
-    )
-    .json()
+    crate::callers::rpc_as(addr, TOKEN, "CancelTask", json!({"id": task_id})).1
 }
 
 impl Watch {

@@ -505,15 +505,6 @@ fn finished(r: &Record) -> bool {
     r.pane_id.is_some()
 }
 
-/// A directory only its owner can enter (mode 0700), made if it is not there.
-fn make_private_dir(dir: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
-    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-        other => other,
-    }
-}
-
 fn pane_text(record: &Record) -> String {
     record.pane_id.map(|p| p.to_string()).unwrap_or_default()
 }
@@ -595,7 +586,7 @@ impl Backend for LocalBackend {
     fn create(&self, spec: &CreateSpec) -> Result<Worker, BackendError> {
         let dir = self.scope_dir(&spec.scope);
         if dir != self.task_dir {
-            make_private_dir(&dir).map_err(|e| {
+            store::private_dir(&dir).map_err(|e| {
                 BackendError::Internal(format!(
                     "the scope's task directory {} cannot be made: {e}",
                     dir.display()

@@ -113,11 +113,7 @@ impl Store {
     /// Takes the file for this process (creating its directory, mode 0700) and reads it.
     pub fn open(path: &Path) -> Result<(Store, Vec<Record>), StoreError> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(dir)
-                .map_err(|e| io(dir, e))?;
+            private_dir(dir).map_err(|e| io(dir, e))?;
         }
         let lock_path = lock_path(path);
         let mut lock = OpenOptions::new()
@@ -217,6 +213,15 @@ impl Store {
         }
         Ok(())
     }
+}
+
+/// A directory (and its missing parents) only its owner can enter (mode 0700), made if it is
+/// not there.
+pub fn private_dir(dir: &Path) -> std::io::Result<()> {
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
 }
 
 fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
