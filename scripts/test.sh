@@ -132,7 +132,7 @@ if [ -n "${A2A_TEST_PODMAN_HOST:-}" ] && [ -n "${A2A_TEST_DOCKER_HOST:-}" ]; the
     docker -H "$A2A_TEST_DOCKER_HOST" save "$image" | docker -H "$A2A_TEST_PODMAN_HOST" load -q >/dev/null
   done
   A2A_TEST_DOCKER_HOST=$A2A_TEST_PODMAN_HOST cargo test --locked --test integration -- \
-    docker_e2e faults::controller 2>&1 | grep -E '^(test |test result)|panicked'
+    docker_e2e faults::controller 2>&1 | grep -E '^(test |test result|assertion|  left|  right| right)|panicked'
   [ "${PIPESTATUS[0]}" = 0 ] || { echo "the Docker suite failed against Podman" >&2; exit 1; }
 elif [ -n "${A2A_TEST_DOCKER_HOST:-}" ]; then
   echo "SKIPPED: the Podman pass of the Docker suite (set A2A_TEST_PODMAN_HOST; scripts/podman.sh starts one)" >&2

@@ -333,6 +333,48 @@ fn workers_that_exit_or_never_answer() {
     assert!(cleanup.owned().is_empty());
 }
 
+/// A container removed while `list` reads it (exited ones are inspected for their reason)
+/// is simply not listed, or listed as it was: never a failed list. Podman answers such an
+/// inspect 500 "no such container" where Docker answers 404.
+#[test]
+fn a_list_racing_removals_never_fails() {
+    let Some(socket) = docker_socket() else {
+        return;
+    };
+    let id = controller_id("rmrace");
+    let cleanup = Cleanup::new(&socket, &id);
+    let p = Proc::start(&socket, &id, &[]);
+    for task in ["r1", "r2", "r3", "r4", "r5", "r6"] {
+        reply_data(&p.control(json!({"operation": "create", "task": task})));
+    }
+    let containers: Vec<String> = cleanup.owned().into_iter().map(|c| c.id).collect();
+    for c in &containers {
+        cleanup.engine.kill(c, "KILL").unwrap();
+    }
+    let (done, lists) = (
+        std::sync::atomic::AtomicBool::new(false),
+        std::sync::atomic::AtomicUsize::new(0),
+    );
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for c in &containers {
+                cleanup.engine.remove(c).unwrap();
+            }
+            done.store(true, std::sync::atomic::Ordering::SeqCst);
+        });
+        while !done.load(std::sync::atomic::Ordering::SeqCst) {
+            let t = p.control(json!({"operation": "list"}));
+            assert_eq!(t["status"]["state"], "TASK_STATE_COMPLETED", "{t}");
+            lists.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    });
+    eprintln!(
+        "{} lists while 6 containers were removed",
+        lists.into_inner()
+    );
+    assert!(worker_ids(&p).is_empty());
+}
+
 #[test]
 fn engine_unreachable_then_back() {
     let Some(socket) = docker_socket() else {

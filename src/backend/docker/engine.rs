@@ -431,7 +431,7 @@ impl Engine {
         ok: &[u16],
     ) -> Result<(), EngineError> {
         let (status, body) = self.call(method, path, None, timeout)?;
-        if ok.contains(&status) {
+        if ok.contains(&gone_as_404(status, &body)) {
             Ok(())
         } else {
             Err(status_error(status, &body))
@@ -500,7 +500,7 @@ impl Engine {
             None,
             DEFAULT_TIMEOUT,
         )?;
-        match status {
+        match gone_as_404(status, &body) {
             200 => parse_inspect(&body).map(Some),
             404 => Ok(None),
             _ => Err(status_error(status, &body)),
@@ -561,6 +561,26 @@ pub fn error_message(body: &[u8]) -> String {
     one_line(&text)
 }
 
+/// 404 for Podman's answer about a container that went while it was asked about (removed
+/// mid-call): 500 with libpod's `ErrNoSuchCtr` cause instead of Docker's 404. Its `cause` is
+/// the sentinel error itself, not a message meant for people; any other answer is unchanged.
+pub fn gone_as_404(status: u16, body: &[u8]) -> u16 {
+    #[derive(Deserialize)]
+    struct Cause<'a> {
+        #[serde(borrow)]
+        cause: Option<Cow<'a, str>>,
+    }
+    let no_such_container = || {
+        serde_json::from_slice::<Cause>(body)
+            .is_ok_and(|c| c.cause.as_deref() == Some("no such container"))
+    };
+    if status == 500 && no_such_container() {
+        404
+    } else {
+        status
+    }
+}
+
 fn status_error(status: u16, body: &[u8]) -> EngineError {
     EngineError::Status {
         status,
@@ -595,6 +615,12 @@ mod tests {
             "x: image not known"
         );
         assert_eq!(error_message(b"plain\ntext"), "plain text");
+        // Podman, asked about a container removed mid-call (recorded from Podman 4.3).
+        let went = br#"{"cause":"no such container","message":"container 1bb9 does not exist in database: no such container","response":500}"#;
+        assert_eq!(gone_as_404(500, went), 404);
+        assert_eq!(gone_as_404(500, br#"{"cause":"image not known"}"#), 500);
+        assert_eq!(gone_as_404(500, b"no such container"), 500);
+        assert_eq!(gone_as_404(409, went), 409);
         assert_eq!(error_message(&[0xff, b'a']), "\u{fffd}a");
     }
 
