@@ -16,7 +16,10 @@
 #   BENCH_WATCH_ROUNDS, default 5), and 64 idle watchers' memory, threads and engine
 #   connections against none (docker_bench_watch, run with the docker benchmarks).
 #   k8s: create+stop and list through the controller against the same calls made directly to
-#   the stand-in Kubernetes API server (TLS, client certificate). Needs python3 and openssl.
+#   the stand-in Kubernetes API server (TLS, client certificate); a pod deleted by hand → the
+#   watch event against the stand-in's pod watch read directly. Needs python3 and openssl.
+#   local: a tab closed by hand on the WezTerm stand-in → the watch event, against the
+#   reconciliation's 1 s period (WezTerm has no event stream).
 # The engine: A2A_TEST_DOCKER_HOST, else the system engine, else (root + dockerd) a private one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,7 +39,7 @@ row() { echo "ROW|$1|$2|$3" >>"$rows"; }
 ratio_row() { row "$1" "×$(python3 -c "print(f'{$2/$3:.2f}')") ($2 vs $3)" "$4"; }
 
 cargo build --release --locked --quiet --bin a2a-worker-controller
-cargo test --release --locked --quiet --test integration docker_bench -- --ignored --nocapture 2>&1 \
+cargo test --release --locked --quiet --test integration docker_bench -- --ignored --nocapture --test-threads=1 2>&1 \
   | grep -E '^(BENCH|ROW|test result)' | tee -a "$rows" | grep -v '^ROW'
 
 # The Agent Card against nginx and tiny_http, same bytes, same load.
@@ -158,8 +161,10 @@ fi
 cargo test --release --locked --quiet --test integration load -- --ignored --nocapture 2>&1 \
   | grep -E '^(LOAD|test result)'
 A2A_TEST_K8S_PYTHON=${A2A_TEST_K8S_PYTHON:-$(command -v python3)} \
-  cargo test --release --locked --quiet --test integration k8s_bench -- --ignored --nocapture 2>&1 \
-  | grep -E '^(K8S|test result)'
+  cargo test --release --locked --quiet --test integration k8s_bench -- --ignored --nocapture --test-threads=1 2>&1 \
+  | grep -E '^(K8S|ROW|test result)' | tee -a "$rows" | grep -v '^ROW'
+cargo test --release --locked --quiet --test integration local_bench -- --ignored --nocapture --test-threads=1 2>&1 \
+  | grep -E '^(ROW|test result)' | tee -a "$rows" | grep -v '^ROW'
 
 echo
 echo "$(date -u +%Y-%m-%d), $(nproc) cores, $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo 2>/dev/null || uname -m)," \

@@ -6,7 +6,9 @@
 //! Environment: `A2A_PUBLIC_URL` (required), the token in the variable named by
 //! `WORKER_TOKEN_ENV` (default `INTERACTIVE_AUTH_TOKEN`, required), `LISTEN` (default `:9090`),
 //! `A2A_AGENT_NAME`. Flags for exercising a controller's failure paths:
-//! `--exit-code=N` exits at once with N; `--no-listen` runs without ever answering.
+//! `--exit-code=N` exits at once with N; `--no-listen` runs without ever answering;
+//! `--grow-after=MS` serves, then MS milliseconds later takes memory without end (until a
+//! memory limit has it killed).
 
 #![forbid(unsafe_code)]
 
@@ -114,6 +116,20 @@ fn card(name: &str, url: &str) -> Vec<u8> {
     .into_bytes()
 }
 
+/// Takes memory a MiB at a time, every page written, without end: a worker that runs out of
+/// memory, for the controller's OOM reasons.
+fn grow(after: std::time::Duration) {
+    std::thread::sleep(after);
+    eprintln!("a2a-echo-worker: taking memory without end, as asked");
+    let mut held: Vec<Vec<u8>> = Vec::new();
+    loop {
+        held.push(std::hint::black_box(vec![1u8; 1 << 20]));
+        if held.len() % 64 == 0 {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+}
+
 fn wait_for_signal() {
     use signal_hook::consts::{SIGINT, SIGTERM};
     match signal_hook::iterator::Signals::new([SIGTERM, SIGINT]) {
@@ -147,6 +163,7 @@ fn print_lines(n: usize, width: usize) {
 
 fn main() -> ExitCode {
     let mut listen = true;
+    let mut grow_after = None;
     let (mut print, mut line_bytes) = (0usize, 0usize);
     for arg in std::env::args().skip(1) {
         if let Some(n) = arg.strip_prefix("--print=").and_then(|n| n.parse().ok()) {
@@ -159,6 +176,11 @@ fn main() -> ExitCode {
         } else if let Some(code) = arg.strip_prefix("--exit-code=") {
             eprintln!("a2a-echo-worker: exiting at once with code {code} as asked");
             return ExitCode::from(code.parse::<u8>().unwrap_or(1));
+        } else if let Some(ms) = arg
+            .strip_prefix("--grow-after=")
+            .and_then(|n| n.parse().ok())
+        {
+            grow_after = Some(std::time::Duration::from_millis(ms));
         } else if arg == "--no-listen" {
             listen = false;
         } else {
@@ -209,6 +231,9 @@ fn main() -> ExitCode {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis());
     eprintln!("a2a-echo-worker: serving {url} on {addr} (answering from {millis} ms)");
+    if let Some(after) = grow_after {
+        std::thread::spawn(move || grow(after));
+    }
     wait_for_signal();
     serving.shutdown(std::time::Duration::from_secs(5));
     ExitCode::SUCCESS

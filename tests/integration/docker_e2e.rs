@@ -771,6 +771,76 @@ fn a_watch_follows_the_real_engine() {
     assert_eq!(r["result"]["status"]["state"], "TASK_STATE_CANCELED", "{r}");
 }
 
+/// Issue 21, what only the engine can do: a worker over its memory limit, killed by the kernel
+/// (the engine's `oom` then `die`), heard as `changed` to exited saying so; a worker whose TTL
+/// ends, reaped by the other replica, heard as `removed` with the reaper's reason; each
+/// worker's events in order (added, changed..., removed) and none after its removal.
+#[test]
+fn a_watch_hears_an_oom_kill_and_a_ttl_expiry_on_the_real_engine() {
+    use crate::watch::{kind_and_task, Watch};
+    let Some(socket) = docker_socket() else {
+        return;
+    };
+    let id = controller_id("oom");
+    let _cleanup = Cleanup::new(&socket, &id);
+    let hungry = variant_image(&socket, "grow", r#"["--grow-after=2000"]"#);
+    let a = Proc::start(&socket, &id, &["-reap-interval=1s"]);
+    let b = Proc::start(
+        &socket,
+        &id,
+        &[&format!("-worker-image={hungry}"), "-worker-memory=32m"],
+    );
+    let mut w = Watch::start(a.addr, json!({"operation": "watch"}));
+    let task_id = w.task_id();
+    assert!(w.snapshot().is_empty());
+    reply_data(&b.control(json!({"operation": "create", "task": "hungry"})));
+    reply_data(&a.control(json!({"operation": "create", "task": "brief", "ttl": "3s"})));
+
+    let mut seen: Vec<(String, String)> = Vec::new();
+    let (mut oom, mut reaped) = (None, None);
+    let deadline = Instant::now() + Duration::from_secs(40);
+    while oom.is_none() || reaped.is_none() {
+        assert!(Instant::now() < deadline, "events so far: {seen:?}");
+        let e = w.event().expect("the watch goes on");
+        let (kind, task) = kind_and_task(&e);
+        // Per worker: `added` first, nothing after `removed`.
+        let before: Vec<&String> = seen.iter().filter(|s| s.1 == task).map(|s| &s.0).collect();
+        assert_eq!(before.is_empty(), kind == "added", "{e} after {before:?}");
+        assert!(
+            !before.iter().any(|k| *k == "removed"),
+            "{e} after {before:?}"
+        );
+        if task == "hungry" && kind == "changed" && e["worker"]["state"] == "exited" {
+            oom = Some(e.clone());
+        }
+        if task == "brief" && kind == "removed" {
+            reaped = Some(e.clone());
+        }
+        seen.push((kind, task));
+    }
+    let oom = oom.unwrap();
+    let why = oom["reason"].as_str().unwrap();
+    eprintln!("the OOM kill, as watched: {why}; events: {seen:?}");
+    if is_podman(&socket) {
+        // Podman 4.3 (runc, cgroup v1) neither sets `OOMKilled` nor sends an `oom` event: the
+        // kernel's SIGKILL is all it tells.
+        assert_eq!(why, "exited with code 137", "{oom}");
+    } else {
+        assert_eq!(
+            why, "was killed for running out of memory (exit code 137)",
+            "{oom}"
+        );
+    }
+    assert_eq!(oom["worker"]["reason"], oom["reason"], "{oom}");
+    crate::watch::assert_removed(&reaped.unwrap(), "brief", "reaped: its TTL ended at");
+    // As `list` says, from either replica.
+    let listed = reply_data(&b.control(json!({"operation": "list"})));
+    assert_eq!(listed["workers"].as_array().unwrap().len(), 1, "{listed}");
+    assert_eq!(listed["workers"][0]["reason"], oom["reason"]);
+    let r = crate::watch::cancel(a.addr, &task_id);
+    assert_eq!(r["result"]["status"]["state"], "TASK_STATE_CANCELED", "{r}");
+}
+
 /// Issue 22 on the real engine: the status page in chromium against the controller binary,
 /// real workers created from the page and elsewhere, one killed with the engine (`docker
 /// kill`) and seen exiting live, its real logs, the controller SIGKILLed and started again.

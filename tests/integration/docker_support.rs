@@ -84,6 +84,16 @@ pub fn variant_image(socket: &Path, tag: &str, cmd: &str) -> String {
     image
 }
 
+/// Whether the engine at `socket` is Podman's Docker-compatible API.
+pub fn is_podman(socket: &Path) -> bool {
+    docker_cli(
+        socket,
+        &["version", "--format", "{{json .Server.Components}}"],
+        None,
+    )
+    .contains("Podman")
+}
+
 /// A unique controller id per test, so tests sharing one engine never see each other.
 pub fn controller_id(test: &str) -> String {
     format!("t-{test}-{}", std::process::id())

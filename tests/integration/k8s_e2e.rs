@@ -683,6 +683,105 @@ fn k8s_bench_controller_against_direct_calls() {
     );
 }
 
+/// Benchmark, not a timed test (scripts/bench.sh runs it in release): how soon a watcher hears
+/// a pod deleted by someone else (`kubectl delete`), against the stand-in's own pod watch read
+/// directly by the same client code (the baseline): from the DELETE call to each one's first
+/// word of that pod (`MODIFIED` with its `deletionTimestamp`, or `DELETED`; the controller's
+/// `changed` to stopping, or `removed`), p50 of BENCH_WATCH_ROUNDS.
+#[test]
+#[ignore = "a benchmark; scripts/bench.sh runs it"]
+fn k8s_bench_watch_latency() {
+    use crate::watch::{kind_and_task, Watch};
+    use std::time::{Duration, Instant};
+    if !configured() {
+        return;
+    }
+    let rounds: usize = std::env::var("BENCH_WATCH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5);
+    let pki = Pki::new("bench-watch");
+    let standin = Standin::start(&pki, &["--ready-after", "0"]);
+    let id = controller_id("k8s-bench-watch");
+    let p = start(&standin, &pki, &id, &[]);
+    let mut w = Watch::start(p.addr, json!({"operation": "watch"}));
+    w.task_id();
+    assert!(w.snapshot().is_empty());
+    let pods_path = format!("/api/v1/namespaces/{NS}/pods");
+    let watch_path =
+        format!("{pods_path}?watch=1&labelSelector=a2a-worker-controller%2Fowner%3D{id}");
+    let (mut direct, mut via) = (Vec::new(), Vec::new());
+    for i in 0..rounds {
+        let task = format!("watched {i}");
+        let worker =
+            reply_data(&p.control(json!({"operation": "create", "task": task})))["worker"].clone();
+        loop {
+            let e = w.event().expect("the watch goes on");
+            if kind_and_task(&e).1 == task && e["worker"]["state"] == "running" {
+                break;
+            }
+        }
+        let name = pods(&api(&standin, &pki))
+            .into_iter()
+            .find(|p| {
+                p["metadata"]["labels"]["a2a-worker-controller/worker-id"] == worker["worker_id"]
+            })
+            .expect("the worker's pod")["metadata"]["name"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        // The baseline: a pod watch of its own, ready once it has listed the pod (ADDED).
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let direct_watch = {
+            let (api, path, name) = (api(&standin, &pki), watch_path.clone(), name.clone());
+            std::thread::spawn(move || {
+                let until = Instant::now() + Duration::from_secs(20);
+                api.watch(&path, until, |kind, pod| {
+                    if pod["metadata"]["name"] != name.as_str() {
+                        return None;
+                    }
+                    if kind == "ADDED" {
+                        let _ = ready_tx.send(());
+                        return None;
+                    }
+                    let going =
+                        kind == "DELETED" || pod["metadata"]["deletionTimestamp"].is_string();
+                    going.then(Instant::now)
+                })
+            })
+        };
+        ready_rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the direct watch");
+        let asked = Instant::now();
+        api(&standin, &pki)
+            .call(K8sMethod::Delete, &format!("{pods_path}/{name}"), None)
+            .unwrap();
+        let heard = loop {
+            let e = w.event().expect("the watch goes on");
+            if kind_and_task(&e).1 == task
+                && (e["type"] == "removed" || e["worker"]["state"] == "stopping")
+            {
+                break Instant::now();
+            }
+        };
+        let seen = direct_watch
+            .join()
+            .unwrap()
+            .unwrap()
+            .expect("the direct watch saw it");
+        direct.push(seen.saturating_duration_since(asked));
+        via.push(heard.saturating_duration_since(asked));
+    }
+    let (d, v) = (p50(direct), p50(via));
+    println!(
+        "ROW|k8s stand-in, a pod deleted by hand → the watcher's event p50 ({rounds} rounds): controller ÷ the pod watch read directly|×{:.2} ({:.1} vs {:.1} ms)|≤ 1 s",
+        v.as_secs_f64() / d.as_secs_f64().max(1e-6),
+        v.as_secs_f64() * 1000.0,
+        d.as_secs_f64() * 1000.0
+    );
+}
+
 #[test]
 fn without_watch_permission_create_polls_for_readiness() {
     if !configured() {
@@ -926,6 +1025,73 @@ fn a_watch_follows_the_pods() {
         )
         .unwrap();
     crate::watch::assert_removed(&w.next_of("removed"), "before", "outside this controller");
+    let r = crate::watch::cancel(a.addr, &task_id);
+    assert_eq!(r["result"]["status"]["state"], "TASK_STATE_CANCELED", "{r}");
+}
+
+/// Issue 21: the pod watch's version compacted away between the source's list and its watch
+/// (the stand-in's `expire`, answering `410 Expired` as the real server did for an old version,
+/// rec watchbm.b): the source lists and watches again at once, as no failure, and the watcher
+/// hears everything after it once: another replica's create, a pod deleted by hand.
+#[test]
+fn a_watch_lists_again_when_its_version_expired() {
+    use crate::watch::{kind_and_task, Watch};
+    use std::time::{Duration, Instant};
+    if !configured() {
+        return;
+    }
+    let pki = Pki::new("e2e-expired");
+    let mut standin = Standin::start(&pki, &["--ready-after", "0.2"]);
+    let id = controller_id("k8s-expired");
+    let a = start(&standin, &pki, &id, &[]);
+    let b = start(&standin, &pki, &id, &[]);
+    reply_data(&a.control(json!({"operation": "create", "task": "before"})));
+    standin.send("expire 3");
+    let mut w = Watch::start(a.addr, json!({"operation": "watch"}));
+    let task_id = w.task_id();
+    assert_eq!(w.snapshot().len(), 1);
+    let expired = || a.log_text().matches("expired (410); listing again").count();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while expired() < 3 {
+        assert!(Instant::now() < deadline, "{}", a.log_text());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    reply_data(&b.control(json!({"operation": "create", "task": "other"})));
+    let mut seen = vec![kind_and_task(&w.next_of("added"))];
+    let name = pods(&api(&standin, &pki))
+        .into_iter()
+        .find(|p| p["metadata"]["annotations"]["a2a-worker-controller/task"] == "before")
+        .expect("the pod of before")["metadata"]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    api(&standin, &pki)
+        .call(
+            K8sMethod::Delete,
+            &format!("/api/v1/namespaces/{NS}/pods/{name}?gracePeriodSeconds=0"),
+            None,
+        )
+        .unwrap();
+    loop {
+        let e = w.event().expect("the watch goes on");
+        seen.push(kind_and_task(&e));
+        if e["type"] == "removed" {
+            crate::watch::assert_removed(&e, "before", "outside this controller");
+            break;
+        }
+    }
+    assert_eq!(
+        seen[0],
+        ("added".to_string(), "other".to_string()),
+        "{seen:?}"
+    );
+    assert_eq!(
+        seen.iter().filter(|s| s.0 == "added").count(),
+        1,
+        "nothing heard twice: {seen:?}"
+    );
+    assert_eq!(expired(), 3, "the three expired versions, no more");
+    assert!(!a.log_text().contains("broke off"), "{}", a.log_text());
     let r = crate::watch::cancel(a.addr, &task_id);
     assert_eq!(r["result"]["status"]["state"], "TASK_STATE_CANCELED", "{r}");
 }

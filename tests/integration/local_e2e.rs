@@ -1210,6 +1210,47 @@ fn a_watch_follows_the_tabs() {
     assert_eq!(e["reason"], "stopped by a caller");
 }
 
+/// Benchmark, not a timed test (scripts/bench.sh runs it in release): how soon a watcher hears
+/// a tab closed by hand on the local stand-in. WezTerm has no event stream, so the baseline is
+/// the reconciliation's period (`control::watch::INTERVAL`); tabs are closed at phases spread
+/// over it, p50 of BENCH_WATCH_ROUNDS.
+#[test]
+#[ignore = "a benchmark; scripts/bench.sh runs it"]
+fn local_bench_watch_latency() {
+    use crate::watch::Watch;
+    use a2a_worker_controller::control::watch::INTERVAL;
+    let rounds: usize = std::env::var("BENCH_WATCH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5);
+    let wez = Wez::new("bench-watch");
+    let gui = wez.gui();
+    let p = wez.controller();
+    let mut w = Watch::start(p.addr, json!({"operation": "watch"}));
+    w.task_id();
+    assert!(w.snapshot().is_empty());
+    let mut heard = Vec::new();
+    for i in 0..rounds {
+        let task = format!("watched {i}");
+        let worker = create(&p, &task);
+        assert_eq!(w.next_of("added")["worker"]["task"], task.as_str());
+        // A phase of the period, different each round.
+        std::thread::sleep(INTERVAL.mul_f64((i as f64 * 0.37) % 1.0));
+        let closed = Instant::now();
+        gui.close_by_hand(pane_of(&worker));
+        let e = w.next_of("removed");
+        heard.push(closed.elapsed());
+        crate::watch::assert_removed(&e, &task, "outside this controller");
+    }
+    let v = crate::support::p50(heard);
+    println!(
+        "ROW|local stand-in, a tab closed by hand → the watcher's event p50 ({rounds} rounds): controller ÷ the reconciliation period|×{:.2} ({:.0} vs {} ms)|≤ 1 s + a list",
+        v.as_secs_f64() / INTERVAL.as_secs_f64(),
+        v.as_secs_f64() * 1000.0,
+        INTERVAL.as_millis()
+    );
+}
+
 /// Callers and scopes on the local backend (issue 23): one task name in two scopes is two tabs,
 /// each with its own task file (`LOCAL_TASK_DIR/<scope>/` for a scope other than the admin's),
 /// the scope kept in the state file; each caller lists only its own; another scope's worker is

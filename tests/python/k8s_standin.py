@@ -23,7 +23,7 @@ What it mimics, and from where:
 | get 200 / 404 `NotFound` `pods "x" not found` | rec get200.b, get404.b |
 | graceful deletion: a bound, unfinished pod answers 200 with `deletionTimestamp` (= now + grace) and `deletionGracePeriodSeconds`, GET still 200, watch MODIFIED; DELETED only when the kubelet confirms (never while its node is down); a repeated DELETE only shortens the grace; an unbound or finished pod, or grace 0, goes at once | rec delete200.b, get_after_delete.b, watch.b, s04, s20b; registry/rest/delete.go, pod/strategy.go |
 | delete `preconditions.uid` mismatch: 409 `Conflict` | registry/rest/delete.go |
-| watch (`watch=1`): chunked JSON lines; `ADDED` for current pods without `resourceVersion`, else the events after it; `410 Expired` `too old resource version: R (OLDEST)` as an `ERROR` event for a compacted version; `BOOKMARK`s with `allowWatchBookmarks`; ends after `timeoutSeconds` | rec watch.b, watchbm.b |
+| watch (`watch=1`): chunked JSON lines; `ADDED` for current pods without `resourceVersion`, else the events after it; `410 Expired` `too old resource version: R (OLDEST)` as an `ERROR` event for a compacted version; `BOOKMARK`s with `allowWatchBookmarks`; ends after `timeoutSeconds`. `expire N`: the next N watches from a `resourceVersion` find it compacted, as when etcd compacts between a client's list and its watch | rec watch.b, watchbm.b |
 | scheduler: binds a pod to `standin-node`; an image containing `unschedulable` stays Pending with `PodScheduled=False`, reason `Unschedulable`, the scheduler's message and a `FailedScheduling` event, until `schedulable` (an autoscaler added a node) or --schedulable-after | rec s28-scheduler.txt, s09 |
 | kubelet: Running and Ready after --ready-after s; images with `pull-fails` (ImagePullBackOff), `crashes` (CrashLoopBackOff, exit 3), `config-error` (CreateContainerConfigError), `never-ready` (Ready=False `ContainersNotReady: containers with unready status: [worker]` and an `Unhealthy` `Readiness probe failed: ...` event); confirms deletions after --confirm-after s | rec s09-notready.txt |
 | node down (`node-down`): nothing is confirmed; the node controller sets its pods' `Ready` to `False` with no reason, `ContainersReady` unchanged; `pods/log` answers 500 with the dial error | rec s20-node-down.txt, s10c |
@@ -39,7 +39,7 @@ ships (v1.36 strict), the same the manifest test validates with.
 
 Commands on stdin, one per line, each answered `ok` on stdout once applied: `node-down`,
 `node-up`, `schedulable`, `outage SECONDS`, `throttle N`, `deny VERB,...` (`-` for none),
-`psa restricted|privileged`, `quota pods=N`, `quota memory`, `quota none`. The stand-in exits
+`psa restricted|privileged`, `quota pods=N`, `quota memory`, `quota none`, `expire N`. The stand-in exits
 when stdin closes.
 
 Usage: k8s_standin.py --cert F --key F --ca F [--token-file F] [--deny VERB,...] [--ready-after S]
@@ -290,7 +290,7 @@ class Store:
         self.history.append((self.version, kind, copy.deepcopy(pod)))
         if len(self.history) > HISTORY:
             self.history.pop(0)
-            self.oldest = self.history[0][0] - 1
+            self.oldest = max(self.oldest, self.history[0][0] - 1)
         self.lock.notify_all()
 
     def put(self, pod, kind="MODIFIED"):
@@ -701,6 +701,10 @@ class Handler(BaseHTTPRequestHandler):
         try:
             with store.lock:
                 rv = query.get("resourceVersion", "")
+                if rv not in ("", "0") and self.server.state.expire > 0:
+                    # Compacted since the client listed: its version is now too old.
+                    self.server.state.expire -= 1
+                    store.oldest = max(store.oldest, int(rv) + 1)
                 if rv in ("", "0"):
                     pending = [("ADDED", copy.deepcopy(p)) for p in sorted(store.pods.values(),
                                key=lambda p: p["metadata"]["name"]) if ours(p)]
@@ -774,6 +778,7 @@ class State:
         self.conns = set()
         self.conns_lock = threading.Lock()
         self.cut = False
+        self.expire = 0
 
 
 def serve(opts, port, store, state, schema):
@@ -847,6 +852,8 @@ def main():
                     m.pop("kubelet", None)
             elif cmd == "schedulable":
                 store.schedulable = True
+            elif cmd == "expire":
+                state.expire = int(arg)
             elif cmd == "throttle":
                 state.throttle = int(arg)
             elif cmd == "deny":

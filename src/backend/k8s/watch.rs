@@ -138,7 +138,11 @@ impl K8sBackend {
             .api
             .watch(&path, until, |_, _| (!changed()).then_some(()))
         {
-            Ok(_) | Err(ApiError::Status { code: 410, .. }) => Ok(()),
+            Ok(_) => Ok(()),
+            Err(ApiError::Status { code: 410, .. }) => {
+                log::debug!("watch: pod version {version} expired (410); listing again");
+                Ok(())
+            }
             Err(e) => Err(api_error(e)),
         }
     }
