@@ -124,7 +124,7 @@ fn grow(after: std::time::Duration) {
     let mut held: Vec<Vec<u8>> = Vec::new();
     loop {
         held.push(std::hint::black_box(vec![1u8; 1 << 20]));
-        if held.len() % 64 == 0 {
+        if held.len().is_multiple_of(64) {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
     }
