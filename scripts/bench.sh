@@ -40,7 +40,7 @@ ratio_row() { row "$1" "×$(python3 -c "print(f'{$2/$3:.2f}')") ($2 vs $3)" "$4"
 
 cargo build --release --locked --quiet --bin a2a-worker-controller
 cargo test --release --locked --quiet --test integration docker_bench -- --ignored --nocapture --test-threads=1 2>&1 \
-  | grep -E '^(BENCH|ROW|test result)' | tee -a "$rows" | grep -v '^ROW'
+  | sed -E 's/^[.]+//' | grep -E '^(BENCH|ROW|test result)' | tee -a "$rows" | grep -v '^ROW'
 
 # The Agent Card against nginx and tiny_http, same bytes, same load.
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
@@ -162,9 +162,9 @@ cargo test --release --locked --quiet --test integration load -- --ignored --noc
   | grep -E '^(LOAD|test result)'
 A2A_TEST_K8S_PYTHON=${A2A_TEST_K8S_PYTHON:-$(command -v python3)} \
   cargo test --release --locked --quiet --test integration k8s_bench -- --ignored --nocapture --test-threads=1 2>&1 \
-  | grep -E '^(K8S|ROW|test result)' | tee -a "$rows" | grep -v '^ROW'
+  | sed -E 's/^[.]+//' | grep -E '^(K8S|ROW|test result)' | tee -a "$rows" | grep -v '^ROW'
 cargo test --release --locked --quiet --test integration local_bench -- --ignored --nocapture --test-threads=1 2>&1 \
-  | grep -E '^(ROW|test result)' | tee -a "$rows" | grep -v '^ROW'
+  | sed -E 's/^[.]+//' | grep -E '^(ROW|test result)' | tee -a "$rows" | grep -v '^ROW'
 
 echo
 echo "$(date -u +%Y-%m-%d), $(nproc) cores, $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo 2>/dev/null || uname -m)," \
