@@ -290,7 +290,7 @@ class Store:
         self.history.append((self.version, kind, copy.deepcopy(pod)))
         if len(self.history) > HISTORY:
             self.history.pop(0)
-            self.oldest = max(self.oldest, self.history[0][0] - 1)
+            self.oldest = self.history[0][0] - 1
         self.lock.notify_all()
 
     def put(self, pod, kind="MODIFIED"):
@@ -701,17 +701,19 @@ class Handler(BaseHTTPRequestHandler):
         try:
             with store.lock:
                 rv = query.get("resourceVersion", "")
-                if rv not in ("", "0") and self.server.state.expire > 0:
-                    # Compacted since the client listed: its version is now too old.
+                # Compacted since the client listed (`expire`): its version is too old for this
+                # watch, not for a list's newer one.
+                expired = rv not in ("", "0") and self.server.state.expire > 0
+                if expired:
                     self.server.state.expire -= 1
-                    store.oldest = max(store.oldest, int(rv) + 1)
                 if rv in ("", "0"):
                     pending = [("ADDED", copy.deepcopy(p)) for p in sorted(store.pods.values(),
                                key=lambda p: p["metadata"]["name"]) if ours(p)]
                     since = store.version
-                elif int(rv) < store.oldest:
+                elif expired or int(rv) < store.oldest:
+                    oldest = max(store.oldest, int(rv) + 1) if expired else store.oldest
                     pending = [("ERROR", {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                                          "message": f"too old resource version: {rv} ({store.oldest})",
+                                          "message": f"too old resource version: {rv} ({oldest})",
                                           "reason": "Expired", "code": 410})]
                     since = None
                 else:
