@@ -77,10 +77,13 @@ impl JsonRpc {
         let reply = match method {
             "SendMessage" => need()
                 .and_then(|p| self.service.send_message(caller, p))
-                .and_then(|task| reply(&id, &TaskResult { task: &task })),
+                .and_then(|task| {
+                    let hint = task_bytes(&task);
+                    reply_sized(&id, &TaskResult { task: &task }, hint)
+                }),
             "GetTask" => need()
                 .and_then(|p| self.service.get_task(caller, p))
-                .and_then(|task| reply(&id, &task)),
+                .and_then(|task| reply_sized(&id, &task, task_bytes(&task))),
             "ListTasks" => self
                 .service
                 .list_tasks(caller, rpc_params.unwrap_or(&Map::new()))
@@ -135,7 +138,22 @@ struct TaskResult<'a> {
 /// The response text, written into one buffer (grown from empty, a list's reply would be
 /// copied a handful of times).
 fn reply<T: Serialize + ?Sized>(id: &Value, result: &T) -> Result<String, RpcError> {
-    let mut out = Vec::with_capacity(1024);
+    reply_sized(id, result, 0)
+}
+
+/// About how much of a task's JSON its reply data makes (the rest is well under 1 KiB).
+fn task_bytes(task: &Task) -> usize {
+    task.artifacts.iter().map(|a| a.data().get().len()).sum()
+}
+
+/// [`reply`] with room for `hint` bytes more than a small reply: one buffer of about its final
+/// size, not a chain of ever larger ones (see `control::completed_sized`).
+fn reply_sized<T: Serialize + ?Sized>(
+    id: &Value,
+    result: &T,
+    hint: usize,
+) -> Result<String, RpcError> {
+    let mut out = Vec::with_capacity(1024 + hint + hint / 8);
     let reply = Reply {
         jsonrpc: "2.0",
         id,

@@ -178,7 +178,19 @@ struct LogsReply<'a> {
 
 /// A completed outcome with its reply data written out as JSON text.
 fn completed(reply: &impl Serialize, token: Option<Token>) -> Outcome {
-    match serde_json::value::to_raw_value(reply) {
+    completed_sized(reply, token, 0)
+}
+
+/// [`completed`] into a buffer made for about `hint` bytes. Grown from 128 by doubling (as
+/// `to_raw_value` does), a 30-worker list left six freed blocks of rising size behind per
+/// request, and with 256 clients at once glibc kept them: the peak was 64 MiB, 44 MiB sized.
+fn completed_sized(reply: &impl Serialize, token: Option<Token>, hint: usize) -> Outcome {
+    let mut text = Vec::with_capacity(hint.max(128));
+    let written = serde_json::to_writer(&mut text, reply)
+        .map_err(|e| e.to_string())
+        .and_then(|()| String::from_utf8(text).map_err(|e| e.to_string()))
+        .and_then(|t| RawValue::from_string(t).map_err(|e| e.to_string()));
+    match written {
         Ok(data) => Outcome::Completed { data, token },
         // Plain structs of strings and numbers: cannot fail, but never a panic if it does.
         Err(e) => Outcome::Failed(ControlError::new(
@@ -655,7 +667,9 @@ impl Control {
                     filter.scope = caller.visible_scope();
                     workers.retain(|w| filter.matches(w));
                     workers.sort_by(|a, b| a.created_at.cmp(&b.created_at));
-                    (completed(&Workers { workers }, None), String::new())
+                    // About 260 bytes a worker (a 30-worker reply is 7.8 KB).
+                    let hint = 64 + 288 * workers.len();
+                    (completed_sized(&Workers { workers }, None, hint), String::new())
                 }
                 Err(e) => (Outcome::Failed(e.into()), String::new()),
             },
