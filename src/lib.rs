@@ -35,6 +35,7 @@ pub mod cli;
 pub mod control;
 mod hash;
 pub mod http;
+mod json;
 pub mod malloc;
 mod metrics;
 pub mod push;

@@ -77,33 +77,30 @@ impl JsonRpc {
         let reply = match method {
             "SendMessage" => need()
                 .and_then(|p| self.service.send_message(caller, p))
-                .and_then(|task| {
-                    let hint = task_bytes(&task);
-                    reply_sized(&id, &TaskResult { task: &task }, hint)
-                }),
+                .and_then(|task| reply(&id, &TaskResult { task: &task }, task.data_bytes())),
             "GetTask" => need()
                 .and_then(|p| self.service.get_task(caller, p))
-                .and_then(|task| reply_sized(&id, &task, task_bytes(&task))),
+                .and_then(|task| reply(&id, &task, task.data_bytes())),
             "ListTasks" => self
                 .service
                 .list_tasks(caller, rpc_params.unwrap_or(&Map::new()))
-                .and_then(|page| reply(&id, &page)),
+                .and_then(|page| reply(&id, &page, page.data_bytes())),
             "CancelTask" => need()
                 .and_then(|p| self.service.cancel_task(caller, p))
-                .and_then(|task: Task| reply(&id, &task)),
+                .and_then(|task: Task| reply(&id, &task, task.data_bytes())),
             "CreateTaskPushNotificationConfig" => need()
                 .and_then(|p| self.service.push_create(caller, p))
-                .and_then(|c| reply(&id, &c)),
+                .and_then(|c| reply(&id, &c, 0)),
             "GetTaskPushNotificationConfig" => need()
                 .and_then(|p| self.service.push_get(caller, p))
-                .and_then(|c| reply(&id, &c)),
+                .and_then(|c| reply(&id, &c, 0)),
             "ListTaskPushNotificationConfigs" => need()
                 .and_then(|p| self.service.push_list(caller, p))
-                .and_then(|l| reply(&id, &l)),
+                .and_then(|l| reply(&id, &l, 0)),
             "DeleteTaskPushNotificationConfig" => need()
                 .and_then(|p| self.service.push_delete(caller, p))
-                .and_then(|e| reply(&id, &e)),
-            "GetExtendedAgentCard" => reply(&id, self.service.extended_card()),
+                .and_then(|e| reply(&id, &e, 0)),
+            "GetExtendedAgentCard" => reply(&id, self.service.extended_card(), 0),
             other => Err(RpcError::method_not_found(other)),
         };
         Answer::Json(reply.unwrap_or_else(|e| response_err(&id, &e).to_string()))
@@ -117,7 +114,7 @@ struct Enveloped {
 
 impl Frame for Enveloped {
     fn frame(&self, event: &StreamResponse<'_>) -> Result<String, String> {
-        reply(&self.id, event).map_err(|e| e.message)
+        reply(&self.id, event, event.data_bytes()).map_err(|e| e.message)
     }
 }
 
@@ -135,30 +132,13 @@ struct TaskResult<'a> {
     task: &'a Task,
 }
 
-/// The response text, written into one buffer (grown from empty, a list's reply would be
-/// copied a handful of times).
-fn reply<T: Serialize + ?Sized>(id: &Value, result: &T) -> Result<String, RpcError> {
-    reply_sized(id, result, 0)
-}
-
-/// About how much of a task's JSON its reply data makes (the rest is well under 1 KiB).
-fn task_bytes(task: &Task) -> usize {
-    task.artifacts.iter().map(|a| a.data().get().len()).sum()
-}
-
-/// [`reply`] with room for `hint` bytes more than a small reply: one buffer of about its final
-/// size, not a chain of ever larger ones (see `control::completed_sized`).
-fn reply_sized<T: Serialize + ?Sized>(
-    id: &Value,
-    result: &T,
-    hint: usize,
-) -> Result<String, RpcError> {
-    let mut out = Vec::with_capacity(1024 + hint + hint / 8);
+/// The response text, in one buffer of about its final size: `hint` is what the result's
+/// reply data adds to a small reply ([`crate::json`]).
+fn reply<T: Serialize + ?Sized>(id: &Value, result: &T, hint: usize) -> Result<String, RpcError> {
     let reply = Reply {
         jsonrpc: "2.0",
         id,
         result,
     };
-    serde_json::to_writer(&mut out, &reply).map_err(|e| RpcError::internal(&e.to_string()))?;
-    String::from_utf8(out).map_err(|e| RpcError::internal(&e.to_string()))
+    crate::json::to_string_sized(&reply, hint).map_err(|e| RpcError::internal(&e.to_string()))
 }

@@ -159,13 +159,23 @@ impl Rest {
             Ok(m)
         };
         match route {
-            Route::Send => ok(&TaskResult {
-                task: &service.send_message(caller, &request(&[])?)?,
-            }),
+            Route::Send => {
+                let task = service.send_message(caller, &request(&[])?)?;
+                ok(&TaskResult { task: &task }, task.data_bytes())
+            }
             Route::Stream => Ok(events(service.send_streaming(caller, &request(&[])?)?)),
-            Route::ListTasks => ok(&service.list_tasks(caller, &request(&[])?)?),
-            Route::GetTask(id) => ok(&service.get_task(caller, &request(&[("id", &id)])?)?),
-            Route::Cancel(id) => ok(&service.cancel_task(caller, &request(&[("id", &id)])?)?),
+            Route::ListTasks => {
+                let page = service.list_tasks(caller, &request(&[])?)?;
+                ok(&page, page.data_bytes())
+            }
+            Route::GetTask(id) => {
+                let task = service.get_task(caller, &request(&[("id", &id)])?)?;
+                ok(&task, task.data_bytes())
+            }
+            Route::Cancel(id) => {
+                let task = service.cancel_task(caller, &request(&[("id", &id)])?)?;
+                ok(&task, task.data_bytes())
+            }
             Route::Subscribe(id) => {
                 // A subscribe carries nothing but its id; a body, if any, is not read.
                 let mut m = Map::new();
@@ -175,18 +185,18 @@ impl Rest {
             Route::PushConfigs(task) => {
                 let req = request(&[("taskId", &task)])?;
                 match method {
-                    "POST" => ok(&service.push_create(caller, &req)?),
-                    _ => ok(&service.push_list(caller, &req)?),
+                    "POST" => ok(&service.push_create(caller, &req)?, 0),
+                    _ => ok(&service.push_list(caller, &req)?, 0),
                 }
             }
             Route::PushConfig(task, config) => {
                 let req = request(&[("taskId", &task), ("id", &config)])?;
                 match method {
-                    "DELETE" => ok(&service.push_delete(caller, &req)?),
-                    _ => ok(&service.push_get(caller, &req)?),
+                    "DELETE" => ok(&service.push_delete(caller, &req)?, 0),
+                    _ => ok(&service.push_get(caller, &req)?, 0),
                 }
             }
-            Route::ExtendedCard => ok(service.extended_card()),
+            Route::ExtendedCard => ok(service.extended_card(), 0),
         }
     }
 }
@@ -241,8 +251,11 @@ fn query_params(query: &str) -> Result<Map<String, Value>, RpcError> {
     Ok(m)
 }
 
-fn ok(result: &impl Serialize) -> Result<RestAnswer, RpcError> {
-    let body = serde_json::to_string(result).map_err(|e| RpcError::internal(&e.to_string()))?;
+/// A 200 with `result` as its body, written as [`crate::json`] does (`hint`: what the result's
+/// reply data adds to a small body).
+fn ok(result: &impl Serialize, hint: usize) -> Result<RestAnswer, RpcError> {
+    let body = crate::json::to_string_sized(result, hint)
+        .map_err(|e| RpcError::internal(&e.to_string()))?;
     Ok(RestAnswer {
         status: 200,
         body: RestBody::Json(body),
@@ -272,7 +285,7 @@ struct Bare;
 
 impl Frame for Bare {
     fn frame(&self, event: &StreamResponse<'_>) -> Result<String, String> {
-        serde_json::to_string(event).map_err(|e| e.to_string())
+        crate::json::to_string_sized(event, event.data_bytes()).map_err(|e| e.to_string())
     }
 }
 

@@ -850,6 +850,13 @@ pub struct TasksPage {
     pub total_size: usize,
 }
 
+impl TasksPage {
+    /// Length of its tasks' reply data (JSON text).
+    pub fn data_bytes(&self) -> usize {
+        self.tasks.iter().map(Task::data_bytes).sum()
+    }
+}
+
 /// `ListTaskPushNotificationConfigs`' answer.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]

@@ -44,6 +44,15 @@ pub struct ArtifactUpdateEvent<'a> {
 }
 
 impl StreamResponse<'_> {
+    /// Length of the reply data it carries (JSON text).
+    pub fn data_bytes(&self) -> usize {
+        match self {
+            StreamResponse::Task(task) => task.data_bytes(),
+            StreamResponse::StatusUpdate(_) => 0,
+            StreamResponse::ArtifactUpdate(a) => a.artifact.data().get().len(),
+        }
+    }
+
     /// The change an update makes to `task` (its id and context), as a `StreamResponse`.
     pub fn of<'a>(task: &'a Task, update: &'a Update) -> StreamResponse<'a> {
         match update {

@@ -87,7 +87,7 @@ impl Entry {
     fn new(task: &Task, token: Option<Token>, status_millis: u64) -> Entry {
         Entry {
             owner: String::new(),
-            data_bytes: task.artifacts.iter().map(|a| a.data().get().len()).sum(),
+            data_bytes: task.data_bytes(),
             task: task.clone(),
             token,
             seq: 0,

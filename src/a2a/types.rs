@@ -166,6 +166,13 @@ impl Artifact {
     }
 }
 
+impl Task {
+    /// Length of its reply data (JSON text): most of a finished control task's size.
+    pub fn data_bytes(&self) -> usize {
+        self.artifacts.iter().map(|a| a.data().get().len()).sum()
+    }
+}
+
 /// A data part whose value is JSON text.
 #[derive(Debug, Clone, Serialize)]
 pub struct DataPart {

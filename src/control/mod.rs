@@ -176,21 +176,10 @@ struct LogsReply<'a> {
     truncated: bool,
 }
 
-/// A completed outcome with its reply data written out as JSON text.
-fn completed(reply: &impl Serialize, token: Option<Token>) -> Outcome {
-    completed_sized(reply, token, 0)
-}
-
-/// [`completed`] into a buffer made for about `hint` bytes. Grown from 128 by doubling (as
-/// `to_raw_value` does), a 30-worker list left six freed blocks of rising size behind per
-/// request, and with 256 clients at once glibc kept them: the peak was 64 MiB, 44 MiB sized.
-fn completed_sized(reply: &impl Serialize, token: Option<Token>, hint: usize) -> Outcome {
-    let mut text = Vec::with_capacity(hint.max(128));
-    let written = serde_json::to_writer(&mut text, reply)
-        .map_err(|e| e.to_string())
-        .and_then(|()| String::from_utf8(text).map_err(|e| e.to_string()))
-        .and_then(|t| RawValue::from_string(t).map_err(|e| e.to_string()));
-    match written {
+/// A completed outcome with its reply data written out as JSON text, into a buffer made for
+/// about `hint` bytes ([`crate::json`]).
+fn completed(reply: &impl Serialize, token: Option<Token>, hint: usize) -> Outcome {
+    match crate::json::to_raw_sized(reply, hint) {
         Ok(data) => Outcome::Completed { data, token },
         // Plain structs of strings and numbers: cannot fail, but never a panic if it does.
         Err(e) => Outcome::Failed(ControlError::new(
@@ -668,8 +657,8 @@ impl Control {
                     workers.retain(|w| filter.matches(w));
                     workers.sort_by(|a, b| a.created_at.cmp(&b.created_at));
                     // About 260 bytes a worker (a 30-worker reply is 7.8 KB).
-                    let hint = 64 + 288 * workers.len();
-                    (completed_sized(&Workers { workers }, None, hint), String::new())
+                    let hint = 260 * workers.len();
+                    (completed(&Workers { workers }, None, hint), String::new())
                 }
                 Err(e) => (Outcome::Failed(e.into()), String::new()),
             },
@@ -688,7 +677,7 @@ impl Control {
                 let stopped = self.backend.stop(&worker_id);
                 self.watch.stopped(&worker_id, stopped.is_ok());
                 match stopped {
-                    Ok(worker) => (completed(&OneWorker { worker }, None), worker_id),
+                    Ok(worker) => (completed(&OneWorker { worker }, None, 0), worker_id),
                     Err(e) => (Outcome::Failed(e.into()), worker_id),
                 }
             }
@@ -705,6 +694,7 @@ impl Control {
                             truncated: logs.truncated,
                         },
                         None,
+                        logs.text.len(),
                     ),
                     worker_id,
                 ),
@@ -780,7 +770,7 @@ impl Control {
                 let worker_id = worker.worker_id.clone();
                 self.watch.poke();
                 (
-                    completed(&OneWorker { worker }, Some(spec.token)),
+                    completed(&OneWorker { worker }, Some(spec.token), 0),
                     worker_id,
                 )
             }
@@ -818,7 +808,7 @@ impl Control {
                         w.task,
                         w.expires_at
                     );
-                    completed(&OneWorker { worker }, None)
+                    completed(&OneWorker { worker }, None, 0)
                 }
                 Err(BackendError::NotFound) => {
                     log::debug!(
