@@ -25,7 +25,7 @@ use a2a_worker_controller::testing::{owner_selector, Engine};
 use serde_json::json;
 
 use crate::docker_support::*;
-use crate::support::{p50, reply_data, Controls, TOKEN};
+use crate::support::{p50, reply_data, rounds, Controls, TOKEN};
 
 fn status_kib(pid: u32, field: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
@@ -61,13 +61,6 @@ fn ms(d: Duration) -> f64 {
 /// One row of bench.sh's table.
 fn row(figure: &str, measured: &str, target: &str) {
     println!("ROW|{figure}|{measured}|{target}");
-}
-
-fn rounds(var: &str, default: usize) -> usize {
-    std::env::var(var)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
 }
 
 /// A `list` request as raw HTTP/1.1 on a keep-alive connection.

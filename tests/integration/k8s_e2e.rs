@@ -66,6 +66,12 @@ pub fn pods(api: &K8sApi) -> Vec<Value> {
         .clone()
 }
 
+/// The name of the one pod `pick` chooses.
+fn pod_name_where(api: &K8sApi, pick: impl Fn(&Value) -> bool) -> String {
+    let pod = pods(api).into_iter().find(|p| pick(p)).expect("the pod");
+    pod["metadata"]["name"].as_str().unwrap().to_string()
+}
+
 /// Runs the binary with `args`, which must stop it at startup; returns what it printed.
 pub fn refused_at_startup(args: &[String]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_a2a-worker-controller"))
@@ -624,10 +630,7 @@ fn k8s_bench_controller_against_direct_calls() {
     if !configured() {
         return;
     }
-    let rounds: usize = std::env::var("K8S_BENCH_ROUNDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(200);
+    let rounds = crate::support::rounds("K8S_BENCH_ROUNDS", 200);
     let pki = Pki::new("bench");
     let standin = Standin::start(&pki, &["--ready-after", "0"]);
     let id = controller_id("k8s-bench");
@@ -696,10 +699,7 @@ fn k8s_bench_watch_latency() {
     if !configured() {
         return;
     }
-    let rounds: usize = std::env::var("BENCH_WATCH_ROUNDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(5);
+    let rounds = crate::support::rounds("BENCH_WATCH_ROUNDS", 5);
     let pki = Pki::new("bench-watch");
     let standin = Standin::start(&pki, &["--ready-after", "0"]);
     let id = controller_id("k8s-bench-watch");
@@ -721,15 +721,9 @@ fn k8s_bench_watch_latency() {
                 break;
             }
         }
-        let name = pods(&api(&standin, &pki))
-            .into_iter()
-            .find(|p| {
-                p["metadata"]["labels"]["a2a-worker-controller/worker-id"] == worker["worker_id"]
-            })
-            .expect("the worker's pod")["metadata"]["name"]
-            .as_str()
-            .unwrap()
-            .to_string();
+        let name = pod_name_where(&api(&standin, &pki), |p| {
+            p["metadata"]["labels"]["a2a-worker-controller/worker-id"] == worker["worker_id"]
+        });
         // The baseline: a pod watch of its own, ready once it has listed the pod (ADDED).
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let direct_watch = {
@@ -1058,13 +1052,9 @@ fn a_watch_lists_again_when_its_version_expired() {
     }
     reply_data(&b.control(json!({"operation": "create", "task": "other"})));
     let mut seen = vec![kind_and_task(&w.next_of("added"))];
-    let name = pods(&api(&standin, &pki))
-        .into_iter()
-        .find(|p| p["metadata"]["annotations"]["a2a-worker-controller/task"] == "before")
-        .expect("the pod of before")["metadata"]["name"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let name = pod_name_where(&api(&standin, &pki), |p| {
+        p["metadata"]["annotations"]["a2a-worker-controller/task"] == "before"
+    });
     api(&standin, &pki)
         .call(
             K8sMethod::Delete,

@@ -1219,10 +1219,7 @@ fn a_watch_follows_the_tabs() {
 fn local_bench_watch_latency() {
     use crate::watch::Watch;
     use a2a_worker_controller::control::watch::INTERVAL;
-    let rounds: usize = std::env::var("BENCH_WATCH_ROUNDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(5);
+    let rounds = crate::support::rounds("BENCH_WATCH_ROUNDS", 5);
     let wez = Wez::new("bench-watch");
     let gui = wez.gui();
     let p = wez.controller();

@@ -170,6 +170,14 @@ pub fn build_example(name: &str, release: bool) -> std::path::PathBuf {
 }
 
 /// The median of benchmark samples.
+/// A benchmark's count from the environment variable `var`, else `default`.
+pub fn rounds(var: &str, default: usize) -> usize {
+    std::env::var(var)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 pub fn p50(mut samples: Vec<Duration>) -> Duration {
     samples.sort();
     samples[samples.len() / 2]
