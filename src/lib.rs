@@ -19,7 +19,7 @@
 //!                      pieces (probe, labels, worker_env), one folder per backend: docker/,
 //!                      k8s/, local/
 //! http/                HTTP/1.1 server (wire format, connections); knows no route
-//! metrics, sentry, hash, time, token    leaf utilities
+//! metrics, sentry, hash, json, time, token  leaf utilities
 //! malloc               glibc's arena limit, set by executing the server once more
 //! ```
 //!

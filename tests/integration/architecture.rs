@@ -15,7 +15,9 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[(&str, &[&str])] = &[
     (
         "leaf utilities",
-        &["time", "token", "hash", "metrics", "sentry", "malloc"],
+        &[
+            "time", "token", "hash", "json", "metrics", "sentry", "malloc",
+        ],
     ),
     (
         "wire types, HTTP, settings",
