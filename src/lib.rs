@@ -9,12 +9,14 @@
 //! settings/            flags and environment, validated once (specs, values, backends)
 //! routes, auth         which path reaches what; bearer authentication, Content-Type
 //! ui/                  the status page at /ui (HTML, CSS, JS compiled in; the public API only)
-//! a2a/                 A2A v1.0: the service (types, decode, tasks, stream, card, service) and
-//!                      its two bindings (jsonrpc, rest)
+//! a2a/                 A2A v1.0: types, decode, tasks, stream, card; service/ (sending here,
+//!                      background, watching, queries, push_configs, record: where a task's
+//!                      changes go); and its two bindings (jsonrpc, rest)
 //! push/                push notifications: webhook configs, ordered bounded delivery, SSRF guard
-//! control/             create / list / stop / logs over the seam: validation, metadata and
-//!                      filters, MAX_WORKERS, TTLs and the reaper, log lines; watch.rs: the
-//!                      one source of worker events every watcher shares
+//! control/             create / list / stop / logs over the seam (mod.rs: scopes, MAX_WORKERS,
+//!                      log lines); request.rs (validation, metadata, filters, TTLs), error.rs
+//!                      (outcomes, error codes), reaper.rs, caller.rs; watch.rs: the one
+//!                      source of worker events every watcher shares
 //! backend/             the seam (trait, Worker, BackendError, BackendKind), shared container
 //!                      pieces (probe, labels, worker_env), one folder per backend: docker/,
 //!                      k8s/, local/

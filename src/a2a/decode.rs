@@ -5,6 +5,7 @@
 use serde_json::{Map, Value};
 
 use super::types::{Message, Part, Role, RpcError};
+use crate::push::{Authentication, PushConfig};
 
 /// The service parameters of one request, normalised.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -281,6 +282,45 @@ pub(super) fn string_list(v: &Value, label: &str) -> Result<Vec<String>, RpcErro
             "{label} must be an array"
         ))),
     }
+}
+
+/// A `TaskPushNotificationConfig` request object, read for task `task_id`.
+pub fn push_config(m: &Map<String, Value>, task_id: &str) -> Result<PushConfig, RpcError> {
+    let url = required_string(m, &["url"], "url")?;
+    let authentication = match field(m, &["authentication"]) {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(a)) => {
+            // v0.3 had a list of schemes; v1.0 one.
+            let scheme = match field(a, &["scheme"]) {
+                Some(Value::String(s)) => s.clone(),
+                _ => match field(a, &["schemes"]) {
+                    Some(Value::Array(list)) => list
+                        .first()
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string(),
+                    _ => String::new(),
+                },
+            };
+            Some(Authentication {
+                scheme,
+                credentials: optional_string(a, &["credentials"], "authentication.credentials")?
+                    .unwrap_or_default(),
+            })
+        }
+        Some(_) => {
+            return Err(RpcError::invalid_params(
+                "authentication must be an object with scheme and credentials",
+            ))
+        }
+    };
+    Ok(PushConfig {
+        id: optional_string(m, &["id"], "id")?.unwrap_or_default(),
+        task_id: task_id.to_string(),
+        url,
+        token: optional_string(m, &["token"], "token")?.unwrap_or_default(),
+        authentication,
+    })
 }
 
 #[cfg(test)]

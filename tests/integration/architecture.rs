@@ -61,7 +61,14 @@ const LAYERS: &[(&str, &[&str])] = &[
     ),
     (
         "control operations",
-        &["control", "control::caller", "control::watch"],
+        &[
+            "control::error",
+            "control::request",
+            "control::caller",
+            "control::watch",
+            "control",
+            "control::reaper",
+        ],
     ),
     (
         "push notifications (webhook delivery)",
@@ -74,7 +81,12 @@ const LAYERS: &[(&str, &[&str])] = &[
             "a2a::tasks",
             "a2a::card",
             "a2a::stream",
+            "a2a::service::record",
             "a2a::service",
+            "a2a::service::background",
+            "a2a::service::watching",
+            "a2a::service::queries",
+            "a2a::service::push_configs",
             "auth",
             "auth::callers",
             "auth::jwt",
@@ -192,18 +204,21 @@ fn references(text: &str) -> Vec<(String, bool)> {
         }
     }
     for anchor in ["crate::", "super::"] {
-        let mut rest = code.as_str();
-        while let Some(at) = rest.find(anchor) {
+        // Positions in the whole text, so that the second `super::` of `super::super::x` is
+        // seen as the middle of a path, not the start of one.
+        let mut from = 0;
+        while let Some(found) = code[from..].find(anchor) {
+            let at = from + found;
             let whole_word =
-                !rest[..at].ends_with(|c: char| c.is_alphanumeric() || c == '_' || c == ':');
-            let path: String = rest[at..]
+                !code[..at].ends_with(|c: char| c.is_alphanumeric() || c == '_' || c == ':');
+            let path: String = code[at..]
                 .chars()
                 .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
                 .collect();
             if whole_word {
                 refs.push((path.trim_end_matches(':').to_string(), false));
             }
-            rest = &rest[at + anchor.len()..];
+            from = at + anchor.len();
         }
     }
     refs
@@ -339,6 +354,9 @@ fn the_scanner_reads_use_trees_and_paths() {
     );
     let inline = references("fn g() { super::wire::encode(); }\n");
     assert_eq!(inline, [("super::wire::encode".to_string(), false)]);
+    // The second `super::` of a path is its middle, not a path of its own.
+    let nested = references("fn h() { super::super::stream::open(); }\n");
+    assert_eq!(nested, [("super::super::stream::open".to_string(), false)]);
 }
 
 #[test]

@@ -1,0 +1,430 @@
+//! Control requests as callers send them: the first data part with an `"operation"`, read and
+//! checked before anything runs (tasks, worker ids, TTLs, tails, metadata, list filters), and
+//! the TTL a create gets from what it asked and the controller's lifetime settings.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::error::ControlError;
+use crate::backend::{tail, Metadata, Worker, WorkerState, MAX_METADATA_KEYS, MAX_METADATA_VALUE};
+use crate::settings::Lifetime;
+use crate::time;
+
+pub const MAX_TASK_CHARS: usize = 256;
+pub const MAX_WORKER_ID_CHARS: usize = 64;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ControlRequest {
+    /// `ttl`: the caller's lifetime for the worker, when it named one.
+    Create {
+        task: String,
+        ttl: Option<Duration>,
+        metadata: Metadata,
+    },
+    List {
+        filter: Filter,
+    },
+    Stop {
+        worker_id: String,
+    },
+    /// The last `tail` lines of a worker's output.
+    Logs {
+        worker_id: String,
+        tail: u32,
+    },
+    /// What happens to the workers (matching `filter`), as a stream: see [`watch`].
+    Watch {
+        filter: Filter,
+    },
+}
+
+impl ControlRequest {
+    pub fn operation(&self) -> &'static str {
+        match self {
+            ControlRequest::Create { .. } => "create",
+            ControlRequest::List { .. } => "list",
+            ControlRequest::Watch { .. } => "watch",
+            ControlRequest::Stop { .. } => "stop",
+            ControlRequest::Logs { .. } => "logs",
+        }
+    }
+}
+
+/// Finds the control request: the first data part whose value is an object with an
+/// `"operation"` key. Unknown fields are ignored.
+pub fn parse_request<'a>(
+    data_parts: impl IntoIterator<Item = &'a Value>,
+) -> Result<ControlRequest, ControlError> {
+    let request = data_parts
+        .into_iter()
+        .filter_map(Value::as_object)
+        .find(|o| o.contains_key("operation"))
+        .ok_or_else(|| {
+            ControlError::invalid(
+                "the message has no control request: send a data part {\"operation\": \"create\" | \"list\" | \"stop\", ...}",
+            )
+        })?;
+    let operation = request["operation"]
+        .as_str()
+        .ok_or_else(|| ControlError::invalid("operation must be a string"))?;
+    match operation {
+        "create" => Ok(ControlRequest::Create {
+            task: valid_task(request.get("task"))?,
+            ttl: valid_ttl(request.get("ttl"))?,
+            metadata: valid_metadata(request.get("metadata"), "create")?,
+        }),
+        "list" => Ok(ControlRequest::List {
+            filter: valid_filter(request)?,
+        }),
+        "watch" => Ok(ControlRequest::Watch {
+            filter: valid_filter(request)?,
+        }),
+        "stop" => Ok(ControlRequest::Stop {
+            worker_id: valid_worker_id(request.get("worker_id"), "stop")?,
+        }),
+        "logs" => Ok(ControlRequest::Logs {
+            worker_id: valid_worker_id(request.get("worker_id"), "logs")?,
+            tail: valid_tail(request.get("tail"))?,
+        }),
+        other => Err(ControlError::invalid(format!(
+            "unknown operation {:?}: use create, list, stop, logs or watch",
+            truncate(other, 64)
+        ))),
+    }
+}
+
+/// A task: 1 to 256 characters, not blank, no control characters (they would reach log
+/// lines, labels and terminal titles).
+fn valid_task(v: Option<&Value>) -> Result<String, ControlError> {
+    let task = match v {
+        None | Some(Value::Null) => return Err(ControlError::invalid("create needs a task")),
+        Some(Value::String(s)) => s,
+        Some(_) => return Err(ControlError::invalid("task must be a string")),
+    };
+    if task.trim().is_empty() {
+        return Err(ControlError::invalid("task must not be empty"));
+    }
+    if task.chars().count() > MAX_TASK_CHARS {
+        return Err(ControlError::invalid(format!(
+            "task is longer than {MAX_TASK_CHARS} characters"
+        )));
+    }
+    if task.chars().any(|c| c.is_control() || is_bidi_control(c)) {
+        return Err(ControlError::invalid(
+            "task must not contain control characters",
+        ));
+    }
+    Ok(task.clone())
+}
+
+/// Which workers `list` answers: all of them must match (an empty filter matches all).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Filter {
+    pub metadata: Metadata,
+    pub state: Option<WorkerState>,
+    pub task: Option<String>,
+    /// Set by this layer from the caller, never by a request: the one scope it sees (`None`:
+    /// an admin, every scope).
+    pub scope: Option<String>,
+}
+
+impl Filter {
+    pub fn matches(&self, w: &Worker) -> bool {
+        self.scope.as_ref().is_none_or(|s| &w.scope == s)
+            && self.state.is_none_or(|s| w.state == s)
+            && self.task.as_ref().is_none_or(|t| &w.task == t)
+            && self
+                .metadata
+                .iter()
+                .all(|(k, v)| w.metadata.get(k) == Some(v))
+    }
+}
+
+/// `list`'s optional filters: `metadata` (as create takes it), `state`, `task`.
+fn valid_filter(request: &serde_json::Map<String, Value>) -> Result<Filter, ControlError> {
+    let state = match request.get("state") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(
+            [
+                WorkerState::Starting,
+                WorkerState::Running,
+                WorkerState::Exited,
+                WorkerState::Stopping,
+                WorkerState::Unknown,
+            ]
+            .into_iter()
+            .find(|w| w.as_str() == s)
+            .ok_or_else(|| {
+                ControlError::invalid(
+                    "state must be one of starting, running, exited, stopping, unknown",
+                )
+            })?,
+        ),
+        Some(_) => return Err(ControlError::invalid("state must be a string")),
+    };
+    let task = match request.get("task") {
+        None | Some(Value::Null) => None,
+        v => Some(valid_task(v)?),
+    };
+    Ok(Filter {
+        metadata: valid_metadata(request.get("metadata"), "list")?,
+        state,
+        task,
+        scope: None,
+    })
+}
+
+/// Metadata: an object of at most [`MAX_METADATA_KEYS`] keys `[a-z0-9][a-z0-9._-]{0,62}`,
+/// each a string of at most [`MAX_METADATA_VALUE`] printable characters. Absent or null: none.
+fn valid_metadata(v: Option<&Value>, operation: &str) -> Result<Metadata, ControlError> {
+    let map = match v {
+        None | Some(Value::Null) => return Ok(Metadata::new()),
+        Some(Value::Object(m)) => m,
+        Some(_) => {
+            return Err(ControlError::invalid(format!(
+                "{operation}: metadata must be an object of string values"
+            )))
+        }
+    };
+    if map.len() > MAX_METADATA_KEYS {
+        return Err(ControlError::invalid(format!(
+            "metadata has {} keys: at most {MAX_METADATA_KEYS}",
+            map.len()
+        )));
+    }
+    let mut out = Metadata::new();
+    for (k, v) in map {
+        let shown = truncate(k, 64);
+        let key_ok = !k.is_empty()
+            && k.len() <= 63
+            && k.bytes()
+                .next()
+                .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+            && k.bytes().all(|b| {
+                b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-')
+            });
+        if !key_ok {
+            return Err(ControlError::invalid(format!(
+                "metadata key {shown:?} must be 1-63 characters of [a-z0-9._-], starting with a letter or digit"
+            )));
+        }
+        let Value::String(value) = v else {
+            return Err(ControlError::invalid(format!(
+                "metadata key {shown:?}: the value must be a string"
+            )));
+        };
+        if value.chars().count() > MAX_METADATA_VALUE
+            || value.chars().any(|c| c.is_control() || is_bidi_control(c))
+        {
+            return Err(ControlError::invalid(format!(
+                "metadata key {shown:?}: the value must be at most {MAX_METADATA_VALUE} printable characters"
+            )));
+        }
+        out.insert(k.clone(), value.clone());
+    }
+    Ok(out)
+}
+
+/// How many lines `logs` returns when the request names none.
+pub const DEFAULT_TAIL: u32 = 200;
+
+/// A number of lines: 1 to [`tail::MAX_TAIL_LINES`]; absent or null: [`DEFAULT_TAIL`].
+fn valid_tail(v: Option<&Value>) -> Result<u32, ControlError> {
+    let refuse = || {
+        ControlError::invalid(format!(
+            "tail must be a whole number of lines from 1 to {}",
+            tail::MAX_TAIL_LINES
+        ))
+    };
+    match v {
+        None | Some(Value::Null) => Ok(DEFAULT_TAIL),
+        Some(Value::Number(n)) => n
+            .as_u64()
+            .filter(|n| (1..=u64::from(tail::MAX_TAIL_LINES)).contains(n))
+            .map(|n| n as u32)
+            .ok_or_else(refuse),
+        Some(_) => Err(refuse()),
+    }
+}
+
+/// A lifetime: a duration such as `"90m"`, `"2h"` or `"1h30m"`, or a whole number of seconds;
+/// at least one second. Absent or null: none asked for.
+fn valid_ttl(v: Option<&Value>) -> Result<Option<Duration>, ControlError> {
+    let refuse = || {
+        ControlError::invalid(
+            "ttl must be a duration such as \"90m\" or \"2h\", or a whole number of seconds (at least 1)",
+        )
+    };
+    let ttl = match v {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::String(s)) => time::parse_duration(s).ok_or_else(refuse)?,
+        Some(Value::Number(n)) => Duration::from_secs(n.as_u64().ok_or_else(refuse)?),
+        Some(_) => return Err(refuse()),
+    };
+    if ttl < Duration::from_secs(1) {
+        return Err(refuse());
+    }
+    Ok(Some(ttl))
+}
+
+fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}')
+}
+
+/// A worker id: 1 to 64 characters of `[A-Za-z0-9_.-]`.
+fn valid_worker_id(v: Option<&Value>, operation: &str) -> Result<String, ControlError> {
+    let id = match v {
+        None | Some(Value::Null) => {
+            return Err(ControlError::invalid(format!(
+                "{operation} needs a worker_id"
+            )))
+        }
+        Some(Value::String(s)) => s,
+        Some(_) => return Err(ControlError::invalid("worker_id must be a string")),
+    };
+    let ok = !id.is_empty()
+        && id.len() <= MAX_WORKER_ID_CHARS
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+    if ok {
+        Ok(id.clone())
+    } else {
+        Err(ControlError::invalid(format!(
+            "worker_id must be 1-{MAX_WORKER_ID_CHARS} characters of [A-Za-z0-9_.-]"
+        )))
+    }
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    s.chars().take(max).collect()
+}
+
+/// The TTL a create gets: the one asked for (refused above the ceiling), else the default,
+/// else the ceiling (with a ceiling, no worker lives forever).
+pub fn ttl_for(
+    lifetime: &Lifetime,
+    asked: Option<Duration>,
+) -> Result<Option<Duration>, ControlError> {
+    match (asked, lifetime.max_ttl) {
+        (Some(ttl), Some(max)) if ttl > max => Err(ControlError::invalid(format!(
+            "ttl {} is longer than MAX_WORKER_TTL ({})",
+            time::duration_text(ttl),
+            time::duration_text(max)
+        ))),
+        (Some(ttl), _) => Ok(Some(ttl)),
+        (None, max) => Ok(lifetime.default_ttl.or(max)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::control::ErrorCode;
+    use serde_json::json;
+
+    fn parse(v: Value) -> Result<ControlRequest, ControlError> {
+        parse_request([&v])
+    }
+
+    #[test]
+    fn ttl_is_a_duration_or_seconds_and_stays_under_the_ceiling() {
+        let ttl = |v: Value| match parse(json!({"operation": "create", "task": "t", "ttl": v})) {
+            Ok(ControlRequest::Create { ttl, .. }) => Ok(ttl),
+            Ok(other) => panic!("{other:?}"),
+            Err(e) => Err(e.message),
+        };
+        assert_eq!(ttl(json!("90m")), Ok(Some(Duration::from_secs(5400))));
+        assert_eq!(ttl(json!("1h30m")), Ok(Some(Duration::from_secs(5400))));
+        assert_eq!(ttl(json!(45)), Ok(Some(Duration::from_secs(45))));
+        assert_eq!(ttl(Value::Null), Ok(None));
+        for bad in [
+            json!(0),
+            json!(-5),
+            json!(1.5),
+            json!("0s"),
+            json!("500ms"),
+            json!("soon"),
+            json!(true),
+        ] {
+            let e = ttl(bad.clone()).unwrap_err();
+            assert!(e.contains("ttl must be a duration"), "{bad}: {e}");
+        }
+        let none = Lifetime::default();
+        assert_eq!(ttl_for(&none, None).unwrap(), None);
+        let capped = Lifetime {
+            default_ttl: Some(Duration::from_secs(600)),
+            max_ttl: Some(Duration::from_secs(7200)),
+        };
+        assert_eq!(
+            ttl_for(&capped, None).unwrap(),
+            Some(Duration::from_secs(600))
+        );
+        assert_eq!(
+            ttl_for(&capped, Some(Duration::from_secs(7200))).unwrap(),
+            Some(Duration::from_secs(7200))
+        );
+        let e = ttl_for(&capped, Some(Duration::from_secs(7201))).unwrap_err();
+        assert_eq!(e.code, ErrorCode::InvalidRequest);
+        assert_eq!(e.message, "ttl 2h1s is longer than MAX_WORKER_TTL (2h)");
+        let ceiling_only = Lifetime {
+            default_ttl: None,
+            max_ttl: Some(Duration::from_secs(60)),
+        };
+        assert_eq!(
+            ttl_for(&ceiling_only, None).unwrap(),
+            Some(Duration::from_secs(60)),
+            "with a ceiling no worker lives forever"
+        );
+    }
+
+    #[test]
+    fn requests() {
+        assert_eq!(
+            parse(json!({"operation": "list", "x": 1})),
+            Ok(ControlRequest::List {
+                filter: Filter::default()
+            })
+        );
+        assert_eq!(
+            parse(json!({"operation": "create", "task": "fix the build"})),
+            Ok(ControlRequest::Create {
+                task: "fix the build".into(),
+                ttl: None,
+                metadata: Metadata::new(),
+            })
+        );
+        assert_eq!(
+            parse(json!({"operation": "stop", "worker_id": "abc123"})),
+            Ok(ControlRequest::Stop {
+                worker_id: "abc123".into()
+            })
+        );
+        assert!(parse_request([&json!({"no": 1}), &json!({"operation": "list"})]).is_ok());
+    }
+
+    #[test]
+    fn rejections() {
+        for bad in [
+            json!({"operation": 1}),
+            json!({"operation": "destroy"}),
+            json!({"operation": "create"}),
+            json!({"operation": "create", "task": ""}),
+            json!({"operation": "create", "task": "   "}),
+            json!({"operation": "create", "task": 5}),
+            json!({"operation": "create", "task": "a\nb"}),
+            json!({"operation": "create", "task": "a\u{202e}b"}),
+            json!({"operation": "create", "task": "x".repeat(257)}),
+            json!({"operation": "stop"}),
+            json!({"operation": "stop", "worker_id": "../etc"}),
+            json!({"operation": "stop", "worker_id": "a=b,c"}),
+            json!({"operation": "stop", "worker_id": "x".repeat(65)}),
+            json!({"task": "x"}),
+        ] {
+            let e = parse(bad.clone()).unwrap_err();
+            assert_eq!(e.code, ErrorCode::InvalidRequest, "{bad}");
+        }
+        assert!(parse(json!({"operation": "create", "task": "ünïcödé ✓ task=1,2"})).is_ok());
+    }
+}
