@@ -22,7 +22,9 @@ for t in "${targets[@]}"; do
   if [ "$rc" != 0 ] || [ -n "$(ls -A "fuzz/artifacts/$t" 2>/dev/null)" ]; then
     tail -n 40 "$log" >&2
     echo "fuzz target $t found crashing inputs in fuzz/artifacts/$t" >&2
+    rm -f "$log"
     exit 1
   fi
+  rm -f "$log"
 done
 echo "fuzzing: no crashes"

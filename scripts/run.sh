@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Starts the controller doing its main job: the docker backend with the echo worker image.
 # Builds both, generates a controller token (kept in a 0600 file, never printed), prints curl
-# commands that create a worker, talk to it directly, list and stop, then runs in the
-# foreground (Ctrl-C stops the controller; workers keep running until stopped).
+# commands that create a worker, talk to it directly, list and stop, and the status page's
+# address, then runs in the foreground. Ctrl-C (or SIGTERM) stops the controller; workers keep
+# running on an engine that was already there, and a private dockerd this script started is
+# stopped with them unless KEEP_ENGINE=1.
 #
 # Environment: PORT (default 8080), DOCKER_HOST (default: the system engine; on a Debian
 # machine run as root without a reachable engine, docker.io is installed and a private
-# dockerd is started under /tmp), A2A_AUTH_TOKEN (default: generated).
+# dockerd is started under /tmp), A2A_AUTH_TOKEN (default: generated), KEEP_ENGINE=1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 die() { echo "run.sh: $*" >&2; exit 1; }
@@ -16,6 +18,7 @@ state=target/run
 mkdir -p "$state"
 
 engine_up() { docker info >/dev/null 2>&1; }
+own_engine=
 if ! engine_up; then
   if [ "$(uname -s)" = Darwin ]; then
     die "no Docker engine answers: start Docker Desktop (or set DOCKER_HOST) and run again"
@@ -29,6 +32,7 @@ if ! engine_up; then
     echo "run.sh: starting a private dockerd in $dir" >&2
     scripts/dockerd.sh stop "$dir" || true
     export DOCKER_HOST=$(scripts/dockerd.sh start "$dir")
+    own_engine=$dir
   fi
   engine_up || die "no Docker engine answers at ${DOCKER_HOST:-/var/run/docker.sock}: install and start Docker, or set DOCKER_HOST"
 fi
@@ -58,6 +62,7 @@ rpc() { # the JSON-RPC body of a SendMessage carrying one data part
 cat <<EOT
 
 The controller runs at $ctl (token in $token_file).
+Status page: $ctl/ui (sign in with that token). Ctrl-C stops the controller${own_engine:+ and the private dockerd (KEEP_ENGINE=1 keeps it)}.
 In another terminal:
 --- commands ---
 # create a worker for task "demo" (the reply holds the worker's URL and its own token)
@@ -71,4 +76,22 @@ curl -s $ctl/a2a -H "Authorization: Bearer \$(cat $token_file)" -H 'content-type
 --- end ---
 
 EOT
-exec target/release/a2a-worker-controller
+target/release/a2a-worker-controller &
+pid=$!
+# Started in the background by a script, the controller ignores the terminal's SIGINT: Ctrl-C
+# reaches this script, which asks the controller to stop as SIGTERM would.
+trap 'kill -TERM "$pid" 2>/dev/null || true' INT TERM
+rc=0
+while :; do
+  wait "$pid" && rc=0 || rc=$?
+  kill -0 "$pid" 2>/dev/null || break
+done
+if [ -n "$own_engine" ]; then
+  if [ "${KEEP_ENGINE:-}" = 1 ]; then
+    echo "run.sh: the private dockerd keeps running (KEEP_ENGINE=1): DOCKER_HOST=$DOCKER_HOST; scripts/dockerd.sh stop $own_engine stops it" >&2
+  else
+    scripts/dockerd.sh stop "$own_engine"
+    echo "run.sh: stopped the private dockerd in $own_engine and its workers" >&2
+  fi
+fi
+exit "$rc"

@@ -1,43 +1,125 @@
 #!/usr/bin/env bash
-# Runs every test: formatting, lints, unit and integration tests, the official Python and
-# JavaScript A2A SDK interop tests (in a virtualenv / node_modules under target/), the Kubernetes
-# manifests and worker pods against the official schemas (kubernetes-validate, same virtualenv),
-# the Docker suite against a real engine, and a smoke test that runs scripts/run.sh and its
-# printed commands verbatim.
+# Runs every test, in stages, and ends with one line per stage (its time and result) and the
+# total:
+#   lint         cargo fmt --check, clippy with -D warnings
+#   audit        the dependency policy (scripts/audit.sh, cargo-deny)
+#   setup        the official Python and JavaScript A2A SDKs, kubernetes-validate, kubectl,
+#                Chromium, and a Docker engine with the two images the suite uses
+#   unit         the library's and binaries' own tests
+#   integration  the integration binary on real sockets, without a container engine: the
+#                protocol, HTTP, SDK interop, the status page in Chromium, the Kubernetes and
+#                WezTerm stand-ins, the architecture, the docs
+#   docker       the Docker suite on a real engine, then the 60 s load test
+#   podman       the Docker suite again, on Podman's Docker-compatible API
+#   offline      the release build from vendored sources, with no network
+#   fuzz         every cargo-fuzz target for a few seconds
+#   docs         scripts/run.sh and every command block of the README and docs/, verbatim
+#
+#   scripts/test.sh           everything
+#   scripts/test.sh --quick   unit and integration only (the edit loop: a few minutes)
 #
 # The Docker engine: A2A_TEST_DOCKER_HOST if set; else the system engine if it answers; else,
 # as root with dockerd installed, a private dockerd started here and stopped at the end.
-# Without any engine the Docker suite is skipped, loudly; A2A_REQUIRE_DOCKER=1 (CI) makes
-# that a failure instead.
+# Without any engine the Docker stages are skipped, loudly; A2A_REQUIRE_DOCKER=1 (CI) makes
+# that a failure instead. A2A_TEST_PODMAN_HOST (scripts/podman.sh starts one) adds the Podman
+# stage.
+#
+# It leaves nothing behind, passed or failed: its temporary files live in one directory
+# removed at the end, and a last check (scripts/leftovers.sh) lists any process, container,
+# network or /tmp entry the run made and did not remove, removes it, and fails the run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-step() { printf '\n== %s\n' "$*"; }
-# The commands of a README block marked <!-- begin: NAME --> ... <!-- end: NAME -->.
-readme_block() {
-  sed -n "/<!-- begin: $* -->/,/<!-- end: $* -->/p" README.md | sed '/^<!--/d;/^```/d'
+quick=
+case "${1:-}" in
+  --quick) quick=1 ;;
+  "") ;;
+  *) echo "usage: scripts/test.sh [--quick]" >&2; exit 2 ;;
+esac
+
+suite_started=$(date +%s)
+work=$(mktemp -d /tmp/a2a-test.XXXXXX)
+mkdir -p "$work/tmp"
+export TMPDIR="$work/tmp"
+
+# Stages: each begins with `stage`, ends with `passed` or `skipped WHY`; one that the script
+# leaves by failing is reported failed.
+summary=()
+current=
+stage_started=0
+stage() { current=$1; stage_started=$(date +%s); printf '\n== %s: %s\n' "$1" "$2"; }
+end_stage() {
+  summary+=("$(printf '%-12s %5d s  %s' "$current" $(( $(date +%s) - stage_started )) "$1")")
+  current=
 }
+passed() { end_stage passed; }
+skipped() { echo "SKIPPED: $*" >&2; end_stage "skipped: $*"; }
+step() { printf -- '-- %s\n' "$*"; }
+# cargo test's output without the passing tests' lines: the results and any failure.
+show_tests() { grep -vE '^test .* \.\.\. ok$|^running [0-9]+ tests?$|^$' || true; }
+
+# The commands of a block marked <!-- begin: NAME --> ... <!-- end: NAME --> in the README or
+# a file of docs/.
+doc_block() {
+  sed -n "/<!-- begin: $* -->/,/<!-- end: $* -->/p" README.md docs/*.md | sed '/^<!--/d;/^```/d'
+}
+
 cleanup_tasks=()
-cleanup() { for c in "${cleanup_tasks[@]}"; do eval "$c" || true; done; }
-trap cleanup EXIT
+engine_stop=
+engines=()
+[ -n "${A2A_TEST_DOCKER_HOST:-}" ] && engines+=("$A2A_TEST_DOCKER_HOST")
+[ -n "${A2A_TEST_PODMAN_HOST:-}" ] && engines+=("$A2A_TEST_PODMAN_HOST")
+scripts/leftovers.sh snapshot "$work/before" ${engines[@]+"${engines[@]}"}
 
-step "cargo fmt --check"
+finish() {
+  local rc=$? left=0
+  [ -n "$current" ] && end_stage "FAILED"
+  for c in ${cleanup_tasks[@]+"${cleanup_tasks[@]}"}; do eval "$c" >/dev/null 2>&1 || true; done
+  # Containers while their engines still answer; then the engine this script started; then
+  # processes and /tmp.
+  scripts/leftovers.sh containers "$work/before" ${engines[@]+"${engines[@]}"} || left=1
+  [ -n "$engine_stop" ] && { eval "$engine_stop" || true; }
+  scripts/leftovers.sh processes "$work/before" || left=1
+  rm -rf "$work"
+  echo
+  echo "== summary"
+  for line in ${summary[@]+"${summary[@]}"}; do echo "$line"; done
+  if [ "$left" = 1 ]; then
+    echo "leftovers    the run left the things above behind (now removed)"
+    [ "$rc" = 0 ] && rc=1
+  fi
+  printf '%-12s %5d s  %s\n' total $(( $(date +%s) - suite_started )) "$([ "$rc" = 0 ] && echo 'all tests passed' || echo "FAILED (exit $rc)")"
+  exit "$rc"
+}
+trap finish EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# The Docker suite's modules (they need a container engine); everything else is integration.
+docker_modules=(docker_e2e:: faults:: lifetime:: worker_logs::)
+skip_docker=()
+for m in "${docker_modules[@]}"; do skip_docker+=(--skip "$m"); done
+
+stage lint "cargo fmt --check, cargo clippy -D warnings"
 cargo fmt --all -- --check
+cargo clippy --all-targets --locked --quiet -- -D warnings
+passed
 
-step "cargo clippy"
-cargo clippy --all-targets --locked -- -D warnings
-
-step "dependency audit (scripts/audit.sh, cargo-deny against scripts/deny.toml)"
-if command -v cargo-deny >/dev/null; then
-  scripts/audit.sh | tail -n 3
-elif [ "${A2A_REQUIRE_AUDIT:-}" = 1 ]; then
-  echo "A2A_REQUIRE_AUDIT=1 but cargo-deny is missing (cargo install --locked cargo-deny)" >&2
-  exit 1
-else
-  echo "SKIPPED: the dependency audit (needs cargo-deny: cargo install --locked cargo-deny)" >&2
+if [ -z "$quick" ]; then
+  stage audit "scripts/audit.sh (cargo-deny against scripts/deny.toml)"
+  if command -v cargo-deny >/dev/null; then
+    scripts/audit.sh | tail -n 3
+    passed
+  elif [ "${A2A_REQUIRE_AUDIT:-}" = 1 ]; then
+    echo "A2A_REQUIRE_AUDIT=1 but cargo-deny is missing (cargo install --locked cargo-deny)" >&2
+    exit 1
+  else
+    skipped "the dependency audit needs cargo-deny (cargo install --locked cargo-deny)"
+  fi
 fi
 
-step "Python A2A SDK (a2a-sdk==1.3.0), kubernetes-validate (1.37.0) and cryptography (OIDC test keys) in target/py-venv"
+stage setup "the A2A SDKs, kubernetes-validate, kubectl, Chromium, a Docker engine"
+step "Python: a2a-sdk==1.3.0, kubernetes-validate 1.37.0, cryptography (OIDC test keys) in target/py-venv"
 venv=target/py-venv
 if ! "$venv/bin/python" -c 'import a2a, httpx, kubernetes_validate, cryptography' 2>/dev/null \
     || [ "$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("kubernetes-validate"))')" != 1.37.0 ]; then
@@ -62,7 +144,7 @@ else
   echo "SKIPPED: the kubectl wire-format test (needs kubectl: apt-get install kubernetes-client)" >&2
 fi
 
-step "JavaScript A2A SDK (@a2a-js/sdk 1.3.0) in target/js-interop"
+step "JavaScript: @a2a-js/sdk 1.3.0 and playwright-core in target/js-interop; Debian's chromium"
 if command -v node >/dev/null && command -v npm >/dev/null; then
   js=target/js-interop
   if [ ! -d "$js/node_modules/@a2a-js/sdk" ] || ! cmp -s tests/js/package-lock.json "$js/package-lock.json"; then
@@ -87,134 +169,170 @@ else
   echo "SKIPPED: the JavaScript SDK interop test (needs node and npm)" >&2
 fi
 
-step "Docker engine"
-dockerd_dir=$(mktemp -d /tmp/a2a-test-dockerd.XXXXXX)
-cleanup_tasks+=("scripts/dockerd.sh stop $dockerd_dir; rm -rf $dockerd_dir 2>/dev/null")
-rc=0
-host=$(scripts/dockerd.sh find "$dockerd_dir") || rc=$?
-case $rc in
-  0) export A2A_TEST_DOCKER_HOST=$host ;;
-  3) unset A2A_TEST_DOCKER_HOST ;;
-  *) exit "$rc" ;;
-esac
-if [ -n "${A2A_TEST_DOCKER_HOST:-}" ]; then
-  echo "engine: $A2A_TEST_DOCKER_HOST"
-  export A2A_REQUIRE_DOCKER=1
-  DOCKER_HOST=$A2A_TEST_DOCKER_HOST scripts/build-worker-image.sh a2a-echo-worker:dev
-  DOCKER_HOST=$A2A_TEST_DOCKER_HOST scripts/build-image.sh a2a-worker-controller a2a-worker-controller:dev
-  export A2A_TEST_CONTROLLER_IMAGE=a2a-worker-controller:dev
-elif [ "${A2A_REQUIRE_DOCKER:-}" = 1 ]; then
-  echo "A2A_REQUIRE_DOCKER=1 but no Docker engine is available" >&2
-  exit 1
-else
-  cat >&2 <<'EOT'
+if [ -z "$quick" ]; then
+  step "Docker engine"
+  dockerd_dir=$(mktemp -d /tmp/a2a-test-dockerd.XXXXXX)
+  engine_stop="scripts/dockerd.sh stop $dockerd_dir; rm -rf $dockerd_dir"
+  rc=0
+  host=$(scripts/dockerd.sh find "$dockerd_dir") || rc=$?
+  case $rc in
+    0) export A2A_TEST_DOCKER_HOST=$host ;;
+    3) unset A2A_TEST_DOCKER_HOST ;;
+    *) exit "$rc" ;;
+  esac
+  if [ -n "${A2A_TEST_DOCKER_HOST:-}" ]; then
+    echo "engine: $A2A_TEST_DOCKER_HOST"
+    # An engine started here was not in the snapshot: whatever the run leaves on it counts.
+    [[ " ${engines[*]-} " == *" $A2A_TEST_DOCKER_HOST "* ]] || engines+=("$A2A_TEST_DOCKER_HOST")
+    export A2A_REQUIRE_DOCKER=1
+    DOCKER_HOST=$A2A_TEST_DOCKER_HOST scripts/build-worker-image.sh a2a-echo-worker:dev
+    DOCKER_HOST=$A2A_TEST_DOCKER_HOST scripts/build-image.sh a2a-worker-controller a2a-worker-controller:dev
+    export A2A_TEST_CONTROLLER_IMAGE=a2a-worker-controller:dev
+  elif [ "${A2A_REQUIRE_DOCKER:-}" = 1 ]; then
+    echo "A2A_REQUIRE_DOCKER=1 but no Docker engine is available" >&2
+    exit 1
+  else
+    cat >&2 <<'EOT'
 ########################################################################
 ##  SKIPPING THE DOCKER SUITE: no Docker engine is available here.   ##
 ##  Set A2A_TEST_DOCKER_HOST=unix:///path/docker.sock, start Docker, ##
 ##  or run as root with dockerd installed (apt-get install docker.io)##
 ########################################################################
 EOT
+  fi
+fi
+passed
+
+stage unit "cargo test --lib --bins"
+cargo test --locked --lib --bins 2>&1 | show_tests
+passed
+
+stage integration "the integration tests without a container engine"
+# A test's own log only when it fails; the result lines and failures always.
+cargo test --locked --test integration -- --test-threads=4 "${skip_docker[@]}" 2>&1 | show_tests
+passed
+
+if [ -n "$quick" ]; then
+  exit 0
 fi
 
-step "cargo test"
-cargo test --locked --all-targets -- --test-threads=4
-
+stage docker "the Docker suite on a real engine, then the load test"
 if [ -n "${A2A_TEST_DOCKER_HOST:-}" ]; then
+  cargo test --locked --test integration -- --test-threads=4 "${docker_modules[@]}" 2>&1 | show_tests
   step "load: ${A2A_LOAD_SECONDS:-60}s, 64 clients listing while creates and stops run (release build)"
   LOAD_SECONDS=${A2A_LOAD_SECONDS:-60} cargo test --release --locked --quiet --test integration load \
     -- --ignored --nocapture 2>&1 | grep -E '^(LOAD|test result|thread|  left|  right)|panicked'
   [ "${PIPESTATUS[0]}" = 0 ] || { echo "the load test failed" >&2; exit 1; }
+  passed
+else
+  skipped "no Docker engine"
 fi
 
+stage podman "the Docker suite again, against Podman's Docker-compatible API"
 if [ -n "${A2A_TEST_PODMAN_HOST:-}" ] && [ -n "${A2A_TEST_DOCKER_HOST:-}" ]; then
-  step "the Docker suite again, against Podman's Docker-compatible API ($A2A_TEST_PODMAN_HOST)"
+  echo "engine: $A2A_TEST_PODMAN_HOST"
   for image in a2a-echo-worker:dev a2a-worker-controller:dev; do
     docker -H "$A2A_TEST_DOCKER_HOST" save "$image" | docker -H "$A2A_TEST_PODMAN_HOST" load -q >/dev/null
   done
   A2A_TEST_DOCKER_HOST=$A2A_TEST_PODMAN_HOST cargo test --locked --test integration -- \
     docker_e2e faults::controller 2>&1 | grep -E '^(test |test result|assertion|  left|  right| right)|panicked'
   [ "${PIPESTATUS[0]}" = 0 ] || { echo "the Docker suite failed against Podman" >&2; exit 1; }
+  passed
 elif [ -n "${A2A_TEST_DOCKER_HOST:-}" ]; then
-  echo "SKIPPED: the Podman pass of the Docker suite (set A2A_TEST_PODMAN_HOST; scripts/podman.sh starts one)" >&2
+  skipped "set A2A_TEST_PODMAN_HOST (scripts/podman.sh starts one)"
+else
+  skipped "no Docker engine"
 fi
 
-step "offline build from vendored sources (scripts/vendor.sh; empty CARGO_HOME, no network)"
-vendor_dir=$(mktemp -d /tmp/a2a-vendor.XXXXXX)
-cleanup_tasks+=("rm -rf $vendor_dir")
-if scripts/vendor.sh "$vendor_dir" | tail -n 1; then
+stage offline "the release build from vendored sources, without a network"
+vendor_dir="$work/vendor"
+# The README's block, with this run's directory for /srv/a2a-vendor; the build with an empty
+# CARGO_HOME and, as root, in a network namespace of its own (unshare -n: no network at all).
+doc_block build offline | sed "s|/srv/a2a-vendor|$vendor_dir|g" >"$work/offline.sh"
+grep -q '^scripts/vendor.sh ' "$work/offline.sh" && grep -q '^cargo build ' "$work/offline.sh" \
+  || { echo "the docs' offline build block is missing" >&2; exit 1; }
+if bash -e <(grep '^scripts/vendor.sh ' "$work/offline.sh") | tail -n 1; then
   cut_off=()
-  # As root, the build runs in a network namespace of its own, with no network at all.
   if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null && unshare -n true 2>/dev/null; then
     cut_off=(unshare -n)
   fi
   started=$(date +%s)
+  build=$(grep '^cargo build ' "$work/offline.sh" | sed 's/^cargo //')
+  # shellcheck disable=SC2086 # the block's words, as written
   ${cut_off[@]+"${cut_off[@]}"} env CARGO_HOME="$vendor_dir/cargo-home" CARGO_NET_OFFLINE=true \
     RUSTUP_HOME="${RUSTUP_HOME:-$HOME/.rustup}" RUSTUP_TOOLCHAIN="$(rustup show active-toolchain | cut -d' ' -f1)" \
-    "$(rustup which cargo)" build --release --offline --locked --quiet \
-    --config "$vendor_dir/cargo-config.toml" --target-dir "$vendor_dir/target" --bin a2a-worker-controller
+    "$(rustup which cargo)" $build --quiet --target-dir "$vendor_dir/target" --bin a2a-worker-controller
   "$vendor_dir/target/release/a2a-worker-controller" --version
   echo "offline release build: $(( $(date +%s) - started )) s${cut_off[*]:+, without a network (unshare -n)}"
+  passed
 elif [ "${A2A_REQUIRE_OFFLINE_BUILD:-}" = 1 ]; then
   echo "A2A_REQUIRE_OFFLINE_BUILD=1 but vendoring failed" >&2
   exit 1
 else
-  echo "SKIPPED: the offline build (vendoring needs the registry once)" >&2
+  skipped "vendoring needs the registry once"
 fi
+rm -rf "$vendor_dir"
 
-step "fuzzing, ${A2A_FUZZ_SECONDS:-10}s per target (scripts/fuzz.sh runs longer)"
+stage fuzz "every fuzz target, ${A2A_FUZZ_SECONDS:-10}s each (scripts/fuzz.sh runs longer)"
 if command -v cargo-fuzz >/dev/null && rustup toolchain list | grep -q '^nightly'; then
   scripts/fuzz.sh "${A2A_FUZZ_SECONDS:-10}"
+  passed
 elif [ "${A2A_REQUIRE_FUZZ:-}" = 1 ]; then
   echo "A2A_REQUIRE_FUZZ=1 but cargo-fuzz or the nightly toolchain is missing" >&2
   exit 1
 else
-  echo "SKIPPED: fuzzing (needs cargo-fuzz and a nightly toolchain: cargo install cargo-fuzz --locked)" >&2
+  skipped "needs cargo-fuzz and a nightly toolchain (cargo install cargo-fuzz --locked)"
 fi
 
+stage docs "scripts/run.sh and the command blocks of the README and docs/, verbatim"
 if [ -n "${A2A_TEST_DOCKER_HOST:-}" ]; then
-  step "scripts/run.sh smoke test: its printed commands, verbatim"
-  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-  out=$(mktemp); err=$(mktemp)
+  free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+  port=$(free_port)
+  out="$work/run.out"; err="$work/run.err"
   DOCKER_HOST=$A2A_TEST_DOCKER_HOST PORT=$port A2A_AUTH_TOKEN= scripts/run.sh >"$out" 2>"$err" &
   run_pid=$!
-  cleanup_tasks+=("kill $run_pid 2>/dev/null")
+  cleanup_tasks+=("kill $run_pid")
   for _ in $(seq 1 600); do
     curl -sf "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && grep -q -- '^--- end ---$' "$out" && break
     kill -0 "$run_pid" 2>/dev/null || { cat "$out" "$err" >&2; exit 1; }
     sleep 0.5
   done
+  grep -q "^Status page: http://127.0.0.1:$port/ui " "$out" || { echo "run.sh did not print the status page's address" >&2; exit 1; }
+  step "scripts/run.sh's printed commands"
   sed -n '/^--- commands ---$/,/^--- end ---$/p' "$out" | sed '1d;$d' >"$out.sh"
   result=$(bash -e "$out.sh")
   echo "$result" | cut -c1-160
   [ "$(echo "$result" | grep -c '"state":"TASK_STATE_COMPLETED"')" = 4 ] || { echo "run.sh commands did not all complete" >&2; exit 1; }
   echo "$result" | grep -q '"text":"hello worker"' || { echo "the worker did not answer" >&2; exit 1; }
-  step "README curl examples, verbatim, against the same controller"
-  readme_block curl examples | sed "s|localhost:8080|127.0.0.1:$port|g" >"$out.readme.sh"
-  result=$(bash -e "$out.readme.sh")
+  against_run() { doc_block "$1" | sed "s|localhost:8080|127.0.0.1:$port|g"; }
+  step "the curl examples (README)"
+  result=$(bash -e <(against_run curl examples))
   echo "$result" | cut -c1-160
   [ "$(echo "$result" | grep -c '"state":"TASK_STATE_COMPLETED"')" = 4 ] || { echo "README commands did not all complete" >&2; exit 1; }
   echo "$result" | grep -q '"text":"hello worker"' || { echo "the worker did not answer" >&2; exit 1; }
-  step "README HTTP+JSON examples, verbatim, against the same controller"
-  readme_block rest examples | sed "s|localhost:8080|127.0.0.1:$port|g" >"$out.rest.sh"
-  result=$(bash -e "$out.rest.sh")
+  step "the HTTP+JSON examples (README)"
+  result=$(bash -e <(against_run rest examples))
   echo "$result" | cut -c1-160
   [ "$(echo "$result" | grep -c '"state":"TASK_STATE_COMPLETED"')" = 4 ] || { echo "README HTTP+JSON commands did not all complete" >&2; exit 1; }
-  step "README command-line examples, verbatim, against the same controller"
-  readme_block cli examples | sed "s|localhost:8080|127.0.0.1:$port|g" >"$out.cli.sh"
-  result=$(bash -e "$out.cli.sh")
+  step "the command-line examples (README)"
+  result=$(bash -e <(against_run cli examples))
   echo "$result"
   echo "$result" | grep -q '^WORKER_ID ' || { echo "create printed no table" >&2; exit 1; }
   echo "$result" | grep -q '^stopped worker .* (task demo-cli)$' || { echo "the CLI did not stop its worker" >&2; exit 1; }
-  step "README container example, against the test engine"
-  cport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  step "the watch and logs examples (docs/protocol.md)"
+  result=$(bash -e <(against_run watch examples))
+  echo "$result" | cut -c1-200
+  echo "$result" | grep -q " added .* task demo-watch " || { echo "the watch heard nothing" >&2; exit 1; }
+  step "the container example (docs/docker.md), against the test engine"
+  cport=$(free_port)
   name=a2a-readme-$$
   sock=${A2A_TEST_DOCKER_HOST#unix://}
-  readme_block container example \
+  doc_block container example \
     | sed -e "s|%g /var/run/docker.sock|%g $sock|; s|-v /var/run/docker.sock:|-v $sock:|" -e "s|8080:8080|$cport:8080|; s|127.0.0.1:8080|127.0.0.1:$cport|" \
           -e "s|--name a2a-worker-controller|--name $name|" -e "s|network create a2a\$|network create $name|" \
-          -e "s|--network a2a |--network $name |" -e "s|-docker-network=a2a |-docker-network=$name |" >"$out.container.sh"
-  cleanup_tasks+=("DOCKER_HOST=$A2A_TEST_DOCKER_HOST docker rm -f $name >/dev/null 2>&1; DOCKER_HOST=$A2A_TEST_DOCKER_HOST docker network rm $name >/dev/null 2>&1")
-  A2A_AUTH_TOKEN=$(cat target/run/a2a-auth-token) DOCKER_HOST=$A2A_TEST_DOCKER_HOST bash -e "$out.container.sh" >/dev/null
+          -e "s|--network a2a |--network $name |" -e "s|-docker-network=a2a |-docker-network=$name |" >"$work/container.sh"
+  cleanup_tasks+=("DOCKER_HOST=$A2A_TEST_DOCKER_HOST docker rm -f $name; DOCKER_HOST=$A2A_TEST_DOCKER_HOST docker network rm $name")
+  A2A_AUTH_TOKEN=$(cat target/run/a2a-auth-token) DOCKER_HOST=$A2A_TEST_DOCKER_HOST bash -e "$work/container.sh" >/dev/null
   for _ in $(seq 1 100); do
     curl -sf "http://127.0.0.1:$cport/readiness" >/dev/null 2>&1 && break
     sleep 0.2
@@ -227,9 +345,15 @@ if [ -n "${A2A_TEST_DOCKER_HOST:-}" ]; then
   unset A2A_AUTH_TOKEN
   DOCKER_HOST=$A2A_TEST_DOCKER_HOST docker rm -f "$name" >/dev/null
   DOCKER_HOST=$A2A_TEST_DOCKER_HOST docker network rm "$name" >/dev/null
-  kill "$run_pid"; wait "$run_pid" || true
+  step "SIGTERM to scripts/run.sh stops its controller"
+  kill -TERM "$run_pid"
+  run_rc=0
+  wait "$run_pid" || run_rc=$?
+  [ "$run_rc" = 0 ] || { echo "run.sh exited $run_rc after SIGTERM" >&2; cat "$err" >&2; exit 1; }
+  ! curl -sf "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 || { echo "the controller still answers after run.sh was stopped" >&2; exit 1; }
   if grep -q "$(cat target/run/a2a-auth-token)" "$out" "$err"; then echo "run.sh printed its token" >&2; exit 1; fi
+  echo "run.sh stopped; its controller is gone"
+  passed
+else
+  skipped "no Docker engine"
 fi
-
-echo
-echo "all tests passed"

@@ -26,7 +26,9 @@ use self::values::{expand_home, http_url, invalid};
 use crate::time::parse_duration;
 
 pub use self::error::Error;
-pub use self::specs::{help_text, DEFAULT_ANTHROPIC_BASE_URL, DEFAULT_ANTHROPIC_MODEL};
+pub use self::specs::{
+    help_text, settings_markdown, DEFAULT_ANTHROPIC_BASE_URL, DEFAULT_ANTHROPIC_MODEL,
+};
 pub use self::values::parse_listen;
 
 /// What the command line asked for.

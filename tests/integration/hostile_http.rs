@@ -107,7 +107,8 @@ fn an_oversized_body_is_refused_without_being_read() {
     let started = Instant::now();
     let r = read_response(&mut s).expect("an answer");
     assert_eq!(r.status, 413);
-    assert!(started.elapsed() < Duration::from_secs(2));
+    // Long before the body timeout (30 s): the body was never waited for.
+    assert!(started.elapsed() < Duration::from_secs(10));
     assert_eq!(r.header("Connection"), Some("close"));
     assert!(closed_within(&mut s, Duration::from_secs(2)));
 }
@@ -216,6 +217,9 @@ fn http10_keep_alive_pipelining_and_expect_continue() {
 
 #[test]
 fn slow_and_idle_clients_are_cut_off() {
+    // Bounds of 1-2 s, and assertions that only say "cut off by the bound, not by the client
+    // giving up": each trickle would go on for 30 s, so an end well before that is the
+    // server's, however busy the machine is.
     let c = Builder::default()
         .flag("-http-head-timeout=1s")
         .flag("-http-body-timeout=2s")
@@ -225,24 +229,21 @@ fn slow_and_idle_clients_are_cut_off() {
         let mut s = connect(c.addr);
         s.write_all(prefix).unwrap();
         let started = Instant::now();
-        for b in then.iter().cycle().take(100) {
+        for b in then.iter().cycle().take(150) {
             if s.write_all(&[*b]).is_err() {
                 break;
             }
             std::thread::sleep(Duration::from_millis(200));
-            if started.elapsed() > Duration::from_secs(8) {
-                break;
-            }
         }
-        assert!(closed_within(&mut s, Duration::from_secs(5)), "cut off");
+        assert!(closed_within(&mut s, Duration::from_secs(20)), "cut off");
         started.elapsed()
     };
     let head = trickle(
         b"GET /healthz HTTP/1.1\r\n",
-        b"X-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+        b"X-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
     );
     assert!(
-        head < Duration::from_secs(4),
+        head < Duration::from_secs(20),
         "slow head cut off after {head:?}"
     );
     let body = trickle(
@@ -250,20 +251,27 @@ fn slow_and_idle_clients_are_cut_off() {
         b"{",
     );
     assert!(
-        body < Duration::from_secs(5),
+        body < Duration::from_secs(20),
         "slow body cut off after {body:?}"
     );
-    // Idle keep-alive connection: closed after the idle bound.
+    // Idle keep-alive connection: closed after the idle bound (not before it).
     let mut s = connect(c.addr);
     s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
         .unwrap();
     assert_eq!(read_response(&mut s).unwrap().status, 200);
     let started = Instant::now();
-    assert!(closed_within(&mut s, Duration::from_secs(5)));
-    assert!(started.elapsed() < Duration::from_secs(3));
+    assert!(
+        closed_within(&mut s, Duration::from_secs(20)),
+        "idle closed"
+    );
+    let idle = started.elapsed();
+    assert!(
+        idle >= Duration::from_millis(900),
+        "closed after {idle:?}, before the idle bound"
+    );
     // A connection that never sends anything is closed too.
     let mut s = connect(c.addr);
-    assert!(closed_within(&mut s, Duration::from_secs(5)));
+    assert!(closed_within(&mut s, Duration::from_secs(20)));
 }
 
 #[test]
@@ -322,7 +330,8 @@ fn connections_beyond_the_limit_get_503_and_threads_stay_bounded() {
         let mut s = connect(p.addr);
         let r = read_response(&mut s).expect("503 answer");
         assert_eq!(r.status, 503);
-        assert!(started.elapsed() < Duration::from_secs(1), "quick refusal");
+        // Far below the head timeout (10 s) a queued connection would wait out.
+        assert!(started.elapsed() < Duration::from_secs(5), "quick refusal");
     }
     let (_, threads_full) = p.rss_and_threads();
     assert!(p.get("/metrics").status == 503, "still full");

@@ -253,7 +253,8 @@ fn a_dead_gui_erases_its_records_a_hung_one_keeps_them() {
         "backend_unavailable",
         &["did not answer"],
     );
-    assert!(started.elapsed() < Duration::from_secs(8));
+    // A few LOCAL_CLI_TIMEOUTs (1 s) at most, never the hung GUI's forever.
+    assert!(started.elapsed() < Duration::from_secs(20));
     assert_eq!(wez.records().len(), 2);
 
     // Answering again, its worker is running and stoppable.
@@ -504,7 +505,7 @@ fn a_create_into_a_hung_gui_fails_bounded_and_records_nothing() {
         "backend_unavailable",
         &["did not answer"],
     );
-    assert!(started.elapsed() < Duration::from_secs(5));
+    assert!(started.elapsed() < Duration::from_secs(15));
     assert!(wez.records().is_empty());
     std::thread::sleep(Duration::from_millis(200));
     assert_eq!(running_standins(&gui.socket), 0);
@@ -976,7 +977,9 @@ fn a_late_spawn_is_adopted_or_closed_never_doubled() {
     wez.task("late", None);
     wez.task("cancelled", None);
     let p = wez.controller();
-    gui.spawn_delay(2500);
+    // The tab opens 10 s after it is asked for: a create bounded by one 1 s timeout ends long
+    // before, also on a busy machine.
+    gui.spawn_delay(10_000);
     let started = Instant::now();
     p.expect_failure_saying(
         json!({"operation": "create", "task": "late"}),
@@ -984,7 +987,7 @@ fn a_late_spawn_is_adopted_or_closed_never_doubled() {
         &["did not answer", "its tab may still open"],
     );
     assert!(
-        started.elapsed() < Duration::from_secs(3),
+        started.elapsed() < Duration::from_secs(8),
         "bounded by one timeout"
     );
     let w = list(&p).into_iter().find(|w| w["task"] == "late").unwrap();
@@ -1003,7 +1006,7 @@ fn a_late_spawn_is_adopted_or_closed_never_doubled() {
         1,
         "no second tab was asked for"
     );
-    let until = Instant::now() + Duration::from_secs(10);
+    let until = Instant::now() + Duration::from_secs(30);
     loop {
         let w = list(&p).into_iter().find(|w| w["task"] == "late").unwrap();
         if w["state"] == "running" {
@@ -1033,7 +1036,7 @@ fn a_late_spawn_is_adopted_or_closed_never_doubled() {
         .unwrap();
     let stopped = stop(&p, &c["worker_id"]);
     assert_eq!(stopped["state"], "stopping", "{stopped}");
-    let until = Instant::now() + Duration::from_secs(10);
+    let until = Instant::now() + Duration::from_secs(30);
     while list(&p).iter().any(|w| w["task"] == "cancelled") {
         assert!(Instant::now() < until, "the cancelled worker stayed");
         std::thread::sleep(Duration::from_millis(100));

@@ -9,6 +9,7 @@ mod control_ops;
 mod docker_bench;
 mod docker_e2e;
 mod docker_support;
+mod docs;
 mod faults;
 mod hostile_http;
 mod hostile_input;

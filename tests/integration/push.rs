@@ -320,9 +320,10 @@ fn a_failing_receiver_hears_it_again_and_a_dead_one_is_given_up() {
         json!({"operation": "list"}),
         json!({"taskPushNotificationConfig": {"url": format!("http://127.0.0.1:{port}/gone")}}),
     );
-    wait_metric(&c, "given_up", 1, Duration::from_secs(15));
+    // Retries after 0.5, 1 and 2 s, then given up: well within 30 s, also on a busy machine.
+    wait_metric(&c, "given_up", 1, Duration::from_secs(40));
     assert!(
-        started.elapsed() < Duration::from_secs(10),
+        started.elapsed() < Duration::from_secs(30),
         "{:?}",
         started.elapsed()
     );
@@ -330,7 +331,7 @@ fn a_failing_receiver_hears_it_again_and_a_dead_one_is_given_up() {
     // The request threads were never held up by any of it.
     let t = Instant::now();
     send_with(&c, json!({"operation": "list"}), json!({}));
-    assert!(t.elapsed() < Duration::from_secs(1));
+    assert!(t.elapsed() < Duration::from_secs(5));
 }
 
 #[test]

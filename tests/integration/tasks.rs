@@ -68,7 +68,7 @@ fn token_is_delivered_exactly_once() {
 }
 
 fn wait_done(c: &Controller, id: &Value) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let t = c.rpc("GetTask", json!({"id": id}))["result"].clone();
         if t["status"]["state"] != "TASK_STATE_WORKING" || Instant::now() > deadline {
@@ -81,13 +81,15 @@ fn wait_done(c: &Controller, id: &Value) -> Value {
 #[test]
 fn return_immediately() {
     let c = controller();
-    *c.backend.create_delay.lock().unwrap() = Duration::from_millis(400);
+    // A create that takes 5 s: an answer within 4 s came before it finished (and the answer
+    // says WORKING, below).
+    *c.backend.create_delay.lock().unwrap() = Duration::from_secs(5);
     let started = Instant::now();
     let task = c.send(json!({
         "message": message(vec![json!({"data": {"operation": "create", "task": "bg"}})]),
         "configuration": {"returnImmediately": true}}));
     assert!(
-        started.elapsed() < Duration::from_millis(300),
+        started.elapsed() < Duration::from_secs(4),
         "returned before the create finished"
     );
     assert_eq!(task["status"]["state"], "TASK_STATE_WORKING");
@@ -108,11 +110,20 @@ fn return_immediately() {
     let again = c.rpc("GetTask", json!({"id": task["id"]}))["result"].clone();
     assert!(reply_data(&again).get("token").is_none());
 
-    // Through ListTasks with includeArtifacts, likewise once.
+    // Through ListTasks with includeArtifacts, likewise once. Its end is waited for without
+    // artifacts (which would deliver the token).
+    *c.backend.create_delay.lock().unwrap() = Duration::from_millis(200);
     let t2 = c.send(json!({
         "message": message(vec![json!({"data": {"operation": "create", "task": "bg2"}})]),
         "configuration": {"return_immediately": true}}));
-    std::thread::sleep(Duration::from_millis(800));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while c.rpc("ListTasks", json!({"status": "TASK_STATE_COMPLETED"}))["result"]["tasks"]
+        .as_array()
+        .is_none_or(|ts| !ts.iter().any(|t| t["id"] == t2["id"]))
+    {
+        assert!(Instant::now() < deadline, "bg2 never finished");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let first = c.rpc(
         "ListTasks",
         json!({"includeArtifacts": true, "pageSize": 1}),
