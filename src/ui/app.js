@@ -7,6 +7,10 @@
 const $ = (id) => document.getElementById(id);
 let token = sessionStorage.getItem('a2a-token') || '';
 const workers = new Map();
+// The watch's last events, newest first.
+const events = [];
+const MAX_EVENTS = 50;
+const STATES = ['running', 'starting', 'exited', 'stopping', 'unknown'];
 let lastHeard = 0;
 let watching = null;
 
@@ -55,38 +59,54 @@ function countdown(iso) {
   return [m >= 60 ? `in ${Math.floor(m / 60)} h ${m % 60} min` : `in ${m} min ${s % 60} s`, s < 60];
 }
 
+// The header's count of workers per state.
+function renderCounts(list) {
+  const counts = STATES.map((s) => [s, list.filter((w) => w.state === s).length]).filter(([, n]) => n > 0);
+  const n = list.length;
+  text($('counts'), `${n} worker${n === 1 ? '' : 's'}${counts.length ? ': ' : ''}${counts.map(([s, c]) => `${c} ${s}`).join(' · ')}`);
+}
+
 function render() {
   const body = $('workers').tBodies[0];
   body.replaceChildren();
   const list = [...workers.values()].sort((a, b) => (a.created_at + a.worker_id).localeCompare(b.created_at + b.worker_id));
   $('empty').hidden = list.length > 0;
+  renderCounts(list);
+  // A caller that sees one scope needs no scope column; an admin over several does.
+  const scoped = new Set(list.map((w) => w.scope)).size > 1;
+  $('workers').classList.toggle('scoped', scoped);
   for (const w of list) {
     const tr = document.createElement('tr');
-    const cell = (value, cls) => {
+    // Each cell says what it is: below the breakpoint a row is a card, one labelled line a cell.
+    const cell = (label, value, cls) => {
       const td = document.createElement('td');
       if (cls) td.className = cls;
+      td.dataset.label = label;
       text(td, value);
       tr.append(td);
       return td;
     };
-    cell(w.worker_id, 'mono');
-    cell(w.task);
-    cell(w.backend);
+    cell('Worker', w.worker_id, 'mono');
+    cell('Task', w.task, 'task');
+    cell('Scope', w.scope, 'col-scope');
+    cell('Backend', w.backend, 'minor');
     const state = document.createElement('span');
     state.className = `state state-${w.state}`;
     text(state, w.state);
-    const st = document.createElement('td');
+    const st = cell('State', '');
     st.append(state);
-    tr.append(st);
-    cell(w.reason);
-    const created = cell(ago(w.created_at));
+    cell('Reason', w.reason, w.reason ? '' : 'blank');
+    const created = cell('Created', ago(w.created_at));
     created.title = w.created_at;
     const [left, soon] = countdown(w.expires_at);
-    const exp = cell(left, soon ? 'expiring' : '');
+    const exp = cell('Expires', left, `${soon ? 'expiring' : ''} ${left ? '' : 'blank'}`.trim());
     exp.title = w.expires_at;
-    cell(w.a2a_url || (w.pane_id ? `pane ${w.pane_id}` : ''), 'mono');
-    cell(Object.entries(w.metadata || {}).map(([k, v]) => `${k}=${v}`).join(', '));
+    const where = w.a2a_url || (w.pane_id ? `pane ${w.pane_id}` : '');
+    cell('Where', where, `mono minor ${where ? '' : 'blank'}`.trim());
+    const meta = Object.entries(w.metadata || {}).map(([k, v]) => `${k}=${v}`).join(', ');
+    cell('Metadata', meta, meta ? '' : 'blank');
     const actions = document.createElement('td');
+    actions.className = 'actions';
     const logs = document.createElement('button');
     logs.type = 'button';
     text(logs, 'Logs');
@@ -101,6 +121,28 @@ function render() {
     tr.append(actions);
     body.append(tr);
   }
+}
+
+// One event of the watch, kept (newest first, at most MAX_EVENTS) and shown.
+function logEvent(event) {
+  events.unshift(event);
+  events.length = Math.min(events.length, MAX_EVENTS);
+  const list = $('event-log');
+  list.replaceChildren(...events.map((e) => {
+    const li = document.createElement('li');
+    const at = document.createElement('time');
+    at.dateTime = e.at;
+    text(at, (e.at || '').replace('T', ' ').replace(/\.\d+Z$|Z$/, ''));
+    const kind = document.createElement('span');
+    kind.className = `event event-${e.type}`;
+    text(kind, e.type);
+    const w = e.worker || {};
+    const what = document.createElement('span');
+    text(what, ` ${w.task || ''} (${w.worker_id || ''}) ${w.state || ''}${e.reason ? `: ${e.reason}` : ''}`);
+    li.append(at, ' ', kind, what);
+    return li;
+  }));
+  $('events-empty').hidden = events.length > 0;
 }
 
 function connection(state) {
@@ -168,8 +210,10 @@ async function watchWith(signal) {
         snapshot.set(event.worker.worker_id, event.worker);
       } else if (event.type === 'removed') {
         workers.delete(event.worker.worker_id);
+        logEvent(event);
       } else {
         workers.set(event.worker.worker_id, event.worker);
+        logEvent(event);
       }
       if (synced) render();
     }

@@ -56,6 +56,32 @@ impl FakeBackend {
         }
     }
 
+    /// A worker another caller made, in `scope` (as a second supervisor would); its id.
+    pub fn add_by_hand(&self, task: &str, scope: &str) -> String {
+        let mut clock = self.clock.lock().unwrap();
+        *clock += 1;
+        let worker_id = format!("byhand{:04}", *clock);
+        let worker = Worker {
+            worker_id: worker_id.clone(),
+            task: task.to_string(),
+            a2a_url: format!("http://127.0.0.1:1/{worker_id}"),
+            backend: BackendKind::Docker,
+            state: WorkerState::Running,
+            pane_id: String::new(),
+            session_id: String::new(),
+            created_at: format!("2026-11-29T00:00:{:02}Z", *clock % 60),
+            reason: String::new(),
+            expires_at: String::new(),
+            metadata: Default::default(),
+            scope: scope.to_string(),
+        };
+        self.workers
+            .lock()
+            .unwrap()
+            .insert(worker_id.clone(), worker);
+        worker_id
+    }
+
     /// Someone else removes a worker (by hand, on the engine).
     pub fn remove_by_hand(&self, worker_id: &str) {
         self.workers.lock().unwrap().remove(worker_id);

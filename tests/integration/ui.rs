@@ -114,7 +114,11 @@ pub fn drive_page(url: &str, mut on: impl FnMut(&str)) -> Option<()> {
         let line = line.unwrap();
         out.push_str(&line);
         out.push('\n');
-        if line.starts_with("EXIT ") || line == "STOP" || line == "START" {
+        if line.starts_with("EXIT ")
+            || line.starts_with("SCOPED ")
+            || line == "STOP"
+            || line == "START"
+        {
             on(&line);
             writeln!(stdin, "ok").unwrap();
         }
@@ -144,6 +148,8 @@ fn the_page_in_a_real_chromium() {
     drive_page(&url, |line| {
         if let Some(id) = line.strip_prefix("EXIT ") {
             backend.set_state(id, WorkerState::Exited, "exited with code 1");
+        } else if let Some(task) = line.strip_prefix("SCOPED ") {
+            backend.add_by_hand(task, "team-b");
         } else if line == "STOP" {
             drop(c.take());
         } else {

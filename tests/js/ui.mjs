@@ -1,8 +1,9 @@
 // The status page in a real browser: Debian's chromium (headless, quiet on the network, a fresh
 // profile) driven by playwright-core, against a controller started by the Rust test.
 // Usage: node ui.mjs BASE_URL TOKEN SHOTS_DIR
-// Lines `EXIT <worker_id>` on stdout ask the Rust side to make that worker exit (it answers
-// `ok` on stdin). Exits non-zero with a message on any mismatch.
+// Lines `EXIT <worker_id>` on stdout ask the Rust side to make that worker exit, `SCOPED
+// <task>` to add a worker another caller made in scope team-b, `STOP` / `START` to stop and
+// start the controller (it answers `ok` on stdin). Exits non-zero with a message on any mismatch.
 import { chromium } from 'playwright-core';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -109,6 +110,18 @@ await page.locator('tr', { hasText: 'from-cli' }).filter({ hasText: 'team=ops' }
 // It exits: the page shows it live.
 await ask(`EXIT ${other.worker.worker_id}`);
 await page.locator('tr', { hasText: 'from-cli' }).locator('.state-exited').waitFor();
+// The event log, newest first, with the reason; the header counts workers per state.
+await page.locator('#event-log li').first().filter({ hasText: 'changed' }).filter({ hasText: 'exited with code 1' }).waitFor();
+check((await page.locator('#event-log li', { hasText: 'added' }).filter({ hasText: 'from-cli' }).count()) === 1, 'the added event is logged');
+check((await page.locator('#event-log').getAttribute('role')) === 'log', 'the event log is a live region (role log)');
+const counts = await page.locator('#counts').textContent();
+check(/^2 workers: 1 running · 1 exited$/.test(counts), `the header's counts: ${counts}`);
+// One scope: no scope column. A worker of another scope (an admin sees every scope): the
+// column appears, naming it.
+check(!(await page.locator('#workers th.col-scope').isVisible()), 'no scope column with one scope');
+await ask('SCOPED other-team');
+await page.locator('tr', { hasText: 'other-team' }).locator('td.col-scope', { hasText: 'team-b' }).waitFor();
+check(await page.locator('#workers th.col-scope').isVisible(), 'the scope column with two scopes');
 
 // A hostile task name is text, never HTML.
 const xss = '<img src=x onerror=alert(1)>';
@@ -133,12 +146,48 @@ await ask('START');
 await page.locator('#connection').filter({ hasText: /^live/ }).waitFor({ timeout: 20000 });
 await page.locator('tr', { hasText: 'from-cli' }).waitFor();
 
+// Wide, the workers are a table.
+check((await page.locator('#workers tbody tr').first().evaluate((tr) => getComputedStyle(tr).display)) === 'table-row', 'a table at 1280 px');
+const box = await page.locator('.scroll').evaluate((d) => [d.scrollWidth, d.clientWidth]);
+check(box[0] <= box[1], `the table fits 1280 px without scrolling: ${box}`);
 await page.screenshot({ path: join(shots, 'ui-1280x800.png'), fullPage: true });
+// On a phone every worker is a card: its task, state, reason, age and both buttons are on
+// screen without scrolling sideways, and the page does not scroll sideways at all.
 await page.setViewportSize({ width: 390, height: 844 });
-await page.screenshot({ path: join(shots, 'ui-390x844.png'), fullPage: true });
-// On a phone the page does not scroll sideways (the table scrolls in its own box).
+check((await page.locator('#workers tbody tr').first().evaluate((tr) => getComputedStyle(tr).display)) === 'block', 'a card at 390 px');
 const wide = await page.evaluate(() => document.documentElement.scrollWidth);
 check(wide <= 390, `the narrow page is ${wide} px wide`);
+const offScreen = await page.evaluate(() => {
+  const out = [];
+  for (const tr of document.querySelectorAll('#workers tbody tr')) {
+    const task = tr.querySelector('td.task').textContent;
+    const wanted = [...tr.querySelectorAll('td')].filter((td) => ['Task', 'State', 'Reason', 'Created'].includes(td.dataset.label) && td.textContent)
+      .concat([...tr.querySelectorAll('button')]);
+    for (const el of wanted) {
+      const r = el.getBoundingClientRect();
+      if (r.width === 0 || r.left < 0 || r.right > 390) out.push(`${task}: ${el.dataset.label || el.textContent} at ${r.left}-${r.right}`);
+    }
+    if (tr.querySelectorAll('button').length !== 2) out.push(`${task}: ${tr.querySelectorAll('button').length} buttons`);
+  }
+  return out;
+});
+check(offScreen.length === 0, `off screen on a phone: ${offScreen.join('; ')}`);
+const reason = page.locator('tr', { hasText: 'from-cli' }).locator('td[data-label="Reason"]');
+check((await reason.textContent()) === 'exited with code 1' && (await reason.isVisible()), 'the reason on the card');
+// Still the keyboard: a card's Logs button reached and pressed with Enter.
+await page.locator('tr', { hasText: 'from-cli' }).getByRole('button', { name: 'Logs of from-cli' }).focus();
+check((await outline()) === 'BUTTON solid 3px', `focus visible on a card's button: ${await outline()}`);
+await page.keyboard.press('Enter');
+await page.locator('#logs-title', { hasText: 'from-cli' }).waitFor();
+await page.screenshot({ path: join(shots, 'ui-390x844.png'), fullPage: true });
+// Dark, as the system asks: a dark page, its text light.
+await page.emulateMedia({ colorScheme: 'dark' });
+const [bg, fg] = await page.evaluate(() => [getComputedStyle(document.documentElement).backgroundColor, getComputedStyle(document.body).color]);
+const lum = (c) => { const [r, g, b] = c.match(/\d+/g).map(Number); return (0.2126 * r + 0.7152 * g + 0.0722 * b) / 255; };
+check(lum(bg) < 0.2 && lum(fg) > 0.7, `dark: background ${bg}, text ${fg}`);
+await page.screenshot({ path: join(shots, 'ui-390x844-dark.png'), fullPage: true });
+await page.setViewportSize({ width: 1280, height: 800 });
+await page.screenshot({ path: join(shots, 'ui-1280x800-dark.png'), fullPage: true });
 
 // No token anywhere it must not be.
 const stored = await page.evaluate(() => JSON.stringify({ local: { ...localStorage }, url: location.href }));
