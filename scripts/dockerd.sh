@@ -60,13 +60,17 @@ case "$cmd" in
       # Published ports still work (docker-proxy, the userland proxy, on the host address).
       net=(--bridge "$br" --iptables=false --ip6tables=false)
     fi
-    # A short exec root path: containerd's socket paths must stay under 108 bytes.
-    nohup dockerd --host "unix://$sock" --data-root "$dir/data" --exec-root "$dir/exec" \
+    # A short exec root path: containerd's socket paths must stay under 108 bytes. A session of
+    # its own: a terminal's Ctrl-C to whatever started it (run.sh) never reaches the engine,
+    # which stops only when asked (scripts/dockerd.sh stop).
+    nohup setsid dockerd --host "unix://$sock" --data-root "$dir/data" --exec-root "$dir/exec" \
       --pidfile "$dir/docker.pid" "${net[@]}" \
       >>"$dir/dockerd.log" 2>&1 &
     pid=$!
-    for _ in $(seq 1 150); do
-      running "$pid" || break
+    # setsid forks when it leads a process group: then the pid file names the engine.
+    alive() { running "$pid" || { [ -f "$dir/docker.pid" ] && running "$(cat "$dir/docker.pid")"; }; }
+    for i in $(seq 1 150); do
+      [ "$i" -le 10 ] || alive || break
       if ping_engine "unix://$sock"; then
         echo "unix://$sock"
         exit 0

@@ -8,7 +8,8 @@
 #
 # Environment: PORT (default 8080), DOCKER_HOST (default: the system engine; on a Debian
 # machine run as root without a reachable engine, docker.io is installed and a private
-# dockerd is started under /tmp), A2A_AUTH_TOKEN (default: generated), KEEP_ENGINE=1.
+# dockerd is started in RUN_ENGINE_DIR, default /tmp/a2a-run-dockerd), A2A_AUTH_TOKEN (default:
+# generated), KEEP_ENGINE=1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 die() { echo "run.sh: $*" >&2; exit 1; }
@@ -28,7 +29,7 @@ if ! engine_up; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io >/dev/null
   fi
   if ! engine_up && [ "$(id -u)" = 0 ] && command -v dockerd >/dev/null; then
-    dir=/tmp/a2a-run-dockerd
+    dir=${RUN_ENGINE_DIR:-/tmp/a2a-run-dockerd}
     echo "run.sh: starting a private dockerd in $dir" >&2
     scripts/dockerd.sh stop "$dir" || true
     export DOCKER_HOST=$(scripts/dockerd.sh start "$dir")
@@ -91,6 +92,7 @@ if [ -n "$own_engine" ]; then
     echo "run.sh: the private dockerd keeps running (KEEP_ENGINE=1): DOCKER_HOST=$DOCKER_HOST; scripts/dockerd.sh stop $own_engine stops it" >&2
   else
     scripts/dockerd.sh stop "$own_engine"
+    rm -rf "$own_engine"
     echo "run.sh: stopped the private dockerd in $own_engine and its workers" >&2
   fi
 fi

@@ -353,6 +353,48 @@ if [ -n "${A2A_TEST_DOCKER_HOST:-}" ]; then
   ! curl -sf "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 || { echo "the controller still answers after run.sh was stopped" >&2; exit 1; }
   if grep -q "$(cat target/run/a2a-auth-token)" "$out" "$err"; then echo "run.sh printed its token" >&2; exit 1; fi
   echo "run.sh stopped; its controller is gone"
+
+  step "Ctrl-C to scripts/run.sh without an engine: the private dockerd it started stops with it (KEEP_ENGINE=1 keeps it)"
+  if [ "$(id -u)" = 0 ] && command -v dockerd >/dev/null && command -v ip >/dev/null; then
+    engine_dir="$work/run-engine"
+    for keep in 0 1; do
+      port=$(free_port)
+      # As a terminal runs it: a process group of its own, SIGINT not ignored; Ctrl-C is SIGINT
+      # to that whole group. Its engine has a bridge of its own beside the test engine's.
+      DOCKER_HOST=unix:///nonexistent/docker.sock DOCKERD_OWN_BRIDGE=a2arun0:10.213.0.1/24 \
+        RUN_ENGINE_DIR=$engine_dir KEEP_ENGINE=$keep PORT=$port A2A_AUTH_TOKEN= \
+        python3 -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.setsid(); os.execvp(sys.argv[1], sys.argv[1:])' \
+        scripts/run.sh >"$out" 2>"$err" &
+      run_pid=$!
+      cleanup_tasks+=("kill -TERM -- -$run_pid; scripts/dockerd.sh stop $engine_dir; rm -rf $engine_dir")
+      for _ in $(seq 1 600); do
+        curl -sf "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break
+        kill -0 "$run_pid" 2>/dev/null || { cat "$out" "$err" >&2; exit 1; }
+        sleep 0.5
+      done
+      grep -q "starting a private dockerd in $engine_dir" "$err" || { echo "run.sh did not start its own engine" >&2; cat "$err" >&2; exit 1; }
+      engine_pid=$(cat "$engine_dir/docker.pid")
+      kill -INT -- "-$run_pid"
+      run_rc=0
+      wait "$run_pid" || run_rc=$?
+      [ "$run_rc" = 0 ] || { echo "run.sh exited $run_rc after Ctrl-C" >&2; cat "$err" >&2; exit 1; }
+      ! curl -sf "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 || { echo "the controller still answers after Ctrl-C" >&2; exit 1; }
+      if [ "$keep" = 0 ]; then
+        ! kill -0 "$engine_pid" 2>/dev/null || { echo "the private dockerd still runs after Ctrl-C" >&2; exit 1; }
+        [ ! -e "$engine_dir" ] || { echo "run.sh left $engine_dir behind" >&2; exit 1; }
+        echo "Ctrl-C: the controller and the private dockerd (pid $engine_pid) stopped, its directory removed"
+      else
+        curl -sf --unix-socket "$engine_dir/docker.sock" http://docker/_ping >/dev/null \
+          || { echo "KEEP_ENGINE=1, but the private dockerd stopped" >&2; exit 1; }
+        grep -q "keeps running (KEEP_ENGINE=1)" "$err" || { echo "run.sh did not say the engine keeps running" >&2; exit 1; }
+        scripts/dockerd.sh stop "$engine_dir"
+        rm -rf "$engine_dir"
+        echo "Ctrl-C with KEEP_ENGINE=1: the controller stopped, the private dockerd (pid $engine_pid) kept running"
+      fi
+    done
+  else
+    echo "SKIPPED: run.sh's own engine (needs root, dockerd and ip)" >&2
+  fi
   passed
 else
   skipped "no Docker engine"
