@@ -177,13 +177,13 @@ fn the_lingering_close_is_bounded() {
             break started.elapsed();
         }
         assert!(
-            started.elapsed() < Duration::from_secs(15),
-            "still accepting bytes after 15 s"
+            started.elapsed() < Duration::from_secs(30),
+            "still accepting bytes after 30 s"
         );
         std::thread::sleep(Duration::from_millis(200));
     };
     assert!(
-        cut_off < Duration::from_secs(9),
+        cut_off < Duration::from_secs(15),
         "cut off after {cut_off:?}"
     );
 

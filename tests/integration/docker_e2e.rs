@@ -755,7 +755,9 @@ fn a_watch_follows_the_real_engine() {
         "WATCH LATENCY docker: kill to event {} ms",
         latency.as_millis()
     );
-    assert!(latency < Duration::from_millis(1500), "{latency:?}");
+    // Heard, not by the reaper's or a restart's list: the figure itself is scripts/bench.sh's
+    // (this bound leaves room for a busy machine).
+    assert!(latency < Duration::from_secs(5), "{latency:?}");
 
     a.control(json!({"operation": "stop", "worker_id": victim["worker_id"]}));
     let e = w.event().unwrap();

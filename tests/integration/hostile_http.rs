@@ -292,7 +292,7 @@ fn five_hundred_slow_connections_do_not_stop_a_normal_client() {
     let took = started.elapsed();
     assert_eq!(reply_data(&task)["workers"], json!([]));
     assert!(
-        took < Duration::from_secs(2),
+        took < Duration::from_secs(8),
         "list took {took:?} behind 500 slow clients"
     );
     drop(slow);
@@ -340,7 +340,7 @@ fn connections_beyond_the_limit_get_503_and_threads_stay_bounded() {
         "threads {threads_idle} -> {threads_full}"
     );
     drop(held);
-    let deadline = Instant::now() + Duration::from_secs(5);
+    let deadline = Instant::now() + Duration::from_secs(20);
     while p.get("/healthz").status != 200 {
         assert!(
             Instant::now() < deadline,

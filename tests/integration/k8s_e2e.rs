@@ -994,7 +994,8 @@ fn a_watch_follows_the_pods() {
         "WATCH LATENCY k8s: another replica's create call to the event {} ms",
         latency.as_millis()
     );
-    assert!(latency < Duration::from_millis(1500), "{latency:?}");
+    // The figure itself is scripts/bench.sh's; this bound leaves room for a busy machine.
+    assert!(latency < Duration::from_secs(5), "{latency:?}");
 
     a.control(json!({"operation": "stop", "worker_id": other["worker_id"]}));
     let mut seen = Vec::new();

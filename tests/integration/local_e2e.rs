@@ -228,7 +228,7 @@ fn a_dead_gui_erases_its_records_a_hung_one_keeps_them() {
     let listed = list(&p);
     let took = started.elapsed();
     assert!(
-        took < Duration::from_secs(6),
+        took < Duration::from_secs(15),
         "a hung GUI costs one timeout: {took:?}"
     );
     assert_eq!(
@@ -455,7 +455,8 @@ fn a_hung_wezterm_bounds_create_list_and_stop() {
         let started = Instant::now();
         f();
         let took = started.elapsed();
-        assert!(took < Duration::from_secs(5), "{what} took {took:?}");
+        // One or two 1 s timeouts, never the hung GUI's forever.
+        assert!(took < Duration::from_secs(15), "{what} took {took:?}");
     };
     timed("create for a task with a worker in the hung GUI", &|| {
         let e = p.expect_failure(
@@ -1071,7 +1072,9 @@ fn a_late_spawn_is_adopted_or_closed_never_doubled() {
 #[test]
 fn a_hung_gui_holds_up_no_other_gui() {
     let mut wez = Wez::new("hungother");
-    wez.cli_timeout = "2s";
+    // One timeout is 3 s and two in a row would be 6: the bounds below sit between, with
+    // seconds to spare on a busy machine.
+    wez.cli_timeout = "3s";
     let first = wez.gui();
     let p = wez.controller();
     let a = create(&p, "a");
@@ -1086,8 +1089,8 @@ fn a_hung_gui_holds_up_no_other_gui() {
     let listed = list(&p);
     let took = started.elapsed();
     assert!(
-        took < Duration::from_millis(3500),
-        "two hung GUIs are asked at once, one timeout (2 s) in all: {took:?}"
+        took < Duration::from_millis(5500),
+        "two hung GUIs are asked at once, one timeout (3 s) in all: {took:?}"
     );
     let state = |w: &Value| {
         listed
@@ -1107,7 +1110,7 @@ fn a_hung_gui_holds_up_no_other_gui() {
             f();
             let took = started.elapsed();
             assert!(
-                took < Duration::from_millis(1200),
+                took < Duration::from_millis(2500),
                 "{what} waited for a hung GUI: {took:?}"
             );
         };
@@ -1201,7 +1204,9 @@ fn a_watch_follows_the_tabs() {
         "WATCH LATENCY local: tab closed to event {} ms",
         latency.as_millis()
     );
-    assert!(latency < Duration::from_millis(2000), "{latency:?}");
+    // Bounded by the reconciliation (1 s) and a list, with room for a busy machine: the
+    // figure itself is scripts/bench.sh's.
+    assert!(latency < Duration::from_secs(6), "{latency:?}");
     gui.program_exits(pane_of(&b), 3, "Hold");
     let e = w.event().unwrap();
     assert_eq!(kind_and_task(&e), ("changed".into(), "b".into()));

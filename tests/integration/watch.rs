@@ -272,7 +272,9 @@ fn filters_many_watchers_one_source_and_hang_ups() {
     let before = c.backend.lists.load(Ordering::SeqCst);
     std::thread::sleep(Duration::from_secs(3));
     let lists = c.backend.lists.load(Ordering::SeqCst) - before;
-    assert!((2..=5).contains(&lists), "64 watchers, 3 s: {lists} lists");
+    // About three (once a second); 64 watchers each asking would be near 200. The range leaves
+    // room for a busy machine that delays or bunches a look.
+    assert!((1..=8).contains(&lists), "64 watchers, 3 s: {lists} lists");
     // A 65th is refused: MAX_WATCHERS (64).
     let mut refused = Watch::start(c.addr, json!({"operation": "watch"}));
     let first = refused.next().unwrap();
@@ -286,7 +288,9 @@ fn filters_many_watchers_one_source_and_hang_ups() {
     for w in many.drain(..) {
         let _ = w.stream.shutdown(std::net::Shutdown::Both);
     }
-    // A stream notices its client is gone when it writes: a few events do it.
+    // A stream notices its client is gone when it writes: the events below usually do it
+    // (the second write after a hang-up fails), and the heartbeat every 15 s at the latest
+    // (on a busy machine the peer's reset can come after both writes).
     let green = create(&c, "green");
     c.backend.set_state(
         green["worker_id"].as_str().unwrap(),
@@ -294,7 +298,7 @@ fn filters_many_watchers_one_source_and_hang_ups() {
         "done",
     );
     c.control(json!({"operation": "stop", "worker_id": green["worker_id"]}));
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(40);
     loop {
         let working = c.rpc("ListTasks", json!({"status": "TASK_STATE_WORKING"}))["result"]
             ["tasks"]
