@@ -48,6 +48,11 @@ CONF
       for c in $(pgrep -P "$p" || true); do kill -9 "$c" 2>/dev/null || true; done
       kill -9 "$p" 2>/dev/null || true
     done
+    # What the engine mounted under DIR (its storage, bind-mounted onto itself) stays mounted
+    # after it is gone; deepest first, so that DIR can be removed.
+    awk -v d="$dir/" 'index($2, d) == 1 {print $2}' /proc/mounts | sort -r | while read -r m; do
+      umount -l "$m" 2>/dev/null || true
+    done
     ;;
   *) echo "usage: $0 start|stop DIR" >&2; exit 2 ;;
 esac

@@ -96,7 +96,7 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 # The Docker suite's modules (they need a container engine); everything else is integration.
-docker_modules=(docker_e2e:: faults:: lifetime:: worker_logs::)
+docker_modules=(docker_e2e:: faults::controller_killed faults::engine_killed lifetime:: worker_logs::)
 skip_docker=()
 for m in "${docker_modules[@]}"; do skip_docker+=(--skip "$m"); done
 

@@ -869,10 +869,30 @@ fn the_status_page_on_the_real_engine() {
                 .expect("the worker's container")
                 .id;
             cleanup.engine.kill(&container, "KILL").unwrap();
+        } else if let Some(task) = line.strip_prefix("SCOPED ") {
+            // Another caller's worker, as its create would label it (scope team-b).
+            docker_cli(
+                &socket,
+                &[
+                    "create",
+                    "--label",
+                    &format!("a2a-worker-controller/owner={id}"),
+                    "--label",
+                    "a2a-worker-controller/worker-id=0ther5c0ped1",
+                    "--label",
+                    &format!("a2a-worker-controller/task={task}"),
+                    "--label",
+                    "a2a-worker-controller/scope=team-b",
+                    &worker_image(),
+                ],
+                None,
+            );
         } else if line == "STOP" {
             p.kill();
-        } else {
+        } else if line == "START" {
             p.start_now();
+        } else {
+            panic!("ui.mjs asked for {line:?}");
         }
     });
 }

@@ -126,7 +126,7 @@ fn anchors(text: &str) -> BTreeSet<String> {
     let mut in_code = false;
     let mut out = BTreeSet::new();
     for line in text.lines() {
-        if line.starts_with("```") {
+        if line.trim_start().starts_with("```") {
             in_code = !in_code;
         } else if !in_code && line.starts_with('#') {
             out.insert(slug(line.trim_start_matches('#')));
@@ -140,7 +140,7 @@ fn links(text: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut in_code = false;
     for line in text.lines() {
-        if line.starts_with("```") {
+        if line.trim_start().starts_with("```") {
             in_code = !in_code;
             continue;
         }
@@ -226,7 +226,7 @@ fn every_shell_block_is_run_or_says_why_not() {
         let lines: Vec<&str> = text.lines().collect();
         let mut in_code = false;
         for (i, line) in lines.iter().enumerate() {
-            if !line.starts_with("```") {
+            if !line.trim_start().starts_with("```") {
                 continue;
             }
             in_code = !in_code;

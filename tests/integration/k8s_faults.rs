@@ -507,16 +507,39 @@ fn a_pod_deleted_during_its_create_ends_the_wait_at_once() {
     });
     let api = api(&standin, &pki);
     let name = a2a_worker_controller::testing::pod_name(&id, "admin", "doomed");
-    // Deleted as soon as the controller has made it (however long that takes here).
+    // Deleted once the controller has made it and the scheduler has bound it to a node
+    // (however long that takes here): a pod on a node is deleted gracefully, a MODIFIED event
+    // first; one on no node would go at once.
+    let path = format!("/api/v1/namespaces/a2a/pods/{name}");
     let until = Instant::now() + Duration::from_secs(10);
-    while let Err(e) = api.call(
-        a2a_worker_controller::testing::K8sMethod::Delete,
-        &format!("/api/v1/namespaces/a2a/pods/{name}?gracePeriodSeconds=30"),
-        None,
-    ) {
-        assert!(Instant::now() < until, "the pod was never created: {e}");
+    loop {
+        let bound = match api.call(a2a_worker_controller::testing::K8sMethod::Get, &path, None) {
+            Ok((200, body)) => {
+                serde_json::from_slice::<serde_json::Value>(&body).is_ok_and(|pod| {
+                    pod["spec"]["nodeName"]
+                        .as_str()
+                        .is_some_and(|n| !n.is_empty())
+                })
+            }
+            _ => false,
+        };
+        if bound {
+            break;
+        }
+        assert!(
+            Instant::now() < until,
+            "the pod was never created and bound"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
+    let (status, _) = api
+        .call(
+            a2a_worker_controller::testing::K8sMethod::Delete,
+            &format!("{path}?gracePeriodSeconds=30"),
+            None,
+        )
+        .unwrap();
+    assert_eq!(status, 200, "the pod was deleted");
     let reply = create.join().unwrap();
     let e = control_error(&reply["result"]["task"], "TASK_STATE_FAILED");
     assert_eq!(e["code"], "not_ready", "{e}");
