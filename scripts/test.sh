@@ -304,7 +304,7 @@ if [ -n "${A2A_TEST_DOCKER_HOST:-}" ]; then
   echo "$result" | cut -c1-160
   [ "$(echo "$result" | grep -c '"state":"TASK_STATE_COMPLETED"')" = 4 ] || { echo "run.sh commands did not all complete" >&2; exit 1; }
   echo "$result" | grep -q '"text":"hello worker"' || { echo "the worker did not answer" >&2; exit 1; }
-  against_run() { doc_block "$1" | sed "s|localhost:8080|127.0.0.1:$port|g"; }
+  against_run() { doc_block "$@" | sed "s|localhost:8080|127.0.0.1:$port|g"; }
   step "the curl examples (README)"
   result=$(bash -e <(against_run curl examples))
   echo "$result" | cut -c1-160
