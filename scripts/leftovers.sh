@@ -19,8 +19,9 @@ shift 2
 comm_re='^(dockerd|containerd|containerd-shim.*|podman|conmon|catatonit|a2a-worker-cont.*|a2a-echo-worker|wezterm-standin|panicking-handl.*|chromium|chrome|chrome_crashpad.*|headless_shell)$'
 args_re='(k8s_standin\.py|oidc_issuer\.py|early_answers\.py|sdk_interop\.(py|mjs)|ui\.mjs|install_test\.py)'
 
-procs() { # "pid comm" of the suite's kinds of process, this script's own ancestry excluded
-  ps -eo pid=,comm=,args= | while read -r pid comm args; do
+procs() { # "pid comm" of the suite's kinds of process that still run (a zombie is over)
+  ps -eo pid=,stat=,comm=,args= | while read -r pid stat comm args; do
+    [[ $stat == Z* ]] && continue
     if [[ $comm =~ $comm_re ]] || [[ $args =~ $args_re ]]; then echo "$pid $comm"; fi
   done
 }

@@ -354,6 +354,8 @@ if [ -n "${A2A_TEST_DOCKER_HOST:-}" ]; then
   if grep -q "$(cat target/run/a2a-auth-token)" "$out" "$err"; then echo "run.sh printed its token" >&2; exit 1; fi
   echo "run.sh stopped; its controller is gone"
 
+  # Running, not a zombie (an engine that ended may stay unreaped here).
+  alive() { local st; st=$(ps -o stat= -p "$1" 2>/dev/null) && [ -n "$st" ] && [ "${st#Z}" = "$st" ]; }
   step "Ctrl-C to scripts/run.sh without an engine: the private dockerd it started stops with it (KEEP_ENGINE=1 keeps it)"
   if [ "$(id -u)" = 0 ] && command -v dockerd >/dev/null && command -v ip >/dev/null; then
     engine_dir="$work/run-engine"
@@ -380,7 +382,7 @@ if [ -n "${A2A_TEST_DOCKER_HOST:-}" ]; then
       [ "$run_rc" = 0 ] || { echo "run.sh exited $run_rc after Ctrl-C" >&2; cat "$err" >&2; exit 1; }
       ! curl -sf "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 || { echo "the controller still answers after Ctrl-C" >&2; exit 1; }
       if [ "$keep" = 0 ]; then
-        ! kill -0 "$engine_pid" 2>/dev/null || { echo "the private dockerd still runs after Ctrl-C" >&2; exit 1; }
+        ! alive "$engine_pid" || { echo "the private dockerd still runs after Ctrl-C" >&2; ps -o pid,stat,args -p "$engine_pid" >&2; exit 1; }
         [ ! -e "$engine_dir" ] || { echo "run.sh left $engine_dir behind" >&2; exit 1; }
         echo "Ctrl-C: the controller and the private dockerd (pid $engine_pid) stopped, its directory removed"
       else
