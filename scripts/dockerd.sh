@@ -66,11 +66,11 @@ case "$cmd" in
     nohup setsid dockerd --host "unix://$sock" --data-root "$dir/data" --exec-root "$dir/exec" \
       --pidfile "$dir/docker.pid" "${net[@]}" \
       >>"$dir/dockerd.log" 2>&1 &
+    # (A background job of this script never leads a process group, so setsid execs dockerd
+    # itself: $! is the engine.)
     pid=$!
-    # setsid forks when it leads a process group: then the pid file names the engine.
-    alive() { running "$pid" || { [ -f "$dir/docker.pid" ] && running "$(cat "$dir/docker.pid")"; }; }
-    for i in $(seq 1 150); do
-      [ "$i" -le 10 ] || alive || break
+    for _ in $(seq 1 150); do
+      running "$pid" || break
       if ping_engine "unix://$sock"; then
         echo "unix://$sock"
         exit 0

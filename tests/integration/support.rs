@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use a2a_worker_controller::backend::tail::{Tail, MAX_LOG_BYTES};
 use a2a_worker_controller::backend::{
-    Backend, BackendError, BackendKind, CreateSpec, Logs, Worker, WorkerState,
+    Backend, BackendError, BackendKind, CreateSpec, Logs, Metadata, Worker, WorkerState,
 };
 use a2a_worker_controller::settings::{self, Command, Settings};
 use serde_json::{json, Value};
@@ -58,11 +58,28 @@ impl FakeBackend {
 
     /// A worker another caller made, in `scope` (as a second supervisor would); its id.
     pub fn add_by_hand(&self, task: &str, scope: &str) -> String {
+        let n = *self.clock.lock().unwrap() + 1;
+        let worker = self.running_worker(&format!("byhand{n:04}"), task, scope, Metadata::new());
+        let worker_id = worker.worker_id.clone();
+        self.workers
+            .lock()
+            .unwrap()
+            .insert(worker_id.clone(), worker);
+        worker_id
+    }
+
+    /// A running worker as this double makes one, created at the next tick of its clock.
+    fn running_worker(
+        &self,
+        worker_id: &str,
+        task: &str,
+        scope: &str,
+        metadata: Metadata,
+    ) -> Worker {
         let mut clock = self.clock.lock().unwrap();
         *clock += 1;
-        let worker_id = format!("byhand{:04}", *clock);
-        let worker = Worker {
-            worker_id: worker_id.clone(),
+        Worker {
+            worker_id: worker_id.to_string(),
             task: task.to_string(),
             a2a_url: format!("http://127.0.0.1:1/{worker_id}"),
             backend: BackendKind::Docker,
@@ -72,14 +89,9 @@ impl FakeBackend {
             created_at: format!("2026-11-29T00:00:{:02}Z", *clock % 60),
             reason: String::new(),
             expires_at: String::new(),
-            metadata: Default::default(),
+            metadata,
             scope: scope.to_string(),
-        };
-        self.workers
-            .lock()
-            .unwrap()
-            .insert(worker_id.clone(), worker);
-        worker_id
+        }
     }
 
     /// Someone else removes a worker (by hand, on the engine).
@@ -118,23 +130,14 @@ impl Backend for FakeBackend {
                 state: w.state,
             });
         }
-        let mut clock = self.clock.lock().unwrap();
-        *clock += 1;
-        let worker = Worker {
-            worker_id: spec.worker_id.clone(),
-            task: spec.task.clone(),
-            a2a_url: format!("http://127.0.0.1:1/{}", spec.worker_id),
-            backend: BackendKind::Docker,
-            state: WorkerState::Running,
-            pane_id: String::new(),
-            session_id: String::new(),
-            created_at: format!("2026-11-29T00:00:{:02}Z", *clock % 60),
-            reason: String::new(),
-            expires_at: String::new(),
-            metadata: spec.metadata.clone(),
-            scope: spec.scope.clone(),
-        }
-        .expiring(spec.expires_at);
+        let worker = self
+            .running_worker(
+                &spec.worker_id,
+                &spec.task,
+                &spec.scope,
+                spec.metadata.clone(),
+            )
+            .expiring(spec.expires_at);
         workers.insert(worker.worker_id.clone(), worker.clone());
         spec.progress.step("fake: ready");
         Ok(worker)
