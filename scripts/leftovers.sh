@@ -5,7 +5,9 @@
 #
 #   scripts/leftovers.sh snapshot DIR [DOCKER_HOST...]   # what is there now, kept in DIR
 #   scripts/leftovers.sh containers DIR [DOCKER_HOST...] # containers and networks made since
-#   scripts/leftovers.sh processes DIR                   # processes started since, /tmp entries
+#   scripts/leftovers.sh processes DIR [DOCKER_HOST...]  # processes started since, /tmp entries;
+#                                     # the helpers (conmon, shims) of the engines named here,
+#                                     # which the caller did not start, are those engines' own
 #
 # The two checks list what they find, remove it (so the next run starts clean) and exit 1;
 # they exit 0 when nothing is left.
@@ -19,9 +21,11 @@ shift 2
 comm_re='^(dockerd|containerd|containerd-shim.*|podman|conmon|catatonit|a2a-worker-cont.*|a2a-echo-worker|wezterm-standin|panicking-handl.*|chromium|chrome|chrome_crashpad.*|headless_shell)$'
 args_re='(k8s_standin\.py|oidc_issuer\.py|early_answers\.py|sdk_interop\.(py|mjs)|ui\.mjs|install_test\.py)'
 
+outside=() # the directories of engines someone else started: their helpers are theirs
 procs() { # "pid comm" of the suite's kinds of process that still run (a zombie is over)
   ps -eo pid=,stat=,comm=,args= | while read -r pid stat comm args; do
     [[ $stat == Z* ]] && continue
+    for d in ${outside[@]+"${outside[@]}"}; do [[ $args == *"$d/"* ]] && continue 2; done
     if [[ $comm =~ $comm_re ]] || [[ $args =~ $args_re ]]; then echo "$pid $comm"; fi
   done
 }
@@ -61,6 +65,7 @@ case "$cmd" in
     exit "$found"
     ;;
   processes)
+    for host in "$@"; do d=${host#unix://}; outside+=("${d%/*}"); done
     found=0
     # Processes that are on their way out get a moment to go.
     for _ in $(seq 1 30); do

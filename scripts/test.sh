@@ -69,6 +69,9 @@ engine_stop=
 engines=()
 [ -n "${A2A_TEST_DOCKER_HOST:-}" ] && engines+=("$A2A_TEST_DOCKER_HOST")
 [ -n "${A2A_TEST_PODMAN_HOST:-}" ] && engines+=("$A2A_TEST_PODMAN_HOST")
+# Engines started before this run (CI's): their helper processes (Podman's conmon, which can
+# outlive a removed container for a moment) are theirs to end when they stop.
+outside_engines=(${engines[@]+"${engines[@]}"})
 scripts/leftovers.sh snapshot "$work/before" ${engines[@]+"${engines[@]}"}
 
 finish() {
@@ -79,7 +82,7 @@ finish() {
   # processes and /tmp.
   scripts/leftovers.sh containers "$work/before" ${engines[@]+"${engines[@]}"} || left=1
   [ -n "$engine_stop" ] && { eval "$engine_stop" || true; }
-  scripts/leftovers.sh processes "$work/before" || left=1
+  scripts/leftovers.sh processes "$work/before" ${outside_engines[@]+"${outside_engines[@]}"} || left=1
   rm -rf "$work"
   echo
   echo "== summary"
