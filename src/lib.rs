@@ -12,6 +12,8 @@
 //! a2a/                 A2A v1.0: types, decode, tasks, stream, card; service/ (sending here,
 //!                      background, watching, queries, push_configs, record: where a task's
 //!                      changes go); and its two bindings (jsonrpc, rest)
+//! replicas/            one replica of several: task ids that name their replica, the relay of a
+//!                      call to the replica holding its task
 //! push/                push notifications: webhook configs, ordered bounded delivery, SSRF guard
 //! control/             create / list / stop / logs over the seam (mod.rs: scopes, MAX_WORKERS,
 //!                      log lines); request.rs (validation, metadata, filters, TTLs), error.rs
@@ -41,6 +43,7 @@ mod json;
 pub mod malloc;
 mod metrics;
 pub mod push;
+pub mod replicas;
 mod routes;
 mod sentry;
 pub mod settings;
@@ -202,6 +205,7 @@ pub fn start(settings: &Settings, backend: Arc<dyn Backend>) -> Result<Running, 
         )),
         None => None,
     };
+    let listed = Arc::clone(&backend);
     let control = Arc::new(
         control::Control::new(backend, Arc::clone(&metrics), sentry, settings.max_workers)
             .with_lifetime(settings.lifetime)
@@ -224,12 +228,23 @@ pub fn start(settings: &Settings, backend: Arc<dyn Backend>) -> Result<Running, 
         settings.push.clone(),
         Arc::clone(&metrics),
     ));
-    let service = Arc::new(a2a::Service::new(
-        Arc::clone(&control),
-        tasks,
-        push,
-        extended,
-    ));
+    let replicas = control.backend().replica().map(|own| {
+        Arc::new(replicas::Replicas::new(
+            own,
+            settings.listen.port(),
+            Box::new(move || listed.replicas().map_err(|e| e.to_string())),
+        ))
+    });
+    if let Some(r) = &replicas {
+        log::info!(
+            "one replica of several, at {}: tasks of the others are relayed to them",
+            r.own()
+        );
+    }
+    let replica_ip = replicas.as_ref().map(|r| r.own());
+    let service = Arc::new(
+        a2a::Service::new(Arc::clone(&control), tasks, push, extended).with_replicas(replicas),
+    );
     let routes = routes::Routes {
         jsonrpc: a2a::JsonRpc::new(Arc::clone(&service)),
         rest: a2a::Rest::new(service),
@@ -238,6 +253,7 @@ pub fn start(settings: &Settings, backend: Arc<dyn Backend>) -> Result<Running, 
         metrics,
         ui: settings.ui,
         credentials,
+        replica_ip,
     };
     let server = http::Server::bind(settings.listen).map_err(Error::Http)?;
     let addr = server.local_addr().unwrap_or(settings.listen);

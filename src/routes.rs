@@ -9,12 +9,14 @@ use serde_json::{json, Value};
 
 use crate::a2a::card::{AgentCard, CACHE_CONTROL, REST_BASE};
 use crate::a2a::{
-    response_err, rest_error_body, Answer, JsonRpc, Rest, RestBody, RpcError, ServiceParams,
+    response_err, rest_error_body, Answer, JsonRpc, Rest, RestAnswer, RestBody, RpcError,
+    ServiceParams,
 };
 use crate::auth;
 use crate::control::Control;
 use crate::http::{Body, Handler, Request, Response, MAX_BODY};
 use crate::metrics::Metrics;
+use crate::replicas;
 
 /// The request media types both bindings accept (parameters such as `charset` allowed).
 pub const JSON_MEDIA_TYPES: [&str; 2] = ["application/json", "application/a2a+json"];
@@ -28,6 +30,8 @@ pub struct Routes {
     pub credentials: auth::Authenticator,
     /// Whether the status page is served (`UI`).
     pub ui: bool,
+    /// This replica's IP, when it is one of several (calls on others' tasks are relayed).
+    pub replica_ip: Option<std::net::IpAddr>,
 }
 
 impl Handler for Routes {
@@ -123,7 +127,17 @@ impl Routes {
         let answer = self
             .rest
             .handle(&caller, &params, &req.method, path, &req.query, body);
+        self.rest_response(req, path, answer)
+    }
+
+    fn rest_response(&self, req: &Request, path: &str, answer: RestAnswer) -> Response {
         let response = match answer.body {
+            RestBody::Relay(to, unanswered) => {
+                return match self.relay(req, to) {
+                    Ok(relayed) => relayed,
+                    Err(why) => self.rest_response(req, path, unanswered(&why)),
+                }
+            }
             // The extended card is for this caller only (§13.3): no shared cache keeps it.
             RestBody::Json(text) if path == "/extendedAgentCard" && answer.status == 200 => {
                 Response::new(200, "application/json", text)
@@ -159,11 +173,31 @@ impl Routes {
         }
         let headers = auth::strip_credentials(&req.headers);
         let params = ServiceParams::from_request(&headers, &req.query);
-        match self.jsonrpc.handle(&caller, &params, body) {
+        let answer = self.jsonrpc.handle(&caller, &params, body);
+        self.jsonrpc_response(req, answer)
+    }
+
+    fn jsonrpc_response(&self, req: &Request, answer: Answer) -> Response {
+        match answer {
             Answer::Json(text) => Response::new(200, "application/json", text),
             Answer::Events(events) => Response::streamed(200, "text/event-stream", events)
                 .with_header("Cache-Control", "no-store"),
+            Answer::Relay(to, relayed) => match self.relay(req, to) {
+                Ok(response) => response,
+                Err(why) => self.jsonrpc_response(req, relayed.unanswered(&why)),
+            },
         }
+    }
+
+    /// Sends `req` to the replica at `to`, which holds its task.
+    fn relay(&self, req: &Request, to: std::net::SocketAddr) -> Result<Response, String> {
+        let own = self
+            .replica_ip
+            .ok_or_else(|| "this controller is not one of several replicas".to_string())?;
+        replicas::relay::forward(req, to, own).map_err(|e| {
+            log::warn!("replica {} did not answer a relayed call: {e}", to.ip());
+            e.to_string()
+        })
     }
 
     fn agent_card(&self, req: &Request) -> Response {

@@ -14,6 +14,8 @@ pub struct ServiceParams {
     pub version: Option<String>,
     /// `A2A-Extensions`, trimmed, without empties and duplicates, in first-seen order.
     pub extensions: Vec<String>,
+    /// Relayed by another replica (`A2A-Relayed-By`): answered here, relayed no further.
+    pub relayed: bool,
 }
 
 impl ServiceParams {
@@ -42,6 +44,9 @@ impl ServiceParams {
         ServiceParams {
             version: header_version.or(query_version),
             extensions,
+            relayed: headers
+                .iter()
+                .any(|(k, _)| k.eq_ignore_ascii_case(crate::replicas::RELAYED_BY)),
         }
     }
 }

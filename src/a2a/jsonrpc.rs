@@ -21,6 +21,19 @@ pub enum Answer {
     Json(String),
     /// Server-sent events (`text/event-stream`), each a JSON-RPC response.
     Events(Arc<dyn Streamer>),
+    /// The task is another replica's: the request goes there as it came, and this is the
+    /// answer should that replica not answer.
+    Relay(std::net::SocketAddr, Relayed),
+}
+
+/// What a relay that got no answer is answered instead: the refusal for a reason.
+pub struct Relayed(Box<dyn Fn(&str) -> Answer + Send>);
+
+impl Relayed {
+    /// The answer when the replica did not answer, `why`.
+    pub fn unanswered(&self, why: &str) -> Answer {
+        (self.0)(why)
+    }
 }
 
 pub struct JsonRpc {
@@ -59,6 +72,28 @@ impl JsonRpc {
         };
         if let Err(e) = self.service.check(params) {
             return refuse(e);
+        }
+        if let Some(task_id) = rpc_params.and_then(|p| addressed_task(method, p)) {
+            match self.service.holder(params, &task_id) {
+                Ok(None) => {}
+                Ok(Some(addr)) => {
+                    let service = Arc::clone(&self.service);
+                    let id = id.clone();
+                    return Answer::Relay(
+                        addr,
+                        Relayed(Box::new(move |why| {
+                            let e = service.holder_unanswered(&task_id, addr, why);
+                            let text = response_err(&id, &e).to_string();
+                            if streaming {
+                                Answer::Events(Arc::new(OneEvent(text)))
+                            } else {
+                                Answer::Json(text)
+                            }
+                        })),
+                    );
+                }
+                Err(e) => return refuse(e),
+            }
         }
         let need = || rpc_params.ok_or_else(|| RpcError::invalid_params("params are required"));
         if streaming {
@@ -105,6 +140,24 @@ impl JsonRpc {
         };
         Answer::Json(reply.unwrap_or_else(|e| response_err(&id, &e).to_string()))
     }
+}
+
+/// The task a method works on, for the methods that name one (where it is held decides who
+/// answers); a malformed one is left to the method to refuse.
+fn addressed_task(method: &str, params: &Map<String, Value>) -> Option<String> {
+    let names: &[&str] = match method {
+        "GetTask" | "CancelTask" | "SubscribeToTask" => &["id", "taskId", "task_id"],
+        "CreateTaskPushNotificationConfig"
+        | "GetTaskPushNotificationConfig"
+        | "ListTaskPushNotificationConfigs"
+        | "DeleteTaskPushNotificationConfig" => &["taskId", "task_id"],
+        _ => return None,
+    };
+    names
+        .iter()
+        .find_map(|n| params.get(*n))
+        .and_then(Value::as_str)
+        .map(str::to_string)
 }
 
 /// JSON-RPC's framing of a stream event: a response object with the request's id.

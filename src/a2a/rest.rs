@@ -31,6 +31,12 @@ pub struct RestAnswer {
 pub enum RestBody {
     Json(String),
     Events(Arc<dyn Streamer>),
+    /// The task is another replica's: the request goes to it as it came; the function gives
+    /// the answer should that replica not answer (why).
+    Relay(
+        std::net::SocketAddr,
+        Box<dyn Fn(&str) -> RestAnswer + Send>,
+    ),
 }
 
 /// One route of §11.3, with the ids its path carries.
@@ -75,6 +81,18 @@ impl Route {
             }
             _ => return None,
         })
+    }
+
+    /// The task the route names, if any.
+    fn task(&self) -> Option<&str> {
+        match self {
+            Route::GetTask(t)
+            | Route::Cancel(t)
+            | Route::Subscribe(t)
+            | Route::PushConfigs(t)
+            | Route::PushConfig(t, _) => Some(t),
+            _ => None,
+        }
     }
 
     /// The methods the route answers.
@@ -130,6 +148,26 @@ impl Rest {
         }
         if let Err(e) = self.service.check(params) {
             return error(e);
+        }
+        if let Some(task_id) = route.task() {
+            match self.service.holder(params, task_id) {
+                Ok(None) => {}
+                Ok(Some(addr)) => {
+                    let service = Arc::clone(&self.service);
+                    let task_id = task_id.to_string();
+                    return RestAnswer {
+                        status: 0,
+                        body: RestBody::Relay(
+                            addr,
+                            Box::new(move |why| {
+                                error(service.holder_unanswered(&task_id, addr, why))
+                            }),
+                        ),
+                        allow: None,
+                    };
+                }
+                Err(e) => return error(e),
+            }
         }
         match self.answer(caller, route, method, query, body) {
             Ok(answer) => answer,

@@ -251,6 +251,28 @@ impl RpcError {
     pub fn task_not_found(task_id: &str) -> RpcError {
         RpcError::a2a(-32001, "TASK_NOT_FOUND", "Task not found").with("taskId", task_id)
     }
+    /// A task whose replica is gone: its tasks lived in its memory.
+    pub fn task_not_found_gone(task_id: &str, replica: &str) -> RpcError {
+        RpcError::a2a(
+            -32001,
+            "TASK_NOT_FOUND",
+            format!(
+                "Task not found: the replica that held it ({replica}) is gone, and its tasks with it (its workers are not: list them)"
+            ),
+        )
+        .with("taskId", task_id)
+        .with("replica", replica)
+    }
+    /// A task whose replica is listed but does not answer.
+    pub fn task_not_found_unanswered(task_id: &str, replica: &str, why: &str) -> RpcError {
+        RpcError::a2a(
+            -32001,
+            "TASK_NOT_FOUND",
+            format!("Task not found: the replica that holds it ({replica}) does not answer: {why}"),
+        )
+        .with("taskId", task_id)
+        .with("replica", replica)
+    }
     pub fn task_not_cancelable(task_id: &str, why: &str) -> RpcError {
         RpcError::a2a(
             -32002,

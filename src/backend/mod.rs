@@ -399,6 +399,17 @@ pub trait Backend: Send + Sync {
     fn workers_have_endpoints(&self) -> bool {
         true
     }
+
+    /// This controller's own address when it is one of several replicas of one deployment
+    /// (which [`Backend::replicas`] lists); `None` for a controller on its own.
+    fn replica(&self) -> Option<std::net::IpAddr> {
+        None
+    }
+
+    /// The addresses of all the replicas that run now, this one included.
+    fn replicas(&self) -> Result<Vec<std::net::IpAddr>, BackendError> {
+        Ok(self.replica().into_iter().collect())
+    }
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use super::error::Error;
 use super::values::{check_image, expand_home, http_url, invalid, parse_bytes};
-use super::{ContainerSettings, DockerSettings, K8sSettings, LocalSettings, Raw};
+use super::{ContainerSettings, DockerSettings, K8sSettings, LocalSettings, Raw, ReplicaSettings};
 
 impl Raw {
     pub(super) fn container(&self) -> Result<ContainerSettings, Error> {
@@ -122,6 +122,7 @@ impl Raw {
             client_cert_file: self.optional_path("K8S_CLIENT_CERT_FILE")?,
             client_key_file: self.optional_path("K8S_CLIENT_KEY_FILE")?,
             pod_template: self.optional_path("K8S_POD_TEMPLATE")?,
+            replica: self.replica()?,
             worker_url: self
                 .optional("K8S_WORKER_URL")
                 .map(|u| worker_url(&u))
@@ -144,6 +145,39 @@ impl Raw {
             }
         }
         Ok(k)
+    }
+
+    /// `K8S_REPLICA_IP` with `K8S_REPLICA_SELECTOR`: both or neither.
+    fn replica(&self) -> Result<Option<ReplicaSettings>, Error> {
+        match (
+            self.optional("K8S_REPLICA_IP"),
+            self.optional("K8S_REPLICA_SELECTOR"),
+        ) {
+            (None, None) => Ok(None),
+            (Some(ip), Some(selector)) => {
+                let ip = ip.trim().parse().map_err(|_| {
+                    invalid(
+                        "K8S_REPLICA_IP",
+                        format!("{ip:?} is not an IP address (set it from the pod's status.podIP)"),
+                    )
+                })?;
+                if selector.contains(['&', '#', '?', '\n']) {
+                    return Err(invalid(
+                        "K8S_REPLICA_SELECTOR",
+                        format!("{selector:?} is not a label selector such as app.kubernetes.io/name=a2a-worker-controller"),
+                    ));
+                }
+                Ok(Some(ReplicaSettings { ip, selector }))
+            }
+            (Some(_), None) => Err(invalid(
+                "K8S_REPLICA_SELECTOR",
+                "it is required with K8S_REPLICA_IP: it says which pods are the other replicas".into(),
+            )),
+            (None, Some(_)) => Err(invalid(
+                "K8S_REPLICA_IP",
+                "it is required with K8S_REPLICA_SELECTOR: set it from the pod's status.podIP (downward API)".into(),
+            )),
+        }
     }
 
     pub(super) fn local(&self) -> Result<LocalSettings, Error> {

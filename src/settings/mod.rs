@@ -169,6 +169,15 @@ pub struct K8sSettings {
     pub pod_template: Option<PathBuf>,
     /// `K8S_WORKER_URL`: a template with `{pod}`, `{namespace}`, `{port}`.
     pub worker_url: Option<String>,
+    /// `K8S_REPLICA_IP` and `K8S_REPLICA_SELECTOR`: one replica of several.
+    pub replica: Option<ReplicaSettings>,
+}
+
+/// One replica of several: its own pod IP, and the label selector of all of them.
+#[derive(Debug, Clone)]
+pub struct ReplicaSettings {
+    pub ip: std::net::IpAddr,
+    pub selector: String,
 }
 
 #[derive(Debug, Clone)]

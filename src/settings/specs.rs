@@ -346,6 +346,18 @@ pub(super) const SPECS: &[Spec] = &[
     ),
     s(
         K8s,
+        "K8S_REPLICA_IP",
+        "",
+        "this replica's pod IP (downward API status.podIP); with K8S_REPLICA_SELECTOR, one of several replicas: task ids name their replica and calls are relayed to it",
+    ),
+    s(
+        K8s,
+        "K8S_REPLICA_SELECTOR",
+        "",
+        "label selector of the controller's own pods, the replicas a call may be relayed to (with K8S_REPLICA_IP)",
+    ),
+    s(
+        K8s,
         "K8S_WORKER_URL",
         "",
         "worker URL template with {pod}, {namespace}, {port} for callers outside the cluster (default: the pod's cluster DNS name)",

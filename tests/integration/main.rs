@@ -29,6 +29,7 @@ mod observability;
 mod oidc;
 mod panic_policy;
 mod push;
+mod replicas;
 mod rest;
 mod sdk_interop;
 mod secrets;

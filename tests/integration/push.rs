@@ -20,9 +20,9 @@ const HOOK_SECRET: &str = "hook-credential-7f3e9a1c5b2d";
 
 /// One request a receiver heard.
 #[derive(Debug, Clone)]
-struct Heard {
-    head: String,
-    body: String,
+pub struct Heard {
+    pub head: String,
+    pub body: String,
 }
 
 impl Heard {
@@ -35,21 +35,21 @@ impl Heard {
         })
     }
 
-    fn json(&self) -> Value {
+    pub fn json(&self) -> Value {
         serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {}", self.body))
     }
 }
 
 /// A webhook receiver: answers the statuses given, in order (then 200), each with the
 /// headers given, and remembers what it heard.
-struct Receiver {
+pub struct Receiver {
     addr: SocketAddr,
     heard: Arc<Mutex<Vec<Heard>>>,
     stop: Arc<AtomicBool>,
 }
 
 impl Receiver {
-    fn start(answers: Vec<(u16, Vec<(&'static str, String)>)>) -> Receiver {
+    pub fn start(answers: Vec<(u16, Vec<(&'static str, String)>)>) -> Receiver {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let heard = Arc::new(Mutex::new(Vec::new()));
@@ -79,16 +79,16 @@ impl Receiver {
         Receiver { addr, heard, stop }
     }
 
-    fn url(&self) -> String {
+    pub fn url(&self) -> String {
         format!("http://127.0.0.1:{}/hook", self.addr.port())
     }
 
-    fn heard(&self) -> Vec<Heard> {
+    pub fn heard(&self) -> Vec<Heard> {
         self.heard.lock().unwrap().clone()
     }
 
     /// Waits until `done` holds for what was heard.
-    fn wait_for(&self, what: &str, done: impl Fn(&[Heard]) -> bool) -> Vec<Heard> {
+    pub fn wait_for(&self, what: &str, done: impl Fn(&[Heard]) -> bool) -> Vec<Heard> {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             let heard = self.heard();

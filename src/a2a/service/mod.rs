@@ -19,6 +19,7 @@ mod record;
 mod watching;
 
 use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex};
 
@@ -32,6 +33,7 @@ use super::tasks::{self, TaskStore};
 use super::types::{RpcError, Task, TaskState, TaskStatus, PROTOCOL_VERSION};
 use crate::control::{self, Caller, Control, ControlError, ControlRequest};
 use crate::push::Pusher;
+use crate::replicas::{Location, Replicas};
 use crate::token::uuid_v4;
 use record::{finish, with_history, Recorder};
 
@@ -44,6 +46,8 @@ pub struct Service {
     watches: Arc<Mutex<HashMap<String, EndWhy>>>,
     background: Arc<AtomicUsize>,
     extended_card: Value,
+    /// The other replicas, when this is one of several: task ids name their replica.
+    replicas: Option<Arc<Replicas>>,
 }
 
 impl Service {
@@ -61,7 +65,49 @@ impl Service {
             watches: Arc::default(),
             background: Arc::new(AtomicUsize::new(0)),
             extended_card,
+            replicas: None,
         }
+    }
+
+    /// One replica of several: the tasks it mints name it, and calls on another replica's
+    /// task are relayed there.
+    pub fn with_replicas(mut self, replicas: Option<Arc<Replicas>>) -> Service {
+        self.replicas = replicas;
+        self
+    }
+
+    /// Where a call on task `task_id` is answered: here (`None`), or by the replica at the
+    /// address that holds it. A task of a replica that is gone is `TaskNotFound` saying so.
+    pub fn holder(
+        &self,
+        params: &ServiceParams,
+        task_id: &str,
+    ) -> Result<Option<SocketAddr>, RpcError> {
+        let Some(replicas) = self.replicas.as_ref().filter(|_| !params.relayed) else {
+            return Ok(None);
+        };
+        match replicas.locate(task_id) {
+            Location::Here => Ok(None),
+            Location::Peer(addr) => Ok(Some(addr)),
+            Location::Gone(ip) => Err(RpcError::task_not_found_gone(task_id, &ip.to_string())),
+            Location::Unknown(why) => Err(RpcError::internal(&format!(
+                "task {task_id} is held by another replica, and the replicas cannot be listed now: {why}"
+            ))
+            .with("taskId", task_id)),
+        }
+    }
+
+    /// The refusal when the replica holding `task_id` at `addr` does not answer.
+    pub fn holder_unanswered(&self, task_id: &str, addr: SocketAddr, why: &str) -> RpcError {
+        if let Some(r) = &self.replicas {
+            r.forget();
+        }
+        RpcError::task_not_found_unanswered(task_id, &addr.ip().to_string(), why)
+    }
+
+    /// This replica's IP, when it is one of several.
+    pub fn replica_ip(&self) -> Option<std::net::IpAddr> {
+        self.replicas.as_ref().map(|r| r.own())
     }
 
     /// The service parameters every operation checks first (§3.2.6): the version this
@@ -281,6 +327,10 @@ impl Service {
         }
 
         let task_id = uuid_v4().map_err(|e| RpcError::internal(&e.to_string()))?;
+        let task_id = match &self.replicas {
+            Some(r) => r.task_id(&task_id),
+            None => task_id,
+        };
         let context_id = match &message.context_id {
             Some(c) => c.clone(),
             None => uuid_v4().map_err(|e| RpcError::internal(&e.to_string()))?,

@@ -594,6 +594,24 @@ impl Backend for K8sBackend {
         self.findings()
     }
 
+    fn replica(&self) -> Option<std::net::IpAddr> {
+        self.k8s.replica.as_ref().map(|r| r.ip)
+    }
+
+    /// The running pods of the replica selector that have an IP (one in its grace period
+    /// still answers until it exits).
+    fn replicas(&self) -> Result<Vec<std::net::IpAddr>, BackendError> {
+        let Some(replica) = &self.k8s.replica else {
+            return Ok(Vec::new());
+        };
+        let pods = self.select(std::slice::from_ref(&replica.selector))?;
+        Ok(pods
+            .iter()
+            .filter(|p| p.status.phase == "Running")
+            .filter_map(|p| p.status.pod_ip.parse().ok())
+            .collect())
+    }
+
     fn validate(&self) -> Result<(), String> {
         self.validate_template()
     }

@@ -65,6 +65,9 @@ pub struct Metadata {
 #[serde(default, rename_all = "camelCase")]
 pub struct Status {
     pub phase: String,
+    /// The pod's IP, once its sandbox has one.
+    #[serde(rename = "podIP")]
+    pub pod_ip: String,
     pub conditions: Vec<Condition>,
     pub container_statuses: Vec<ContainerStatus>,
 }

@@ -1,0 +1,324 @@
+//! Two replicas behind one Service (issue 29): every call on a task answers alike whichever
+//! replica it reaches. Two real controllers on real sockets, at 127.0.0.2 and 127.0.0.3 on one
+//! port (as two pods on their pod IPs), sharing one backend test double that lists them as
+//! the replicas; each request on a fresh connection, alternating replicas. Linux only: other
+//! systems have no 127.0.0.2 without configuration.
+#![cfg(target_os = "linux")]
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use a2a_worker_controller::backend::{
+    Backend, BackendError, BackendKind, CreateSpec, Logs, Worker,
+};
+use serde_json::{json, Value};
+
+use crate::callers::{callers_file, ALICE, BOB};
+use crate::push::Receiver;
+use crate::support::{message, reply_data, request, settings, FakeBackend, HttpResponse};
+
+/// One replica's view of the shared test double: itself, and the replicas listed.
+struct Replica {
+    inner: Arc<FakeBackend>,
+    own: IpAddr,
+    listed: Arc<Mutex<Vec<IpAddr>>>,
+}
+
+impl Backend for Replica {
+    fn kind(&self) -> BackendKind {
+        self.inner.kind()
+    }
+    fn create(&self, spec: &CreateSpec) -> Result<Worker, BackendError> {
+        self.inner.create(spec)
+    }
+    fn list(&self) -> Result<Vec<Worker>, BackendError> {
+        self.inner.list()
+    }
+    fn stop(&self, worker_id: &str) -> Result<Worker, BackendError> {
+        self.inner.stop(worker_id)
+    }
+    fn logs(&self, worker_id: &str, lines: u32) -> Result<Logs, BackendError> {
+        self.inner.logs(worker_id, lines)
+    }
+    fn health(&self) -> Result<(), BackendError> {
+        self.inner.health()
+    }
+    fn replica(&self) -> Option<IpAddr> {
+        Some(self.own)
+    }
+    fn replicas(&self) -> Result<Vec<IpAddr>, BackendError> {
+        Ok(self.listed.lock().unwrap().clone())
+    }
+}
+
+struct Pair {
+    a: SocketAddr,
+    b: SocketAddr,
+    backend: Arc<FakeBackend>,
+    listed: Arc<Mutex<Vec<IpAddr>>>,
+    running: Vec<a2a_worker_controller::Running>,
+}
+
+impl Drop for Pair {
+    fn drop(&mut self) {
+        for r in self.running.drain(..) {
+            r.shutdown();
+        }
+    }
+}
+
+fn ip(s: &str) -> IpAddr {
+    s.parse().unwrap()
+}
+
+impl Pair {
+    fn start(name: &str) -> Pair {
+        let backend = Arc::new(FakeBackend::default());
+        let listed = Arc::new(Mutex::new(vec![ip("127.0.0.2"), ip("127.0.0.3")]));
+        let file = callers_file(name);
+        // One port free on both addresses (pods of one Deployment listen alike).
+        let (port, running) = (0..20)
+            .find_map(|_| {
+                let port = std::net::TcpListener::bind("127.0.0.2:0")
+                    .and_then(|l| l.local_addr())
+                    .ok()?
+                    .port();
+                let mut running = Vec::new();
+                for own in ["127.0.0.2", "127.0.0.3"] {
+                    let listen = format!("-listen={own}:{port}");
+                    let callers = format!("-a2a-callers-file={}", file.display());
+                    let s = settings(&[
+                        &listen,
+                        &callers,
+                        "-push-allow-http=true",
+                        "-push-allow=127.0.0.1/32",
+                    ]);
+                    let replica = Arc::new(Replica {
+                        inner: Arc::clone(&backend),
+                        own: ip(own),
+                        listed: Arc::clone(&listed),
+                    });
+                    running.push(a2a_worker_controller::start(&s, replica).ok()?);
+                }
+                Some((port, running))
+            })
+            .expect("one port free on 127.0.0.2 and 127.0.0.3");
+        Pair {
+            a: SocketAddr::new(ip("127.0.0.2"), port),
+            b: SocketAddr::new(ip("127.0.0.3"), port),
+            backend,
+            listed,
+            running,
+        }
+    }
+}
+
+/// One JSON-RPC call on a fresh connection.
+fn call(addr: SocketAddr, token: &str, method: &str, params: Value) -> HttpResponse {
+    call_with(addr, token, method, params, &[])
+}
+
+fn call_with(
+    addr: SocketAddr,
+    token: &str,
+    method: &str,
+    params: Value,
+    extra: &[(&str, &str)],
+) -> HttpResponse {
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params});
+    let auth = format!("Bearer {token}");
+    let mut headers = vec![
+        ("Authorization", auth.as_str()),
+        ("Content-Type", "application/json"),
+    ];
+    headers.extend_from_slice(extra);
+    request(addr, "POST", "/a2a", &headers, body.to_string().as_bytes())
+}
+
+fn result(r: &HttpResponse) -> Value {
+    let v = r.json();
+    assert!(v.get("error").is_none(), "{v}");
+    v["result"].clone()
+}
+
+fn error(r: &HttpResponse) -> Value {
+    let v = r.json();
+    v.get("error").cloned().unwrap_or_else(|| panic!("{v}"))
+}
+
+#[test]
+fn any_replica_answers_for_a_task_and_hands_its_token_out_once() {
+    let p = Pair::start("replicas-get");
+    *p.backend.create_delay.lock().unwrap() = Duration::from_millis(1500);
+    let task = result(&call(
+        p.a,
+        ALICE,
+        "SendMessage",
+        json!({"message": message(vec![json!({"data": {"operation": "create", "task": "r1"}})]),
+               "configuration": {"returnImmediately": true}}),
+    ))["task"]
+        .clone();
+    let id = task["id"].as_str().unwrap().to_string();
+    assert!(id.ends_with(".127-0-0-2"), "the id names its replica: {id}");
+
+    // 20 GetTask calls, alternating replicas, each on a new connection, across the task's end.
+    let mut tokens = Vec::new();
+    let mut completed = 0;
+    for i in 0..20 {
+        let via = if i % 2 == 0 { p.b } else { p.a };
+        let r = call(via, ALICE, "GetTask", json!({"id": id}));
+        let t = result(&r);
+        assert_eq!(t["id"], id.as_str(), "call {i}");
+        if via == p.b {
+            assert_eq!(r.header("A2A-Answered-By"), Some("127.0.0.2"), "relayed");
+        } else {
+            assert_eq!(r.header("A2A-Answered-By"), None, "answered where it is held");
+        }
+        if t["status"]["state"] == "TASK_STATE_COMPLETED" {
+            completed += 1;
+            if let Some(token) = reply_data(&t).get("token") {
+                tokens.push(token.clone());
+            }
+        }
+        std::thread::sleep(Duration::from_millis(150));
+    }
+    assert!(completed >= 5, "the task finished during the calls");
+    assert_eq!(tokens.len(), 1, "the token exactly once: {tokens:?}");
+
+    // The HTTP+JSON binding through the other replica, and its scope on the holder: bob's
+    // GetTask is TaskNotFound wherever it arrives.
+    let auth = format!("Bearer {ALICE}");
+    let rest = request(
+        p.b,
+        "GET",
+        &format!("/a2a/rest/tasks/{id}"),
+        &[("Authorization", &auth)],
+        b"",
+    );
+    assert_eq!(rest.status, 200, "{}", rest.text());
+    assert_eq!(rest.json()["id"], id.as_str());
+    for via in [p.a, p.b] {
+        let e = error(&call(via, BOB, "GetTask", json!({"id": id})));
+        assert_eq!(e["code"], -32001, "{e}");
+    }
+    // A relayed call is answered where it arrives: no second hop.
+    let e = error(&call_with(
+        p.b,
+        ALICE,
+        "GetTask",
+        json!({"id": id}),
+        &[("A2A-Relayed-By", "127.0.0.9")],
+    ));
+    assert_eq!(e["code"], -32001, "{e}");
+    // A wrong token is refused by the first replica, before any relay.
+    let r = call(p.b, "not-a-token", "GetTask", json!({"id": id}));
+    assert_eq!(r.status, 401);
+}
+
+#[test]
+fn a_watch_on_one_replica_is_subscribed_to_and_canceled_through_the_other() {
+    let p = Pair::start("replicas-watch");
+    let task = result(&call(
+        p.a,
+        ALICE,
+        "SendMessage",
+        json!({"message": message(vec![json!({"data": {"operation": "watch"}})]),
+               "configuration": {"returnImmediately": true}}),
+    ))["task"]
+        .clone();
+    let id = task["id"].as_str().unwrap().to_string();
+    assert_eq!(task["status"]["state"], "TASK_STATE_WORKING");
+    let (b, sid) = (p.b, id.clone());
+    let subscribed =
+        std::thread::spawn(move || call(b, ALICE, "SubscribeToTask", json!({"id": sid})));
+    std::thread::sleep(Duration::from_millis(700));
+    let canceled = result(&call(p.b, ALICE, "CancelTask", json!({"id": id})));
+    assert_eq!(canceled["status"]["state"], "TASK_STATE_CANCELED");
+    let stream = subscribed.join().unwrap();
+    assert_eq!(stream.status, 200);
+    assert_eq!(stream.header("A2A-Answered-By"), Some("127.0.0.2"));
+    assert!(
+        stream.header("Content-Type").unwrap().starts_with("text/event-stream"),
+        "{:?}",
+        stream.header("Content-Type")
+    );
+    let text = stream.text();
+    assert!(text.starts_with("data: "), "{text}");
+    assert!(text.contains("TASK_STATE_CANCELED"), "{text}");
+}
+
+#[test]
+fn a_push_config_made_through_one_replica_is_delivered_for_a_task_on_the_other() {
+    let p = Pair::start("replicas-push");
+    let hook = Receiver::start(Vec::new());
+    *p.backend.create_delay.lock().unwrap() = Duration::from_millis(1500);
+    let task = result(&call(
+        p.a,
+        ALICE,
+        "SendMessage",
+        json!({"message": message(vec![json!({"data": {"operation": "create", "task": "r2"}})]),
+               "configuration": {"returnImmediately": true}}),
+    ))["task"]
+        .clone();
+    let id = task["id"].as_str().unwrap().to_string();
+    let made = result(&call(
+        p.b,
+        ALICE,
+        "CreateTaskPushNotificationConfig",
+        json!({"taskId": id, "url": hook.url(), "token": "hook-secret"}),
+    ));
+    assert_eq!(made["taskId"], id.as_str(), "{made}");
+    let listed = result(&call(
+        p.b,
+        ALICE,
+        "ListTaskPushNotificationConfigs",
+        json!({"taskId": id}),
+    ));
+    assert_eq!(listed["configs"].as_array().map(Vec::len), Some(1), "{listed}");
+    let heard = hook.wait_for("the task's end", |h| {
+        h.iter().any(|x| x.body.contains("TASK_STATE_COMPLETED"))
+    });
+    assert!(heard.iter().all(|h| !h.body.contains("\"token\"")), "no worker token pushed");
+}
+
+#[test]
+fn a_task_of_a_replica_that_is_gone_says_so() {
+    let p = Pair::start("replicas-gone");
+    let gone = "0b7f6a8e-5b1d-4c43-9d0e-3f2a1b0c9d8e.127-0-0-9";
+    for via in [p.a, p.b] {
+        let e = error(&call(via, ALICE, "GetTask", json!({"id": gone})));
+        assert_eq!(e["code"], -32001, "{e}");
+        let msg = e["message"].as_str().unwrap();
+        assert!(
+            msg.contains("127.0.0.9") && msg.contains("is gone"),
+            "{msg}"
+        );
+        let auth = format!("Bearer {ALICE}");
+        let rest = request(
+            via,
+            "POST",
+            &format!("/a2a/rest/tasks/{gone}:cancel"),
+            &[("Authorization", &auth)],
+            b"",
+        );
+        assert_eq!(rest.status, 404, "{}", rest.text());
+        assert!(rest.text().contains("is gone"), "{}", rest.text());
+    }
+    // Listed, but nobody answers there: said so, at once.
+    p.listed.lock().unwrap().push(ip("127.0.0.4"));
+    let started = Instant::now();
+    let e = error(&call(
+        p.a,
+        ALICE,
+        "GetTask",
+        json!({"id": "x.127-0-0-4"}),
+    ));
+    assert_eq!(e["code"], -32001, "{e}");
+    assert!(
+        e["message"].as_str().unwrap().contains("does not answer"),
+        "{e}"
+    );
+    // Connection refused comes back at once; the bound only tells it from the 3 s timeout.
+    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+}
