@@ -33,10 +33,7 @@ pub enum RestBody {
     Events(Arc<dyn Streamer>),
     /// The task is another replica's: the request goes to it as it came; the function gives
     /// the answer should that replica not answer (why).
-    Relay(
-        std::net::SocketAddr,
-        Box<dyn Fn(&str) -> RestAnswer + Send>,
-    ),
+    Relay(std::net::SocketAddr, Box<dyn Fn(&str) -> RestAnswer + Send>),
 }
 
 /// One route of §11.3, with the ids its path carries.

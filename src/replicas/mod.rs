@@ -185,11 +185,7 @@ mod tests {
             Location::Gone(ip("169.254.169.254"))
         );
         assert_eq!(reads.load(Ordering::SeqCst), 2, "read again before gone");
-        let broken = Replicas::new(
-            ip("10.244.0.5"),
-            8080,
-            Box::new(|| Err("forbidden".into())),
-        );
+        let broken = Replicas::new(ip("10.244.0.5"), 8080, Box::new(|| Err("forbidden".into())));
         assert_eq!(
             broken.locate("t.10-244-0-6"),
             Location::Unknown("forbidden".into())

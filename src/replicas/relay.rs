@@ -63,7 +63,11 @@ pub fn forward(req: &Request, to: SocketAddr, own: IpAddr) -> Result<Response, U
         .uri(&url)
         .header(RELAYED_BY, own.to_string());
     for name in FORWARDED {
-        for (k, v) in req.headers.iter().filter(|(k, _)| k.eq_ignore_ascii_case(name)) {
+        for (k, v) in req
+            .headers
+            .iter()
+            .filter(|(k, _)| k.eq_ignore_ascii_case(name))
+        {
             builder = builder.header(k.as_str(), v.as_str());
         }
     }
@@ -77,9 +81,7 @@ pub fn forward(req: &Request, to: SocketAddr, own: IpAddr) -> Result<Response, U
         .max_redirects(0)
         .build()
         .into();
-    let answer = agent
-        .run(request)
-        .map_err(|e| Unanswered(e.to_string()))?;
+    let answer = agent.run(request).map_err(|e| Unanswered(e.to_string()))?;
     let status = answer.status().as_u16();
     let header = |name: &str| {
         answer

@@ -173,7 +173,11 @@ fn any_replica_answers_for_a_task_and_hands_its_token_out_once() {
         if via == p.b {
             assert_eq!(r.header("A2A-Answered-By"), Some("127.0.0.2"), "relayed");
         } else {
-            assert_eq!(r.header("A2A-Answered-By"), None, "answered where it is held");
+            assert_eq!(
+                r.header("A2A-Answered-By"),
+                None,
+                "answered where it is held"
+            );
         }
         if t["status"]["state"] == "TASK_STATE_COMPLETED" {
             completed += 1;
@@ -239,7 +243,10 @@ fn a_watch_on_one_replica_is_subscribed_to_and_canceled_through_the_other() {
     assert_eq!(stream.status, 200);
     assert_eq!(stream.header("A2A-Answered-By"), Some("127.0.0.2"));
     assert!(
-        stream.header("Content-Type").unwrap().starts_with("text/event-stream"),
+        stream
+            .header("Content-Type")
+            .unwrap()
+            .starts_with("text/event-stream"),
         "{:?}",
         stream.header("Content-Type")
     );
@@ -275,11 +282,18 @@ fn a_push_config_made_through_one_replica_is_delivered_for_a_task_on_the_other()
         "ListTaskPushNotificationConfigs",
         json!({"taskId": id}),
     ));
-    assert_eq!(listed["configs"].as_array().map(Vec::len), Some(1), "{listed}");
+    assert_eq!(
+        listed["configs"].as_array().map(Vec::len),
+        Some(1),
+        "{listed}"
+    );
     let heard = hook.wait_for("the task's end", |h| {
         h.iter().any(|x| x.body.contains("TASK_STATE_COMPLETED"))
     });
-    assert!(heard.iter().all(|h| !h.body.contains("\"token\"")), "no worker token pushed");
+    assert!(
+        heard.iter().all(|h| !h.body.contains("\"token\"")),
+        "no worker token pushed"
+    );
 }
 
 #[test]
@@ -308,17 +322,16 @@ fn a_task_of_a_replica_that_is_gone_says_so() {
     // Listed, but nobody answers there: said so, at once.
     p.listed.lock().unwrap().push(ip("127.0.0.4"));
     let started = Instant::now();
-    let e = error(&call(
-        p.a,
-        ALICE,
-        "GetTask",
-        json!({"id": "x.127-0-0-4"}),
-    ));
+    let e = error(&call(p.a, ALICE, "GetTask", json!({"id": "x.127-0-0-4"})));
     assert_eq!(e["code"], -32001, "{e}");
     assert!(
         e["message"].as_str().unwrap().contains("does not answer"),
         "{e}"
     );
     // Connection refused comes back at once; the bound only tells it from the 3 s timeout.
-    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
 }

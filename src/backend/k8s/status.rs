@@ -187,7 +187,7 @@ impl Pod {
                 .or(c.last_state.terminated.as_ref())?;
             Some(if t.reason == "OOMKilled" {
                 format!(
-                    "was killed for running out of memory (exit code {})",
+                    "was killed for running out of memory (the kubelet's reason OOMKilled, exit code {})",
                     t.exit_code
                 )
             } else {
@@ -442,7 +442,7 @@ mod tests {
             p.state(),
             (
                 WorkerState::Exited,
-                "was killed for running out of memory (exit code 137)".into()
+                "was killed for running out of memory (the kubelet's reason OOMKilled, exit code 137)".into()
             )
         );
         assert!(matches!(p.progress(), Progress::Failed(_)));
