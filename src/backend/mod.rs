@@ -262,7 +262,7 @@ impl fmt::Display for BackendError {
                 state.as_str()
             ),
             BackendError::NotFound => f.write_str("no such worker"),
-            BackendError::ImageNotFound(image) => write!(f, "worker image {image} not found"),
+            BackendError::ImageNotFound(image) => write!(f, "worker image not found: {image}"),
             BackendError::NotReady(why) => write!(f, "worker did not become ready: {why}"),
             BackendError::Rejected(why) => write!(f, "the cluster rejected the worker: {why}"),
             BackendError::Capacity(why) => write!(f, "no capacity for the worker: {why}"),

@@ -423,7 +423,8 @@ fn failing_pods_are_reported_and_removed_and_refusals_are_clear() {
         json!({"operation": "create", "task": "pull"}),
         "image_not_found",
         &[
-            "ImagePullBackOff",
+            "ErrImagePull",
+            "failed to pull and unpack image",
             "was left",
             "RBAC",
             "cannot delete resource \"pods\"",
@@ -1157,4 +1158,101 @@ fn scopes_are_pod_labels_and_each_caller_sees_its_own() {
         .find(|w| w["worker_id"] == admin["worker_id"])
         .unwrap();
     assert_eq!(admins["scope"], "admin");
+}
+
+/// One JSON-RPC call to a controller process; the response object.
+fn rpc(p: &Proc, method: &str, params: Value) -> Value {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    let auth = format!("Bearer {TOKEN}");
+    crate::support::request(
+        p.addr,
+        "POST",
+        "/a2a",
+        &[
+            ("Authorization", auth.as_str()),
+            ("Content-Type", "application/json"),
+        ],
+        body.to_string().as_bytes(),
+    )
+    .json()
+}
+
+#[test]
+fn an_oom_kill_names_the_kubelets_reason_and_the_replicas_are_the_selected_pods() {
+    if !configured() {
+        return;
+    }
+    let pki = Pki::new("e2e-oom");
+    let standin = Standin::start(&pki, &["--ready-after", "0.2"]);
+    let id = controller_id("k8s-oom");
+    let api = api(&standin, &pki);
+    // A replica of the selector, which the stand-in's kubelet runs at 10.42.0.7.
+    let replica = json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "ctl-0", "labels": {"app": "ctl"}},
+        "spec": {"containers": [{"name": "controller", "image": "registry.example/ctl:1"}]}});
+    api.call(
+        K8sMethod::Post,
+        &format!("/api/v1/namespaces/{NS}/pods"),
+        Some(&replica),
+    )
+    .unwrap();
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !pods(&api).iter().any(|p| p["status"]["phase"] == "Running") {
+        assert!(std::time::Instant::now() < until, "{:?}", pods(&api));
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let p = start(
+        &standin,
+        &pki,
+        &id,
+        &[
+            "-worker-image=registry.example/oom:1",
+            "-k8s-replica-ip=10.42.0.7",
+            "-k8s-replica-selector=app=ctl",
+        ],
+    );
+    // As on the real node (rec node/s29-oom-pod.json): ready, then OOM-killed; listed exited
+    // with the kubelet's reason.
+    let made = reply_data(&p.control(json!({"operation": "create", "task": "hungry"})));
+    let wid = made["worker"]["worker_id"].clone();
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    let reason = loop {
+        let listed = reply_data(&p.control(json!({"operation": "list"})));
+        let w = listed["workers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|w| w["worker_id"] == wid)
+            .cloned()
+            .expect("listed");
+        if w["state"] == "exited" {
+            break w["reason"].as_str().unwrap().to_string();
+        }
+        assert!(std::time::Instant::now() < until, "{w}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert_eq!(
+        reason,
+        "was killed for running out of memory (the kubelet's reason OOMKilled, exit code 137)"
+    );
+    // Task ids name this replica; a task of an IP the selector does not list is of a replica
+    // that is gone, one of this replica's own IP is simply not found.
+    let task = rpc(
+        &p,
+        "SendMessage",
+        json!({"message": crate::support::message(vec![json!({"data": {"operation": "list"}})])}),
+    );
+    let tid = task["result"]["task"]["id"].as_str().unwrap();
+    assert!(tid.ends_with(".10-42-0-7"), "{tid}");
+    let gone = rpc(&p, "GetTask", json!({"id": "t.10-42-0-99"}));
+    assert_eq!(gone["error"]["code"], -32001, "{gone}");
+    assert!(
+        gone["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("(10.42.0.99) is gone"),
+        "{gone}"
+    );
+    let own = rpc(&p, "GetTask", json!({"id": "t.10-42-0-7"}));
+    assert_eq!(own["error"]["message"], "Task not found", "{own}");
 }

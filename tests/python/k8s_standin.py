@@ -25,7 +25,8 @@ What it mimics, and from where:
 | delete `preconditions.uid` mismatch: 409 `Conflict` | registry/rest/delete.go |
 | watch (`watch=1`): chunked JSON lines; `ADDED` for current pods without `resourceVersion`, else the events after it; `410 Expired` `too old resource version: R (OLDEST)` as an `ERROR` event for a compacted version; `BOOKMARK`s with `allowWatchBookmarks`; ends after `timeoutSeconds`. `expire N`: the next N watches from a `resourceVersion` find it compacted, as when etcd compacts between a client's list and its watch | rec watch.b, watchbm.b |
 | scheduler: binds a pod to `standin-node`; an image containing `unschedulable` stays Pending with `PodScheduled=False`, reason `Unschedulable`, the scheduler's message and a `FailedScheduling` event, until `schedulable` (an autoscaler added a node) or --schedulable-after | rec s28-scheduler.txt, s09 |
-| kubelet: Running and Ready after --ready-after s; images with `pull-fails` (ImagePullBackOff), `crashes` (CrashLoopBackOff, exit 3), `config-error` (CreateContainerConfigError), `never-ready` (Ready=False `ContainersNotReady: containers with unready status: [worker]` and an `Unhealthy` `Readiness probe failed: ...` event); confirms deletions after --confirm-after s | rec s09-notready.txt |
+| kubelet: Running and Ready after --ready-after s; images with `pull-fails` (ErrImagePull with containerd's text), `oom` (Ready, then 1 s later OOMKilled exit 137, phase Failed, Ready `PodFailed`), `crashes` (CrashLoopBackOff, exit 3), `config-error` (CreateContainerConfigError), `never-ready` (Ready=False `ContainersNotReady: containers with unready status: [worker]` and an `Unhealthy` `Readiness probe failed: ...` event); confirms deletions after --confirm-after s | rec s09-notready.txt |
+| the real kubelet's answers for an unpullable image, an OOM kill and a graceful stop | rec node/s29-missing-image-reply.json, node/s29-oom-pod.json, node/s29-stopping-pod.json (scripts/test-k8s.sh on the real node, A2A_K8S_RECORD) |
 | node down (`node-down`): nothing is confirmed; the node controller sets its pods' `Ready` to `False` with no reason, `ContainersReady` unchanged; `pods/log` answers 500 with the dial error | rec s20-node-down.txt, s10c |
 | `pods/log`: text; 204 with no body for a pod without a node; 400 `container X is not valid for pod P` | rec log_nohost.h, log_badcontainer.b |
 | API priority and fairness: 429 `text/plain` `Too many requests, please try again later.` with `Retry-After: 1` (--throttle-once, `throttle N`) | rec s26-apf429.txt |
@@ -346,6 +347,19 @@ class Store:
                     ready.pop("message", None)
                     self.put(pod)
                 continue
+            if m.get("oom_at") and now >= m["oom_at"] and st.get("phase") == "Running":
+                # rec node/s29-oom-pod.json: the container terminated OOMKilled (137), the pod
+                # Failed (restartPolicy Never), Ready and ContainersReady False `PodFailed`
+                m.pop("oom_at")
+                cs = st["containerStatuses"][0]
+                cs.update(ready=False, started=False, state={"terminated": {
+                    "exitCode": 137, "reason": "OOMKilled", "startedAt": st.get("startTime"), "finishedAt": rfc3339()}})
+                st["phase"] = "Failed"
+                st["conditions"] = [c for c in st["conditions"] if c["type"] not in ("Ready", "ContainersReady")] + [
+                    {"type": "Ready", "status": "False", "reason": "PodFailed"},
+                    {"type": "ContainersReady", "status": "False", "reason": "PodFailed"}]
+                self.put(pod)
+                continue
             if now - m.get("bound", now) < self.opts.ready_after or m.get("kubelet") == (image, self.node_up):
                 continue
             m["kubelet"] = (image, self.node_up)
@@ -358,8 +372,12 @@ class Store:
                          {"type": "ContainersReady", "status": "False", "reason": "ContainersNotReady",
                           "message": f"containers with unready status: [{name}]"}]
             if "pull-fails" in image:
+                # rec node/s29-missing-image-reply.json: the first pull fails ErrImagePull with
+                # containerd's text (ImagePullBackOff, "Back-off pulling image", comes after)
                 st.update(phase="Pending", conditions=conds + not_ready)
-                cs["state"] = {"waiting": {"reason": "ImagePullBackOff", "message": f'Back-off pulling image "{image}"'}}
+                cs["state"] = {"waiting": {"reason": "ErrImagePull", "message":
+                                           f'failed to pull and unpack image "{image}": failed to resolve reference '
+                                           f'"{image}": {image}: not found'}}
             elif "config-error" in image:
                 st.update(phase="Pending", conditions=conds + not_ready)
                 cs["state"] = {"waiting": {"reason": "CreateContainerConfigError", "message": 'secret "missing" not found'}}
@@ -377,6 +395,8 @@ class Store:
                 st.update(phase="Running", podIP="10.42.0.7", conditions=conds + [
                     {"type": "Ready", "status": "True"}, {"type": "ContainersReady", "status": "True"}])
                 cs.update(ready=True, started=True, state={"running": {"startedAt": started}})
+                if "oom" in image:
+                    m["oom_at"] = now + 1.0
             st["containerStatuses"] = [cs]
             st["startTime"] = started
             self.put(pod)
