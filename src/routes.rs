@@ -9,8 +9,8 @@ use serde_json::{json, Value};
 
 use crate::a2a::card::{AgentCard, CACHE_CONTROL, REST_BASE};
 use crate::a2a::{
-    response_err, rest_error_body, Answer, JsonRpc, Rest, RestAnswer, RestBody, RpcError,
-    ServiceParams,
+    response_err, rest_error_body, Answer, Credential, JsonRpc, Rest, RestAnswer, RestBody,
+    RpcError, ServiceParams,
 };
 use crate::auth;
 use crate::control::Control;
@@ -123,7 +123,8 @@ impl Routes {
             }
         }
         let headers = auth::strip_credentials(&req.headers);
-        let params = ServiceParams::from_request(&headers, &req.query);
+        let mut params = ServiceParams::from_request(&headers, &req.query);
+        params.authorization = Credential(req.header("Authorization").map(str::to_string));
         let answer = self
             .rest
             .handle(&caller, &params, &req.method, path, &req.query, body);
@@ -172,7 +173,8 @@ impl Routes {
             return refusal;
         }
         let headers = auth::strip_credentials(&req.headers);
-        let params = ServiceParams::from_request(&headers, &req.query);
+        let mut params = ServiceParams::from_request(&headers, &req.query);
+        params.authorization = Credential(req.header("Authorization").map(str::to_string));
         let answer = self.jsonrpc.handle(&caller, &params, body);
         self.jsonrpc_response(req, answer)
     }

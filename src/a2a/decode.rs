@@ -16,6 +16,23 @@ pub struct ServiceParams {
     pub extensions: Vec<String>,
     /// Relayed by another replica (`A2A-Relayed-By`): answered here, relayed no further.
     pub relayed: bool,
+    /// The caller's `Authorization`, for the calls a replica makes to the others on its behalf
+    /// (`ListTasks` over every replica); set by the routes, never printed.
+    pub authorization: Credential,
+}
+
+/// A caller's credential as it came; `Debug` does not show it.
+#[derive(Default, Clone, PartialEq, Eq)]
+pub struct Credential(pub Option<String>);
+
+impl std::fmt::Debug for Credential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Credential(..)"
+        } else {
+            "Credential(none)"
+        })
+    }
 }
 
 impl ServiceParams {
@@ -47,6 +64,7 @@ impl ServiceParams {
             relayed: headers
                 .iter()
                 .any(|(k, _)| k.eq_ignore_ascii_case(crate::replicas::RELAYED_BY)),
+            authorization: Credential::default(),
         }
     }
 }

@@ -118,7 +118,7 @@ impl JsonRpc {
                 .and_then(|task| reply(&id, &task, task.data_bytes())),
             "ListTasks" => self
                 .service
-                .list_tasks(caller, rpc_params.unwrap_or(&Map::new()))
+                .list_tasks_everywhere(caller, params, rpc_params.unwrap_or(&Map::new()))
                 .and_then(|page| reply(&id, &page, page.data_bytes())),
             "CancelTask" => need()
                 .and_then(|p| self.service.cancel_task(caller, p))

@@ -19,7 +19,7 @@ mod stream;
 pub(crate) mod tasks;
 pub mod types;
 
-pub use decode::ServiceParams;
+pub use decode::{Credential, ServiceParams};
 pub use jsonrpc::{Answer, JsonRpc};
 pub use rest::{Rest, RestAnswer, RestBody};
 pub use service::Service;

@@ -166,7 +166,7 @@ impl Rest {
                 Err(e) => return error(e),
             }
         }
-        match self.answer(caller, route, method, query, body) {
+        match self.answer(caller, params, route, method, query, body) {
             Ok(answer) => answer,
             Err(e) => error(e),
         }
@@ -175,6 +175,7 @@ impl Rest {
     fn answer(
         &self,
         caller: &Caller,
+        params: &ServiceParams,
         route: Route,
         method: &str,
         query: &str,
@@ -200,7 +201,7 @@ impl Rest {
             }
             Route::Stream => Ok(events(service.send_streaming(caller, &request(&[])?)?)),
             Route::ListTasks => {
-                let page = service.list_tasks(caller, &request(&[])?)?;
+                let page = service.list_tasks_everywhere(caller, params, &request(&[])?)?;
                 ok(&page, page.data_bytes())
             }
             Route::GetTask(id) => {

@@ -140,6 +140,8 @@ pub struct Page {
     pub total: usize,
     /// Sequence of the last task on the page when more follow.
     pub next_seq: Option<u64>,
+    /// Each task's sequence (the page token that continues after it).
+    pub seqs: Vec<u64>,
 }
 
 impl TaskStore {
@@ -344,14 +346,20 @@ impl TaskStore {
         let more = rest.len() > page_size;
         let page: Vec<(u64, String)> = rest.into_iter().take(page_size).collect();
         let next_seq = if more { page.last().map(|p| p.0) } else { None };
-        let tasks = page
+        let (seqs, tasks) = page
             .iter()
-            .filter_map(|(_, id)| inner.tasks.get_mut(id).map(|e| view(e, with_artifacts)))
-            .collect();
+            .filter_map(|(seq, id)| {
+                inner
+                    .tasks
+                    .get_mut(id)
+                    .map(|e| (*seq, view(e, with_artifacts)))
+            })
+            .unzip();
         Page {
             tasks,
             total,
             next_seq,
+            seqs,
         }
     }
 

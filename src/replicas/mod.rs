@@ -101,6 +101,33 @@ impl Replicas {
         Ok(found)
     }
 
+    /// The other replicas now (from a list at most [`FRESH`] old).
+    pub fn others(&self) -> Result<Vec<IpAddr>, String> {
+        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        let ips = match cache.as_ref() {
+            Some((at, ips)) if at.elapsed() < FRESH => ips.clone(),
+            _ => {
+                let ips = (self.source)()?;
+                *cache = Some((Instant::now(), ips.clone()));
+                ips
+            }
+        };
+        Ok(ips.into_iter().filter(|ip| *ip != self.own).collect())
+    }
+
+    /// Whether `ip` is one of the replicas now.
+    pub fn is_replica(&self, ip: IpAddr) -> Result<bool, String> {
+        if ip == self.own {
+            return Ok(true);
+        }
+        self.listed(ip)
+    }
+
+    /// The address of the replica at `ip`.
+    pub fn address(&self, ip: IpAddr) -> SocketAddr {
+        SocketAddr::new(ip, self.port)
+    }
+
     /// Forgets the list (a listed replica did not answer).
     pub fn forget(&self) {
         *self.cache.lock().unwrap_or_else(|p| p.into_inner()) = None;
@@ -108,13 +135,18 @@ impl Replicas {
 }
 
 /// An IP as a task id's last part: `10.244.0.5` → `10-244-0-5`, `fd00::5` → `fd00--5`.
-fn tag(ip: IpAddr) -> String {
+pub fn tag(ip: IpAddr) -> String {
     ip.to_string().replace(['.', ':'], "-")
 }
 
 /// The replica a task id names, if it names one.
 pub fn holder(task_id: &str) -> Option<IpAddr> {
     let (_, tag) = task_id.rsplit_once('.')?;
+    parse_tag(tag)
+}
+
+/// The IP a [`tag`] writes.
+pub fn parse_tag(tag: &str) -> Option<IpAddr> {
     if tag.is_empty() || !tag.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-') {
         return None;
     }

@@ -116,6 +116,43 @@ pub fn forward(req: &Request, to: SocketAddr, own: IpAddr) -> Result<Response, U
     Ok(response.with_header(ANSWERED_BY, to.ip().to_string()))
 }
 
+/// One JSON-RPC call to the replica at `to` on behalf of a caller (its `authorization` as it
+/// came), from the replica at `own`: the response object.
+pub fn call(
+    to: SocketAddr,
+    own: IpAddr,
+    authorization: &str,
+    body: &serde_json::Value,
+) -> Result<serde_json::Value, Unanswered> {
+    let request = ureq::http::Request::builder()
+        .method("POST")
+        .uri(format!("http://{to}/a2a"))
+        .header(RELAYED_BY, own.to_string())
+        .header("Authorization", authorization)
+        .header("Content-Type", "application/json")
+        .body(body.to_string())
+        .map_err(|e| Unanswered(format!("cannot write the call: {e}")))?;
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_connect(Some(CONNECT))
+        .timeout_global(Some(ANSWER))
+        .max_redirects(0)
+        .build()
+        .into();
+    let answer = agent.run(request).map_err(|e| Unanswered(e.to_string()))?;
+    if answer.status() != 200 {
+        return Err(Unanswered(format!("it answered HTTP {}", answer.status())));
+    }
+    let mut text = Vec::new();
+    answer
+        .into_body()
+        .into_reader()
+        .take(crate::http::MAX_BODY as u64 * 16)
+        .read_to_end(&mut text)
+        .map_err(|e| Unanswered(format!("its answer broke off: {e}")))?;
+    serde_json::from_slice(&text).map_err(|e| Unanswered(format!("its answer is not JSON: {e}")))
+}
+
 /// A relayed stream: the replica's bytes as they arrive, until either side ends.
 struct Relayed(Mutex<Option<Box<dyn Read + Send>>>);
 

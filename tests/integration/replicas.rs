@@ -335,3 +335,122 @@ fn a_task_of_a_replica_that_is_gone_says_so() {
         started.elapsed()
     );
 }
+
+/// The ids of a ListTasks page and its next page token.
+fn page(addr: SocketAddr, token: &str, params: Value) -> (Vec<String>, String, Value) {
+    let r = result(&call(addr, token, "ListTasks", params));
+    let ids = r["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["id"].as_str().unwrap().to_string())
+        .collect();
+    (ids, r["nextPageToken"].as_str().unwrap().to_string(), r)
+}
+
+#[test]
+fn list_tasks_merges_every_replica_page_by_page() {
+    let p = Pair::start("replicas-list");
+    // Three tasks on a, two on b, one of bob's on b; each finished at once.
+    let mut mine = Vec::new();
+    for (i, via) in [p.a, p.b, p.a, p.b, p.a].into_iter().enumerate() {
+        let t = result(&call(
+            via,
+            ALICE,
+            "SendMessage",
+            json!({"message": message(vec![json!({"data": {"operation": "create", "task": format!("l{i}")}})])}),
+        ))["task"]
+            .clone();
+        mine.push(t["id"].as_str().unwrap().to_string());
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    result(&call(
+        p.b,
+        BOB,
+        "SendMessage",
+        json!({"message": message(vec![json!({"data": {"operation": "list"}})])}),
+    ));
+    let newest_first: Vec<String> = mine.iter().rev().cloned().collect();
+    for via in [p.a, p.b] {
+        let (ids, next, r) = page(via, ALICE, json!({}));
+        assert_eq!(ids, newest_first, "both replicas' tasks, newest first");
+        assert_eq!(next, "");
+        assert_eq!(r["totalSize"], 5);
+    }
+    let (ids, _, _) = page(p.a, BOB, json!({}));
+    assert_eq!(ids.len(), 1, "bob sees his own only: {ids:?}");
+
+    // Page by page (two a page), alternating replicas: each task exactly once, in order.
+    let mut seen = Vec::new();
+    let mut token = String::new();
+    for i in 0..10 {
+        let via = if i % 2 == 0 { p.b } else { p.a };
+        let (ids, next, r) = page(via, ALICE, json!({"pageSize": 2, "pageToken": token}));
+        assert!(ids.len() <= 2, "{r}");
+        seen.extend(ids);
+        token = next;
+        if token.is_empty() {
+            break;
+        }
+    }
+    assert_eq!(seen, newest_first);
+    let e = error(&call(
+        p.a,
+        ALICE,
+        "ListTasks",
+        json!({"pageToken": "r:10-0-0-1~x"}),
+    ));
+    assert_eq!(e["code"], -32602, "{e}");
+}
+
+#[test]
+fn list_tasks_hands_each_token_out_once_over_the_replicas() {
+    let p = Pair::start("replicas-list-tokens");
+    *p.backend.create_delay.lock().unwrap() = Duration::from_millis(300);
+    for (i, via) in [p.a, p.b, p.a, p.b].into_iter().enumerate() {
+        result(&call(
+            via,
+            ALICE,
+            "SendMessage",
+            json!({"message": message(vec![json!({"data": {"operation": "create", "task": format!("k{i}")}})]),
+                   "configuration": {"returnImmediately": true}}),
+        ));
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while page(p.a, ALICE, json!({"status": "TASK_STATE_COMPLETED"}))
+        .0
+        .len()
+        < 4
+    {
+        assert!(Instant::now() < deadline, "the creates never finished");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // One at a time with artifacts: each page's task carries its token, and no token is spent
+    // on a task a page left out.
+    let mut tokens = Vec::new();
+    let mut token = String::new();
+    for i in 0..8 {
+        let via = if i % 2 == 0 { p.a } else { p.b };
+        let (_, next, r) = page(
+            via,
+            ALICE,
+            json!({"pageSize": 1, "pageToken": token, "includeArtifacts": true}),
+        );
+        for t in r["tasks"].as_array().unwrap() {
+            tokens.push(reply_data(t)["token"].as_str().map(str::to_string));
+        }
+        token = next;
+        if token.is_empty() {
+            break;
+        }
+    }
+    assert_eq!(tokens.len(), 4, "{tokens:?}");
+    assert!(tokens.iter().all(Option::is_some), "{tokens:?}");
+    let (_, _, again) = page(p.b, ALICE, json!({"includeArtifacts": true}));
+    for t in again["tasks"].as_array().unwrap() {
+        assert!(
+            reply_data(t).get("token").is_none(),
+            "handed out twice: {t}"
+        );
+    }
+}

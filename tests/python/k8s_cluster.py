@@ -166,6 +166,10 @@ def client_pod(name, args):
 def set_env(*pairs):
     k("set", "env", f"deployment/{SERVICE}", *pairs)
     k("rollout", "status", f"deployment/{SERVICE}", "--timeout=180s")
+    two_replicas()
+
+
+def two_replicas():
     # The old replicas are gone from the Service only once they have exited.
     wait("two ready replicas, old ones gone", lambda: len(kj("get", "pods", "-l", "app.kubernetes.io/name=a2a-worker-controller")["items"]) == 2
          and len(C.replicas()) == 2, within=120)
@@ -307,31 +311,68 @@ def ttl_expiry_is_reaped():
     return f"gone {time.monotonic() - t:.0f}s after create (REAP_INTERVAL 30s)"
 
 
-def missing_image_and_oom():
+def missing_image():
     set_env("WORKER_IMAGE=a2a-echo-worker:missing")
     t = time.monotonic()
     failed = C.control({"operation": "create", "task": "suite-missing"})
     took = time.monotonic() - t
     assert failed.get("error", {}).get("code") == "image_not_found", failed
-    record("s29-missing-image-reply", failed)
+    assert "ErrImagePull" in failed["error"]["message"] or "ImagePullBackOff" in failed["error"]["message"], failed
     assert took < 30, took
-    missing = f"image_not_found after {took:.1f}s: {failed['error']['message'][:160]}"
+    record("s29-missing-image-reply", failed)
+    return f"image_not_found after {took:.1f}s: {failed['error']['message'][:150]}"
+
+
+def replica_deleted_mid_create():
+    """With the missing image, a create waits ~10 s for the kubelet's verdict: the replica
+    making it is killed meanwhile, and what it made must be the other's to list and stop."""
+    reps = C.replicas()
+    (victim, vip), (_, survivor) = sorted(reps.items())
+    result = {}
+
+    def create():
+        try:
+            result["r"] = C.control({"operation": "create", "task": "suite-orphan"}, host=vip)
+        except Exception as e:  # the connection dies with the replica
+            result["e"] = repr(e)
+
+    def made():
+        return [p["metadata"]["name"] for p in kj("get", "pods", "-l", "a2a-worker-controller/owner")["items"]
+                if p["metadata"].get("annotations", {}).get("a2a-worker-controller/task") == "suite-orphan"]
+    th = threading.Thread(target=create)
+    th.start()
+    wait("the worker pod made", made, within=30, every=0.05)
+    k("delete", "pod", victim, "--grace-period=0", "--force")
+    th.join(30)
+    assert "r" not in result, f"the create answered before its replica was killed: {result}"
+    pods = made()
+    assert len(pods) == 1, pods
+    w = wait("the orphan listed by the survivor",
+             lambda: next((x for x in C.workers(host=survivor) if x["task"] == "suite-orphan"), None), within=30)
+    stopped = C.control({"operation": "stop", "worker_id": w["worker_id"]}, host=survivor)
+    assert "error" not in stopped, stopped
+    wait("nothing of the create left", lambda: not made(), within=30)
+    two_replicas()
+    return f"{victim} killed while its create waited; its pod listed {w['state']} ({(w.get('reason') or '')[:60]}) by the survivor, stopped"
+
+
+def oom():
     set_env("WORKER_IMAGE=a2a-echo-worker:grow", "WORKER_MEMORY=48m")
     made = C.control({"operation": "create", "task": "suite-oom"})
     wid = made["worker"]["worker_id"]
     seen = []
 
-    def oom():
+    def oomed():
         x = C.worker(wid)
         seen.append(x and (x["state"], x.get("reason")))
         return x if x and "OOMKilled" in (x.get("reason") or "") else None
     try:
-        w = wait("the OOM kill listed", oom, within=60)
+        w = wait("the OOM kill listed", oomed, within=60)
     except AssertionError:
         raise AssertionError(f"no OOM kill listed: {seen[-1]}; pod {worker_pod(wid)['status']}")
     record("s29-oom-pod", worker_pod(wid))
     C.control({"operation": "stop", "worker_id": wid})
-    return f"{missing}; OOM: {w['state']} {w['reason']}"
+    return f"{w['state']}: {w['reason']}"
 
 
 def any_replica_answers():
@@ -352,8 +393,12 @@ def any_replica_answers():
     assert len(tokens) == 1, tokens
     assert relayed > 0, "no call reached the other replica"
     STATE["bg"] = tid
-    mine = C.rpc("ListTasks", {})[0]["result"]
-    return f"{answered}/20 answered, {relayed} relayed, token once; ListTasks from one replica: {mine['totalSize']} tasks"
+    # One task held by each replica: ListTasks through the Service shows both, every time.
+    held = [C.send({"operation": "list"}, host=ip)[0]["id"] for ip in C.replicas().values()]
+    for _ in range(6):
+        listed = [t["id"] for t in C.rpc("ListTasks", {"pageSize": 100})[0]["result"]["tasks"]]
+        assert all(h in listed for h in held) and tid in listed, (held, listed)
+    return f"{answered}/20 answered, {relayed} relayed, token once; ListTasks 6/6 with both replicas' tasks"
 
 
 def watch_across_replicas():
@@ -393,47 +438,11 @@ def push_across_replicas():
     return f"{len(Hooks.heard)} deliveries from {holder} for a config made through {other}"
 
 
-def replica_deleted_mid_create():
-    reps = C.replicas()
-    (victim, vip), (_, survivor) = sorted(reps.items())
-    result = {}
-
-    def create():
-        try:
-            result["r"] = C.control({"operation": "create", "task": "suite-orphan"}, host=vip)
-        except Exception as e:  # the connection dies with the replica
-            result["e"] = repr(e)
-    th = threading.Thread(target=create)
-    th.start()
-    # The pod is posted within milliseconds and is ready about a second later: the replica
-    # dies in between, while its create waits for the readiness probe.
-    time.sleep(0.25)
-    k("delete", "pod", victim, "--grace-period=0", "--force")
-    th.join(30)
-
-    def made():
-        return [p["metadata"]["name"] for p in kj("get", "pods", "-l", "a2a-worker-controller/owner")["items"]
-                if p["metadata"].get("annotations", {}).get("a2a-worker-controller/task") == "suite-orphan"]
-    pods = made()
-    assert len(pods) <= 1, pods
-    listed = [x for x in C.workers(host=survivor) if x["task"] == "suite-orphan"]
-    assert len(listed) == len(pods), (listed, pods)
-    for w in listed:
-        stopped = C.control({"operation": "stop", "worker_id": w["worker_id"]}, host=survivor)
-        assert "error" not in stopped, stopped
-    wait("nothing of the create left", lambda: not made(), within=30)
-    STATE["gone_ip"] = vip
-    how = "answered first" if "r" in result else "cut off mid-create"
-    return f"{victim} killed 0.25 s into the create ({how}); {len(pods)} pod made, listed {[w['state'] for w in listed]} by the survivor, stopped"
-
-
 def a_gone_replica_says_so():
     tid = STATE["bg"]
     holder = tid.rsplit(".", 1)[1].replace("-", ".")
-    if holder != STATE["gone_ip"]:
-        # The task lives on the surviving replica: delete that one too.
-        name = next(n for n, ip in C.replicas().items() if ip == holder)
-        k("delete", "pod", name, "--grace-period=0", "--force")
+    name = next(n for n, ip in C.replicas().items() if ip == holder)
+    k("delete", "pod", name, "--grace-period=0", "--force")
     wait("a replica that holds no task", lambda: len(C.replicas()) == 2 and holder not in C.replicas().values(), within=120)
     for _ in range(4):
         r, _ = C.rpc("GetTask", {"id": tid})
@@ -455,13 +464,12 @@ def main():
     HOOK_PORT = hooks.server_address[1]
     threading.Thread(target=hooks.serve_forever, daemon=True).start()
     for s in (as_shipped, create_from_a_client_pod, talk_to_the_worker, logs_through_the_kubelet, stop_is_graceful,
-              ttl_expiry_is_reaped, missing_image_and_oom):
+              ttl_expiry_is_reaped, missing_image, replica_deleted_mid_create, oom):
         scenario(s)
     # Back to the shipped worker, with plain-http webhooks to this machine allowed.
     set_env("WORKER_IMAGE=a2a-echo-worker:dev", "WORKER_MEMORY-", "PUSH_ALLOW_HTTP=true", f"PUSH_ALLOW={HOOK_IP}/32")
     C.__init__()
-    for s in (any_replica_answers, watch_across_replicas, push_across_replicas, replica_deleted_mid_create,
-              a_gone_replica_says_so):
+    for s in (any_replica_answers, watch_across_replicas, push_across_replicas, a_gone_replica_says_so):
         scenario(s)
     print(f"k8s_cluster: {len(RESULTS)} scenarios passed")
 

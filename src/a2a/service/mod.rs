@@ -13,6 +13,7 @@
 //! each change of a task goes, in `record`.
 
 mod background;
+mod everywhere;
 mod push_configs;
 mod queries;
 mod record;

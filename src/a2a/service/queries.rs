@@ -84,17 +84,7 @@ impl Service {
         caller: &Caller,
         params: &Map<String, Value>,
     ) -> Result<TasksPage, RpcError> {
-        let page_size = match field(params, &["pageSize", "page_size"]) {
-            None | Some(Value::Null) => DEFAULT_PAGE_SIZE,
-            Some(v) => match whole_number(v) {
-                Some(n) if (1..=MAX_PAGE_SIZE as u64).contains(&n) => n as usize,
-                _ => {
-                    return Err(RpcError::invalid_params(format!(
-                        "pageSize must be a whole number from 1 to {MAX_PAGE_SIZE}"
-                    )))
-                }
-            },
-        };
+        let page_size = page_size(params)?;
         let before_seq = match optional_string(params, &["pageToken", "page_token"], "pageToken")? {
             None => None,
             Some(t) if t.is_empty() => None,
@@ -144,17 +134,37 @@ impl Service {
             before_seq,
         };
         let page = self.tasks.list(&filter, page_size, include_artifacts);
-        let tasks: Vec<Task> = page
+        // Asked by another replica merging its page with this one's: where each task ends.
+        let page_tokens = matches!(
+            field(params, &["replicaPageTokens"]),
+            Some(Value::Bool(true))
+        )
+        .then(|| page.seqs.iter().map(u64::to_string).collect());
+        let tasks = page
             .tasks
             .into_iter()
-            .map(|t| with_history(t, history_length))
+            .map(|t| ListedTask::Here(with_history(t, history_length)))
             .collect();
         Ok(TasksPage {
             tasks,
             next_page_token: page.next_seq.map(|s| s.to_string()).unwrap_or_default(),
             page_size,
             total_size: page.total,
+            page_tokens,
         })
+    }
+}
+
+/// `ListTasks`' `pageSize`.
+pub(super) fn page_size(params: &Map<String, Value>) -> Result<usize, RpcError> {
+    match field(params, &["pageSize", "page_size"]) {
+        None | Some(Value::Null) => Ok(DEFAULT_PAGE_SIZE),
+        Some(v) => match whole_number(v) {
+            Some(n) if (1..=MAX_PAGE_SIZE as u64).contains(&n) => Ok(n as usize),
+            _ => Err(RpcError::invalid_params(format!(
+                "pageSize must be a whole number from 1 to {MAX_PAGE_SIZE}"
+            ))),
+        },
     }
 }
 
@@ -162,15 +172,32 @@ impl Service {
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TasksPage {
-    pub tasks: Vec<Task>,
+    pub tasks: Vec<ListedTask>,
     pub next_page_token: String,
     pub page_size: usize,
     pub total_size: usize,
+    /// For a replica merging pages: the page token after each task (asked for only then).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub page_tokens: Option<Vec<String>>,
+}
+
+/// A listed task: one of this replica's, or another replica's as it answered it.
+#[derive(Serialize)]
+#[serde(untagged)]
+pub enum ListedTask {
+    Here(Task),
+    There(Box<Value>),
 }
 
 impl TasksPage {
-    /// Length of its tasks' reply data (JSON text).
+    /// Length of its tasks' reply data (JSON text; a hint, so another replica's count 0).
     pub fn data_bytes(&self) -> usize {
-        self.tasks.iter().map(Task::data_bytes).sum()
+        self.tasks
+            .iter()
+            .map(|t| match t {
+                ListedTask::Here(t) => t.data_bytes(),
+                ListedTask::There(_) => 0,
+            })
+            .sum()
     }
 }
