@@ -75,6 +75,10 @@ const LAYERS: &[(&str, &[&str])] = &[
         &["push", "push::guard", "push::deliver"],
     ),
     (
+        "replicas (task ids naming their replica, the relay to it)",
+        &["replicas", "replicas::relay"],
+    ),
+    (
         "A2A service and authentication",
         &[
             "a2a::decode",
@@ -87,6 +91,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "a2a::service::watching",
             "a2a::service::queries",
             "a2a::service::push_configs",
+            "a2a::service::everywhere",
             "auth",
             "auth::callers",
             "auth::jwt",

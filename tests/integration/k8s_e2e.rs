@@ -843,6 +843,15 @@ fn a_rotated_token_file_keeps_the_controller_working() {
     reply_data(&p.control(json!({"operation": "create", "task": "after rotation"})));
     assert_eq!(worker_ids(&p).len(), 2);
     assert_eq!(p.get("/readiness").status, 200);
+    let log = p.log_text();
+    assert!(
+        log.contains(&format!("the API token file {} changed", token.display())),
+        "{log}"
+    );
+    assert!(
+        !log.contains("token-two"),
+        "the token itself is never logged"
+    );
     // The API stops accepting the controller's token: readiness says why, operations fail
     // backend_unavailable naming the refusal.
     set(&accepted, "token-three");

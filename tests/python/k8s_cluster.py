@@ -450,6 +450,32 @@ def a_gone_replica_says_so():
     return r["error"]["message"]
 
 
+def auth_token_rotation():
+    """The Secret changes: the kubelet updates the mounted file on both replicas, each takes the
+    new token without a restart and accepts the old one for A2A_AUTH_TOKEN_OVERLAP (60 s)."""
+    old, new = C.token, base64.b16encode(os.urandom(32)).decode().lower()
+    restarts = {p["metadata"]["name"]: p["status"]["containerStatuses"][0]["restartCount"]
+                for p in kj("get", "pods", "-l", "app.kubernetes.io/name=a2a-worker-controller")["items"]}
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "a2a-worker-controller-auth", "namespace": NS},
+              "data": {"token": base64.b64encode(new.encode()).decode()}}
+    k("apply", "-f", "-", stdin=json.dumps(secret))
+    t = time.monotonic()
+
+    def accepts(token):
+        return all(C.http(ip, "POST", "/a2a", {"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}},
+                          token=token)[0] == 200 for ip in C.replicas().values())
+    wait("both replicas take the new token", lambda: accepts(new), within=180, every=1)
+    took = time.monotonic() - t
+    assert accepts(old), "the old token is accepted for the overlap"
+    wait("the old token refused after the overlap", lambda: not accepts(old), within=120, every=2)
+    refused = time.monotonic() - t
+    now = {p["metadata"]["name"]: p["status"]["containerStatuses"][0]["restartCount"]
+           for p in kj("get", "pods", "-l", "app.kubernetes.io/name=a2a-worker-controller")["items"]}
+    assert now == restarts, (restarts, now)
+    C.token = new
+    return f"new token taken by both after {took:.0f}s, the old one refused after {refused:.0f}s, no restart"
+
+
 def main():
     global KUBECTL, C, HOOK_IP, HOOK_PORT, STATE
     ap = argparse.ArgumentParser()
@@ -469,7 +495,8 @@ def main():
     # Back to the shipped worker, with plain-http webhooks to this machine allowed.
     set_env("WORKER_IMAGE=a2a-echo-worker:dev", "WORKER_MEMORY-", "PUSH_ALLOW_HTTP=true", f"PUSH_ALLOW={HOOK_IP}/32")
     C.__init__()
-    for s in (any_replica_answers, watch_across_replicas, push_across_replicas, a_gone_replica_says_so):
+    for s in (any_replica_answers, watch_across_replicas, push_across_replicas, a_gone_replica_says_so,
+              auth_token_rotation):
         scenario(s)
     print(f"k8s_cluster: {len(RESULTS)} scenarios passed")
 

@@ -143,7 +143,7 @@ impl Service {
         let tasks = page
             .tasks
             .into_iter()
-            .map(|t| ListedTask::Here(with_history(t, history_length)))
+            .map(|t| ListedTask::Here(Box::new(with_history(t, history_length))))
             .collect();
         Ok(TasksPage {
             tasks,
@@ -185,7 +185,7 @@ pub struct TasksPage {
 #[derive(Serialize)]
 #[serde(untagged)]
 pub enum ListedTask {
-    Here(Task),
+    Here(Box<Task>),
     There(Box<Value>),
 }
 

@@ -321,6 +321,15 @@ impl TokenFile {
         }
         let token = read_token("K8S_TOKEN_FILE", &self.path)
             .map_err(|e| ApiError::Unreachable(e.to_string()))?;
+        if let Some((seen, old)) = cached.as_ref() {
+            if *seen != modified && *old != token {
+                // The kubelet rotates a projected service-account token well before it expires.
+                log::info!(
+                    "the API token file {} changed: using the new token",
+                    self.path.display()
+                );
+            }
+        }
         *cached = Some((modified, token.clone()));
         Ok(token)
     }
