@@ -103,9 +103,12 @@ docker_modules=(docker_e2e:: faults::controller_killed faults::engine_killed lif
 skip_docker=()
 for m in "${docker_modules[@]}"; do skip_docker+=(--skip "$m"); done
 
-stage lint "cargo fmt --check, cargo clippy -D warnings"
+stage lint "cargo fmt --check, cargo clippy -D warnings, the scripts parse"
 cargo fmt --all -- --check
 cargo clippy --all-targets --locked --quiet -- -D warnings
+# What CI cannot run (scripts/test-k8s.sh needs a real cluster) at least parses.
+for f in scripts/*.sh .ci/run; do bash -n "$f"; done
+python3 -c 'import ast, sys; [ast.parse(open(f).read(), f) for f in sys.argv[1:]]' tests/python/*.py
 passed
 
 if [ -z "$quick" ]; then
