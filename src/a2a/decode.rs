@@ -346,6 +346,14 @@ pub fn push_config(m: &Map<String, Value>, task_id: &str) -> Result<PushConfig, 
     })
 }
 
+/// The task a message continues (`message.taskId`), if it names one.
+pub(super) fn message_task(params: &Map<String, Value>) -> Option<String> {
+    let message = field(params, &["message"])?;
+    field(message.as_object()?, &["taskId", "task_id"])?
+        .as_str()
+        .map(str::to_string)
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;

@@ -145,6 +145,9 @@ impl JsonRpc {
 /// The task a method works on, for the methods that name one (where it is held decides who
 /// answers); a malformed one is left to the method to refuse.
 fn addressed_task(method: &str, params: &Map<String, Value>) -> Option<String> {
+    if matches!(method, "SendMessage" | "SendStreamingMessage") {
+        return super::decode::message_task(params);
+    }
     let names: &[&str] = match method {
         "GetTask" | "CancelTask" | "SubscribeToTask" => &["id", "taskId", "task_id"],
         "CreateTaskPushNotificationConfig"

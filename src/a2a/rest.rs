@@ -146,7 +146,13 @@ impl Rest {
         if let Err(e) = self.service.check(params) {
             return error(e);
         }
-        if let Some(task_id) = route.task() {
+        let continued = match route {
+            Route::Send | Route::Stream => body_object(body)
+                .ok()
+                .and_then(|b| super::decode::message_task(&b)),
+            _ => None,
+        };
+        if let Some(task_id) = route.task().or(continued.as_deref()) {
             match self.service.holder(params, task_id) {
                 Ok(None) => {}
                 Ok(Some(addr)) => {

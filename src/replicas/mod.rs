@@ -22,6 +22,10 @@ use std::time::{Duration, Instant};
 /// How long a read list of replicas is trusted.
 pub const FRESH: Duration = Duration::from_secs(2);
 
+/// How soon a list is read again for an IP it does not have (a replica just started): any
+/// caller can write ids naming any IP, and each must not cost an API call.
+pub const REREAD: Duration = Duration::from_millis(250);
+
 /// The header a relayed request carries (the relaying replica's IP): it is answered where it
 /// arrives.
 pub const RELAYED_BY: &str = "A2A-Relayed-By";
@@ -86,13 +90,14 @@ impl Replicas {
         }
     }
 
-    /// Whether `ip` is a replica now: the cached list first, read again when it is stale
-    /// or does not have `ip`.
+    /// Whether `ip` is a replica now: the cached list first, read again when it is stale,
+    /// or when it does not have `ip` and is older than [`REREAD`].
     fn listed(&self, ip: IpAddr) -> Result<bool, String> {
         let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((at, ips)) = cache.as_ref() {
-            if at.elapsed() < FRESH && ips.contains(&ip) {
-                return Ok(true);
+            let has = ips.contains(&ip);
+            if at.elapsed() < FRESH && (has || at.elapsed() < REREAD) {
+                return Ok(has);
             }
         }
         let ips = (self.source)()?;
@@ -216,7 +221,25 @@ mod tests {
             r.locate("t.169-254-169-254"),
             Location::Gone(ip("169.254.169.254"))
         );
+        assert_eq!(
+            reads.load(Ordering::SeqCst),
+            1,
+            "a list just read is not read again"
+        );
+        std::thread::sleep(REREAD);
+        assert_eq!(
+            r.locate("t.169-254-169-254"),
+            Location::Gone(ip("169.254.169.254"))
+        );
         assert_eq!(reads.load(Ordering::SeqCst), 2, "read again before gone");
+        for _ in 0..100 {
+            r.locate("t.169-254-169-254");
+        }
+        assert_eq!(
+            reads.load(Ordering::SeqCst),
+            2,
+            "ids naming any IP cost no API calls"
+        );
         let broken = Replicas::new(ip("10.244.0.5"), 8080, Box::new(|| Err("forbidden".into())));
         assert_eq!(
             broken.locate("t.10-244-0-6"),

@@ -215,6 +215,19 @@ fn any_replica_answers_for_a_task_and_hands_its_token_out_once() {
         &[("A2A-Relayed-By", "127.0.0.9")],
     ));
     assert_eq!(e["code"], -32001, "{e}");
+    // A message that continues the task is answered by its holder too (control tasks take no
+    // further message), not as an unknown task.
+    let follow = call(
+        p.b,
+        ALICE,
+        "SendMessage",
+        json!({"message": {"role": "ROLE_USER", "messageId": "f1", "taskId": id,
+                            "parts": [{"data": {"operation": "list"}}]}}),
+    );
+    assert_eq!(follow.header("A2A-Answered-By"), Some("127.0.0.2"));
+    let e = error(&follow);
+    assert_ne!(e["code"], -32001, "{e}");
+    assert!(e["message"].as_str().unwrap().contains("terminal"), "{e}");
     // A wrong token is refused by the first replica, before any relay.
     let r = call(p.b, "not-a-token", "GetTask", json!({"id": id}));
     assert_eq!(r.status, 401);
@@ -321,6 +334,8 @@ fn a_task_of_a_replica_that_is_gone_says_so() {
     }
     // Listed, but nobody answers there: said so, at once.
     p.listed.lock().unwrap().push(ip("127.0.0.4"));
+    // A list just read is trusted for a moment (an id naming any IP costs no API call).
+    std::thread::sleep(a2a_worker_controller::replicas::REREAD + Duration::from_millis(50));
     let started = Instant::now();
     let e = error(&call(p.a, ALICE, "GetTask", json!({"id": "x.127-0-0-4"})));
     assert_eq!(e["code"], -32001, "{e}");

@@ -8,6 +8,7 @@ Usage: k8s_cluster.py [--kubectl "kubectl --kubeconfig F"]
 import argparse
 import base64
 import http.client
+import hashlib
 import json
 import os
 import random
@@ -438,11 +439,46 @@ def push_across_replicas():
     return f"{len(Hooks.heard)} deliveries from {holder} for a config made through {other}"
 
 
+def scopes_on_every_hop():
+    """Callers with scopes (a Secret mounted as A2A_CALLERS_FILE): another caller's task is not
+    found through either replica, the relay carrying each caller's own token."""
+    tokens = {n: base64.b16encode(os.urandom(24)).decode().lower() for n in ("alice", "bob")}
+    callers = {"callers": [{"name": n, "scope": f"team-{n}", "token_sha256": hashlib.sha256(t.encode()).hexdigest()}
+                           for n, t in tokens.items()]}
+    k("create", "secret", "generic", "a2a-suite-callers", f"--from-literal=callers.json={json.dumps(callers)}")
+    patch = [
+        {"op": "add", "path": "/spec/template/spec/volumes/-", "value": {"name": "callers", "secret": {
+            "secretName": "a2a-suite-callers", "defaultMode": 0o440}}},
+        {"op": "add", "path": "/spec/template/spec/containers/0/volumeMounts/-", "value": {
+            "name": "callers", "mountPath": "/run/secrets/a2a-suite-callers", "readOnly": True}},
+        {"op": "add", "path": "/spec/template/spec/containers/0/env/-", "value": {
+            "name": "A2A_CALLERS_FILE", "value": "/run/secrets/a2a-suite-callers/callers.json"}},
+    ]
+    k("patch", f"deployment/{SERVICE}", "--type=json", "-p", json.dumps(patch))
+    k("rollout", "status", f"deployment/{SERVICE}", "--timeout=180s")
+    two_replicas()
+    holder, other = list(C.replicas().values())
+    r, _ = C.rpc("SendMessage", {"message": {"role": "ROLE_USER", "messageId": "s1", "parts": [{"data": {"operation": "list"}}]}},
+                 host=holder, token=tokens["alice"])
+    tid = r["result"]["task"]["id"]
+    for via in (holder, other):
+        r, _ = C.rpc("GetTask", {"id": tid}, host=via, token=tokens["bob"])
+        assert r.get("error", {}).get("code") == -32001, r
+        r, _ = C.rpc("GetTask", {"id": tid}, host=via, token=tokens["alice"])
+        assert r["result"]["id"] == tid, r
+    for _ in range(4):
+        mine = [t["id"] for t in C.rpc("ListTasks", {}, token=tokens["alice"])[0]["result"]["tasks"]]
+        theirs = [t["id"] for t in C.rpc("ListTasks", {}, token=tokens["bob"])[0]["result"]["tasks"]]
+        assert tid in mine and tid not in theirs, (mine, theirs)
+    return f"bob's GetTask of alice's task not found through {holder} and {other}; ListTasks per caller"
+
+
 def a_gone_replica_says_so():
     tid = STATE["bg"]
     holder = tid.rsplit(".", 1)[1].replace("-", ".")
-    name = next(n for n, ip in C.replicas().items() if ip == holder)
-    k("delete", "pod", name, "--grace-period=0", "--force")
+    name = next((n for n, ip in C.replicas().items() if ip == holder), None)
+    if name:
+        k("delete", "pod", name, "--grace-period=0", "--force")
     wait("a replica that holds no task", lambda: len(C.replicas()) == 2 and holder not in C.replicas().values(), within=120)
     for _ in range(4):
         r, _ = C.rpc("GetTask", {"id": tid})
@@ -495,8 +531,8 @@ def main():
     # Back to the shipped worker, with plain-http webhooks to this machine allowed.
     set_env("WORKER_IMAGE=a2a-echo-worker:dev", "WORKER_MEMORY-", "PUSH_ALLOW_HTTP=true", f"PUSH_ALLOW={HOOK_IP}/32")
     C.__init__()
-    for s in (any_replica_answers, watch_across_replicas, push_across_replicas, a_gone_replica_says_so,
-              auth_token_rotation):
+    for s in (any_replica_answers, watch_across_replicas, push_across_replicas, scopes_on_every_hop,
+              a_gone_replica_says_so, auth_token_rotation):
         scenario(s)
     print(f"k8s_cluster: {len(RESULTS)} scenarios passed")
 
