@@ -3,7 +3,8 @@
 # echo worker images, loads them with the command you name, deploys scripts/k8s/ as the
 # README says (namespace a2a, the auth Secret, kubectl apply), runs the scenarios of
 # tests/python/k8s_cluster.py against it, and removes all it made (the namespace a2a and its
-# images' archive). Run it on a node of the cluster: the scenarios reach the Service's
+# images' archive; the images it loaded stay on the nodes, as the README's deploy steps leave
+# them: remove a2a-echo-worker:grow there with your runtime's command, e.g. k3s ctr images rm). Run it on a node of the cluster: the scenarios reach the Service's
 # ClusterIP and the pods' IPs from here, as a caller in the cluster would.
 #
 #   scripts/test-k8s.sh --load 'k3s ctr images import -'          # k3s (as root on the node)
@@ -27,7 +28,7 @@ while [ $# -gt 0 ]; do
     --kubeconfig) kubeconfig=${2:?--kubeconfig needs a file}; shift 2 ;;
     --no-build) build=0; shift ;;
     --keep) keep=1; shift ;;
-    -h | --help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "test-k8s.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -65,6 +66,7 @@ if [ "$build" = 1 ]; then
   # A worker that takes memory without end 2 s after it is ready (the OOM scenario).
   printf 'FROM a2a-echo-worker:dev\nCMD ["--grow-after=2000"]\n' | docker build -q -t a2a-echo-worker:grow - >/dev/null
   docker save -o "$work/images.tar" a2a-worker-controller:dev a2a-echo-worker:dev a2a-echo-worker:grow
+  docker rmi a2a-echo-worker:grow >/dev/null
   say "loading images: $load"
   if [[ "$load" == *"{}"* ]]; then
     sh -c "${load//\{\}/$work/images.tar}"
