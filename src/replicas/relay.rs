@@ -74,14 +74,8 @@ pub fn forward(req: &Request, to: SocketAddr, own: IpAddr) -> Result<Response, U
     let request = builder
         .body(body)
         .map_err(|e| Unanswered(format!("cannot write the relayed request: {e}")))?;
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_connect(Some(CONNECT))
-        .timeout_recv_response(Some(ANSWER))
-        .max_redirects(0)
-        .build()
-        .into();
-    let answer = agent.run(request).map_err(|e| Unanswered(e.to_string()))?;
+    // A stream's events take as long as they take: only its answer's start is bounded.
+    let answer = send(request, false)?;
     let status = answer.status().as_u16();
     let header = |name: &str| {
         answer
@@ -103,14 +97,7 @@ pub fn forward(req: &Request, to: SocketAddr, own: IpAddr) -> Result<Response, U
             Arc::new(Relayed(Mutex::new(Some(Box::new(reader))))),
         )
     } else {
-        let mut text = Vec::new();
-        answer
-            .into_body()
-            .into_reader()
-            .take(crate::http::MAX_BODY as u64 * 16)
-            .read_to_end(&mut text)
-            .map_err(|e| Unanswered(format!("its answer broke off: {e}")))?;
-        Response::new(status, &content_type, text)
+        Response::new(status, &content_type, read_all(answer)?)
     };
     response.headers.extend(returned);
     Ok(response.with_header(ANSWERED_BY, to.ip().to_string()))
@@ -132,17 +119,35 @@ pub fn call(
         .header("Content-Type", "application/json")
         .body(body.to_string())
         .map_err(|e| Unanswered(format!("cannot write the call: {e}")))?;
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_connect(Some(CONNECT))
-        .timeout_global(Some(ANSWER))
-        .max_redirects(0)
-        .build()
-        .into();
-    let answer = agent.run(request).map_err(|e| Unanswered(e.to_string()))?;
+    let answer = send(request, true)?;
     if answer.status() != 200 {
         return Err(Unanswered(format!("it answered HTTP {}", answer.status())));
     }
+    serde_json::from_slice(&read_all(answer)?)
+        .map_err(|e| Unanswered(format!("its answer is not JSON: {e}")))
+}
+
+/// Sends one request to a replica: within [`CONNECT`] to connect, and [`ANSWER`] for the
+/// answer to start (`whole`: for all of it); no redirect is followed.
+fn send(
+    request: ureq::http::Request<impl ureq::AsSendBody>,
+    whole: bool,
+) -> Result<ureq::http::Response<ureq::Body>, Unanswered> {
+    let config = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_connect(Some(CONNECT))
+        .max_redirects(0);
+    let config = if whole {
+        config.timeout_global(Some(ANSWER))
+    } else {
+        config.timeout_recv_response(Some(ANSWER))
+    };
+    let agent: ureq::Agent = config.build().into();
+    agent.run(request).map_err(|e| Unanswered(e.to_string()))
+}
+
+/// A (non-streamed) answer's body, capped.
+fn read_all(answer: ureq::http::Response<ureq::Body>) -> Result<Vec<u8>, Unanswered> {
     let mut text = Vec::new();
     answer
         .into_body()
@@ -150,7 +155,7 @@ pub fn call(
         .take(crate::http::MAX_BODY as u64 * 16)
         .read_to_end(&mut text)
         .map_err(|e| Unanswered(format!("its answer broke off: {e}")))?;
-    serde_json::from_slice(&text).map_err(|e| Unanswered(format!("its answer is not JSON: {e}")))
+    Ok(text)
 }
 
 /// A relayed stream: the replica's bytes as they arrive, until either side ends.
