@@ -810,9 +810,18 @@ fn a_watch_hears_an_oom_kill_and_a_ttl_expiry_on_the_real_engine() {
     let mut seen: Vec<(String, String)> = Vec::new();
     let (mut oom, mut reaped) = (None::<Value>, None);
     let deadline = Instant::now() + Duration::from_secs(40);
+    w.until = deadline;
     while oom.as_ref().is_none_or(|e| e["reason"] != wanted) || reaped.is_none() {
-        assert!(Instant::now() < deadline, "events so far: {seen:?}");
-        let e = w.event().expect("the watch goes on");
+        let Some(e) = w.event() else {
+            // What the engine says of the hungry worker, for whoever reads the failure.
+            let filter = format!("name={id}-hungry");
+            let names = docker_cli(&socket, &["ps", "-aq", "--filter", &filter], None);
+            let inspect = match names.split_whitespace().next() {
+                Some(c) => docker_cli(&socket, &["inspect", "-f", "{{json .State}}", c], None),
+                None => "no such container".into(),
+            };
+            panic!("no event within 40 s: the OOM kill {oom:?}, the reap {reaped:?}; events so far: {seen:?}; the engine says of the hungry worker: {inspect}")
+        };
         let (kind, task) = kind_and_task(&e);
         // Per worker: `added` first, nothing after `removed`.
         let before: Vec<&String> = seen.iter().filter(|s| s.1 == task).map(|s| &s.0).collect();

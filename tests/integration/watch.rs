@@ -20,7 +20,13 @@ use crate::support::*;
 pub struct Watch {
     reader: BufReader<TcpStream>,
     pub stream: TcpStream,
+    /// After this, [`Watch::next`] says the stream ended: a test waiting for an event that never
+    /// comes fails saying so, instead of hanging on the stream's heartbeats.
+    pub until: Instant,
 }
+
+/// How long a test's watch is read at most.
+pub const WATCH_READ_FOR: Duration = Duration::from_secs(120);
 
 impl Watch {
     pub fn start(addr: std::net::SocketAddr, request: Value) -> Watch {
@@ -43,7 +49,11 @@ impl Watch {
             .set_read_timeout(Some(Duration::from_secs(30)))
             .unwrap();
         let reader = BufReader::new(stream.try_clone().unwrap());
-        Watch { reader, stream }
+        Watch {
+            reader,
+            stream,
+            until: Instant::now() + WATCH_READ_FOR,
+        }
     }
 
     /// The next SSE event's JSON-RPC result (comments and the head skipped).
@@ -51,6 +61,10 @@ impl Watch {
         let mut line = String::new();
         loop {
             line.clear();
+            // Heartbeats come every 15 s, so this is looked at at least that often.
+            if Instant::now() > self.until {
+                return None;
+            }
             if self.reader.read_line(&mut line).ok()? == 0 {
                 return None;
             }
@@ -368,6 +382,7 @@ fn return_immediately_subscribe_reaper_and_refusals() {
     let mut sub = Watch {
         reader: BufReader::new(stream.try_clone().unwrap()),
         stream,
+        until: Instant::now() + WATCH_READ_FOR,
     };
     assert_eq!(sub.next().unwrap()["task"]["id"], id.as_str());
     create(&c, "short-lived");
