@@ -21,7 +21,11 @@ for t in "${targets[@]}"; do
   grep -E "^(stat::number_of_executed_units|stat::peak_rss_mb|SUMMARY|Test unit written)" "$log" || true
   if [ "$rc" != 0 ] || [ -n "$(ls -A "fuzz/artifacts/$t" 2>/dev/null)" ]; then
     tail -n 40 "$log" >&2
-    echo "fuzz target $t found crashing inputs in fuzz/artifacts/$t" >&2
+    if [ -n "$(ls -A "fuzz/artifacts/$t" 2>/dev/null)" ]; then
+      echo "fuzz target $t found crashing inputs in fuzz/artifacts/$t" >&2
+    else
+      echo "fuzz target $t failed (exit $rc) before finding anything: see above" >&2
+    fi
     rm -f "$log"
     exit 1
   fi

@@ -103,9 +103,11 @@ docker_modules=(docker_e2e:: faults::controller_killed faults::engine_killed lif
 skip_docker=()
 for m in "${docker_modules[@]}"; do skip_docker+=(--skip "$m"); done
 
-stage lint "cargo fmt --check, cargo clippy -D warnings, the scripts parse"
+stage lint "cargo fmt --check, cargo clippy -D warnings, the fuzz targets compile, the scripts parse"
 cargo fmt --all -- --check
 cargo clippy --all-targets --locked --quiet -- -D warnings
+# The fuzz targets compile (they are run only in the fuzz stage, on nightly).
+cargo check --manifest-path fuzz/Cargo.toml --bins --locked --quiet
 # What CI cannot run (scripts/test-k8s.sh needs a real cluster) at least parses.
 for f in scripts/*.sh .ci/run; do bash -n "$f"; done
 python3 -c 'import ast, sys; [ast.parse(open(f).read(), f) for f in sys.argv[1:]]' tests/python/*.py
