@@ -21,11 +21,16 @@ shift 2
 comm_re='^(dockerd|containerd|containerd-shim.*|podman|conmon|catatonit|a2a-worker-cont.*|a2a-echo-worker|wezterm-standin|panicking-handl.*|chromium|chrome|chrome_crashpad.*|headless_shell)$'
 args_re='(k8s_standin\.py|oidc_issuer\.py|early_answers\.py|sdk_interop\.(py|mjs)|ui\.mjs|install_test\.py)'
 
+helper_re='^(dockerd|containerd|containerd-shim.*|podman|conmon|catatonit)$'
 outside=() # the directories of engines someone else started: their helpers are theirs
 procs() { # "pid comm" of the suite's kinds of process that still run (a zombie is over)
   ps -eo pid=,stat=,comm=,args= | while read -r pid stat comm args; do
     [[ $stat == Z* ]] && continue
-    for d in ${outside[@]+"${outside[@]}"}; do [[ $args == *"$d/"* ]] && continue 2; done
+    # An outside engine's own helpers name its directory; a controller naming its socket
+    # (-docker-host=unix://DIR/docker.sock) is still the run's.
+    if [[ $comm =~ $helper_re ]]; then
+      for d in ${outside[@]+"${outside[@]}"}; do [[ $args == *"$d/"* ]] && continue 2; done
+    fi
     if [[ $comm =~ $comm_re ]] || [[ $args =~ $args_re ]]; then echo "$pid $comm"; fi
   done
 }
@@ -69,7 +74,8 @@ case "$cmd" in
     found=0
     # Processes that are on their way out get a moment to go.
     for _ in $(seq 1 30); do
-      new=$(procs | awk 'NR==FNR {seen[$1]; next} !($1 in seen)' "$dir/pids" -)
+      # (FILENAME, not NR==FNR: with no process in the snapshot, NR==FNR holds for every line.)
+      new=$(procs | awk 'FILENAME == ARGV[1] {seen[$1]; next} !($1 in seen)' "$dir/pids" -)
       [ -z "$new" ] && break
       sleep 0.2
     done
