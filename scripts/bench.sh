@@ -165,6 +165,8 @@ A2A_TEST_K8S_PYTHON=${A2A_TEST_K8S_PYTHON:-$(command -v python3)} \
   | sed -E 's/^[.]+//' | grep -E '^(K8S|ROW|test result)' | tee -a "$rows" | grep -v '^ROW'
 cargo test --release --locked --quiet --test integration local_bench -- --ignored --nocapture --test-threads=1 2>&1 \
   | sed -E 's/^[.]+//' | grep -E '^(ROW|test result)' | tee -a "$rows" | grep -v '^ROW'
+cargo test --release --locked --quiet --test integration replicas_bench -- --ignored --nocapture --test-threads=1 2>&1 \
+  | sed -E 's/^[.]+//' | grep -E '^(ROW|test result)' | tee -a "$rows" | grep -v '^ROW'
 
 echo
 echo "$(date -u +%Y-%m-%d), $(nproc) cores, $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo 2>/dev/null || uname -m)," \

@@ -4,7 +4,7 @@
 
 use std::io::Read;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use crate::http::{Body, Request, Response, Sink, Streamer};
@@ -36,6 +36,8 @@ pub const ANSWERED_BY: &str = "A2A-Answered-By";
 /// then take as long as they take).
 const CONNECT: Duration = Duration::from_secs(3);
 const ANSWER: Duration = Duration::from_secs(60);
+/// How long a connection to a replica is kept for the next call.
+const IDLE: Duration = Duration::from_secs(5);
 
 /// Why a relay got no answer.
 #[derive(Debug)]
@@ -133,16 +135,28 @@ fn send(
     request: ureq::http::Request<impl ureq::AsSendBody>,
     whole: bool,
 ) -> Result<ureq::http::Response<ureq::Body>, Unanswered> {
-    let config = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_connect(Some(CONNECT))
-        .max_redirects(0);
-    let config = if whole {
-        config.timeout_global(Some(ANSWER))
-    } else {
-        config.timeout_recv_response(Some(ANSWER))
+    // One agent of each kind for the process: its connections to the replicas are kept, for
+    // less time than any replica keeps an idle one (HTTP_IDLE_TIMEOUT, 60 s by default).
+    static WHOLE: OnceLock<ureq::Agent> = OnceLock::new();
+    static STREAM: OnceLock<ureq::Agent> = OnceLock::new();
+    let make = |whole: bool| -> ureq::Agent {
+        let config = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_connect(Some(CONNECT))
+            .max_idle_age(IDLE)
+            .max_redirects(0);
+        let config = if whole {
+            config.timeout_global(Some(ANSWER))
+        } else {
+            config.timeout_recv_response(Some(ANSWER))
+        };
+        config.build().into()
     };
-    let agent: ureq::Agent = config.build().into();
+    let agent = if whole {
+        WHOLE.get_or_init(|| make(true))
+    } else {
+        STREAM.get_or_init(|| make(false))
+    };
     agent.run(request).map_err(|e| Unanswered(e.to_string()))
 }
 

@@ -469,3 +469,62 @@ fn list_tasks_hands_each_token_out_once_over_the_replicas() {
         );
     }
 }
+
+#[test]
+#[ignore = "a benchmark; scripts/bench.sh runs it"]
+fn replicas_bench_relayed_against_direct() {
+    let rounds = crate::support::rounds("BENCH_ROUNDS", 200);
+    let p = Pair::start("replicas-bench");
+    let task = result(&call(
+        p.a,
+        ALICE,
+        "SendMessage",
+        json!({"message": message(vec![json!({"data": {"operation": "list"}})])}),
+    ))["task"]
+        .clone();
+    let id = task["id"].as_str().unwrap().to_string();
+    let time = |via: SocketAddr, method: &str, params: Value| {
+        let samples: Vec<Duration> = (0..rounds)
+            .map(|_| {
+                let t = Instant::now();
+                result(&call(via, ALICE, method, params.clone()));
+                t.elapsed()
+            })
+            .collect();
+        crate::support::p50(samples)
+    };
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    let here = time(p.a, "GetTask", json!({"id": id}));
+    let relayed = time(p.b, "GetTask", json!({"id": id}));
+    println!(
+        "ROW|two replicas, GetTask p50 ({rounds} rounds, a new connection each): through the other replica ÷ at the holder|×{:.2} ({:.2} vs {:.2} ms)|one more hop: ≤ ×3",
+        ms(relayed) / ms(here),
+        ms(relayed),
+        ms(here)
+    );
+    // ListTasks: merged over both (two steps, each asking the other replica) ÷ one replica's
+    // own list, which a relayed call gets.
+    let merged = time(p.a, "ListTasks", json!({}));
+    let alone = {
+        let samples: Vec<Duration> = (0..rounds)
+            .map(|_| {
+                let t = Instant::now();
+                result(&call_with(
+                    p.a,
+                    ALICE,
+                    "ListTasks",
+                    json!({}),
+                    &[("A2A-Relayed-By", "127.0.0.3")],
+                ));
+                t.elapsed()
+            })
+            .collect();
+        crate::support::p50(samples)
+    };
+    println!(
+        "ROW|two replicas, ListTasks p50 ({rounds} rounds): merged over both ÷ one replica's own|×{:.2} ({:.2} vs {:.2} ms)|≤ ×5",
+        ms(merged) / ms(alone),
+        ms(merged),
+        ms(alone)
+    );
+}
