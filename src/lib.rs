@@ -228,7 +228,7 @@ pub fn start(settings: &Settings, backend: Arc<dyn Backend>) -> Result<Running, 
         settings.push.clone(),
         Arc::clone(&metrics),
     ));
-    let replicas = control.backend().replica().map(|own| {
+    let replicas = listed.replica().map(|own| {
         Arc::new(replicas::Replicas::new(
             own,
             settings.listen.port(),

@@ -122,9 +122,7 @@ impl Routes {
                 return Response::json(415, &e.to_rest_json()).with_header("Accept", accepted);
             }
         }
-        let headers = auth::strip_credentials(&req.headers);
-        let mut params = ServiceParams::from_request(&headers, &req.query);
-        params.authorization = Credential(req.header("Authorization").map(str::to_string));
+        let params = service_params(req);
         let answer = self
             .rest
             .handle(&caller, &params, &req.method, path, &req.query, body);
@@ -172,9 +170,7 @@ impl Routes {
         if let Some(refusal) = content_type_refusal(req.header("Content-Type")) {
             return refusal;
         }
-        let headers = auth::strip_credentials(&req.headers);
-        let mut params = ServiceParams::from_request(&headers, &req.query);
-        params.authorization = Credential(req.header("Authorization").map(str::to_string));
+        let params = service_params(req);
         let answer = self.jsonrpc.handle(&caller, &params, body);
         self.jsonrpc_response(req, answer)
     }
@@ -229,6 +225,15 @@ impl Routes {
             Err(e) => Response::text(503, &format!("not ready: {e}")),
         }
     }
+}
+
+/// The A2A service parameters of a request; the caller's credential is kept apart from the
+/// headers, for the calls a replica makes to the others on the caller's behalf.
+fn service_params(req: &Request) -> ServiceParams {
+    let headers = auth::strip_credentials(&req.headers);
+    let mut params = ServiceParams::from_request(&headers, &req.query);
+    params.authorization = Credential(req.header("Authorization").map(str::to_string));
+    params
 }
 
 /// Both A2A bindings carry JSON (specification §9.1, §11.1). A declared non-JSON media type

@@ -73,7 +73,10 @@ impl JsonRpc {
         if let Err(e) = self.service.check(params) {
             return refuse(e);
         }
-        if let Some(task_id) = rpc_params.and_then(|p| addressed_task(method, p)) {
+        let addressed = rpc_params
+            .filter(|_| self.service.relays(params))
+            .and_then(|p| addressed_task(method, p));
+        if let Some(task_id) = addressed {
             match self.service.holder(params, &task_id) {
                 Ok(None) => {}
                 Ok(Some(addr)) => {

@@ -146,13 +146,16 @@ impl Rest {
         if let Err(e) = self.service.check(params) {
             return error(e);
         }
+        // A message may continue a task another replica holds: only a replica of several
+        // looks into the body for it (the body is parsed once more below).
         let continued = match route {
-            Route::Send | Route::Stream => body_object(body)
+            Route::Send | Route::Stream if self.service.relays(params) => body_object(body)
                 .ok()
                 .and_then(|b| super::decode::message_task(&b)),
             _ => None,
         };
-        if let Some(task_id) = route.task().or(continued.as_deref()) {
+        let addressed = route.task().filter(|_| self.service.relays(params));
+        if let Some(task_id) = addressed.or(continued.as_deref()) {
             match self.service.holder(params, task_id) {
                 Ok(None) => {}
                 Ok(Some(addr)) => {

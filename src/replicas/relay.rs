@@ -20,14 +20,8 @@ const FORWARDED: [&str; 5] = [
     "A2A-Extensions",
 ];
 
-/// The answer headers a relay brings back.
-const RETURNED: [&str; 5] = [
-    "Content-Type",
-    "Cache-Control",
-    "Allow",
-    "WWW-Authenticate",
-    "Retry-After",
-];
+/// The answer headers a relay brings back (besides its `Content-Type`, which is always set).
+const RETURNED: [&str; 4] = ["Cache-Control", "Allow", "WWW-Authenticate", "Retry-After"];
 
 /// The header naming the replica that answered a relayed call.
 pub const ANSWERED_BY: &str = "A2A-Answered-By";
@@ -87,7 +81,7 @@ pub fn forward(req: &Request, to: SocketAddr, own: IpAddr) -> Result<Response, U
             .map(str::to_string)
     };
     let content_type = header("Content-Type").unwrap_or_else(|| "application/json".into());
-    let returned: Vec<(String, String)> = RETURNED[1..]
+    let returned: Vec<(String, String)> = RETURNED
         .iter()
         .filter_map(|name| header(name).map(|v| (name.to_string(), v)))
         .collect();

@@ -84,7 +84,7 @@ impl Service {
         params: &ServiceParams,
         task_id: &str,
     ) -> Result<Option<SocketAddr>, RpcError> {
-        let Some(replicas) = self.replicas.as_ref().filter(|_| !params.relayed) else {
+        let Some(replicas) = self.replicas.as_ref().filter(|_| self.relays(params)) else {
             return Ok(None);
         };
         match replicas.locate(task_id) {
@@ -106,9 +106,10 @@ impl Service {
         RpcError::task_not_found_unanswered(task_id, &addr.ip().to_string(), why)
     }
 
-    /// This replica's IP, when it is one of several.
-    pub fn replica_ip(&self) -> Option<std::net::IpAddr> {
-        self.replicas.as_ref().map(|r| r.own())
+    /// Whether a call may be relayed from here: this is one of several replicas and the call
+    /// was not relayed already. Bindings look for the task a call names only then.
+    pub fn relays(&self, params: &ServiceParams) -> bool {
+        self.replicas.is_some() && !params.relayed
     }
 
     /// The service parameters every operation checks first (§3.2.6): the version this
