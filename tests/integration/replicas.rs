@@ -114,6 +114,16 @@ impl Pair {
     }
 }
 
+/// A control request sent as a message on a fresh connection (in the background if
+/// `immediately`); its task.
+fn send(addr: SocketAddr, token: &str, data: Value, immediately: bool) -> Value {
+    let mut params = json!({"message": message(vec![json!({"data": data})])});
+    if immediately {
+        params["configuration"] = json!({"returnImmediately": true});
+    }
+    result(&call(addr, token, "SendMessage", params))["task"].clone()
+}
+
 /// One JSON-RPC call on a fresh connection.
 fn call(addr: SocketAddr, token: &str, method: &str, params: Value) -> HttpResponse {
     call_with(addr, token, method, params, &[])
@@ -151,14 +161,12 @@ fn error(r: &HttpResponse) -> Value {
 fn any_replica_answers_for_a_task_and_hands_its_token_out_once() {
     let p = Pair::start("replicas-get");
     *p.backend.create_delay.lock().unwrap() = Duration::from_millis(1500);
-    let task = result(&call(
+    let task = send(
         p.a,
         ALICE,
-        "SendMessage",
-        json!({"message": message(vec![json!({"data": {"operation": "create", "task": "r1"}})]),
-               "configuration": {"returnImmediately": true}}),
-    ))["task"]
-        .clone();
+        json!({"operation": "create", "task": "r1"}),
+        true,
+    );
     let id = task["id"].as_str().unwrap().to_string();
     assert!(id.ends_with(".127-0-0-2"), "the id names its replica: {id}");
 
@@ -236,14 +244,7 @@ fn any_replica_answers_for_a_task_and_hands_its_token_out_once() {
 #[test]
 fn a_watch_on_one_replica_is_subscribed_to_and_canceled_through_the_other() {
     let p = Pair::start("replicas-watch");
-    let task = result(&call(
-        p.a,
-        ALICE,
-        "SendMessage",
-        json!({"message": message(vec![json!({"data": {"operation": "watch"}})]),
-               "configuration": {"returnImmediately": true}}),
-    ))["task"]
-        .clone();
+    let task = send(p.a, ALICE, json!({"operation": "watch"}), true);
     let id = task["id"].as_str().unwrap().to_string();
     assert_eq!(task["status"]["state"], "TASK_STATE_WORKING");
     let (b, sid) = (p.b, id.clone());
@@ -273,14 +274,12 @@ fn a_push_config_made_through_one_replica_is_delivered_for_a_task_on_the_other()
     let p = Pair::start("replicas-push");
     let hook = Receiver::start(Vec::new());
     *p.backend.create_delay.lock().unwrap() = Duration::from_millis(1500);
-    let task = result(&call(
+    let task = send(
         p.a,
         ALICE,
-        "SendMessage",
-        json!({"message": message(vec![json!({"data": {"operation": "create", "task": "r2"}})]),
-               "configuration": {"returnImmediately": true}}),
-    ))["task"]
-        .clone();
+        json!({"operation": "create", "task": "r2"}),
+        true,
+    );
     let id = task["id"].as_str().unwrap().to_string();
     let made = result(&call(
         p.b,
@@ -369,22 +368,16 @@ fn list_tasks_merges_every_replica_page_by_page() {
     // Three tasks on a, two on b, one of bob's on b; each finished at once.
     let mut mine = Vec::new();
     for (i, via) in [p.a, p.b, p.a, p.b, p.a].into_iter().enumerate() {
-        let t = result(&call(
+        let t = send(
             via,
             ALICE,
-            "SendMessage",
-            json!({"message": message(vec![json!({"data": {"operation": "create", "task": format!("l{i}")}})])}),
-        ))["task"]
-            .clone();
+            json!({"operation": "create", "task": format!("l{i}")}),
+            false,
+        );
         mine.push(t["id"].as_str().unwrap().to_string());
         std::thread::sleep(Duration::from_millis(5));
     }
-    result(&call(
-        p.b,
-        BOB,
-        "SendMessage",
-        json!({"message": message(vec![json!({"data": {"operation": "list"}})])}),
-    ));
+    send(p.b, BOB, json!({"operation": "list"}), false);
     let newest_first: Vec<String> = mine.iter().rev().cloned().collect();
     for via in [p.a, p.b] {
         let (ids, next, r) = page(via, ALICE, json!({}));
@@ -423,13 +416,12 @@ fn list_tasks_hands_each_token_out_once_over_the_replicas() {
     let p = Pair::start("replicas-list-tokens");
     *p.backend.create_delay.lock().unwrap() = Duration::from_millis(300);
     for (i, via) in [p.a, p.b, p.a, p.b].into_iter().enumerate() {
-        result(&call(
+        send(
             via,
             ALICE,
-            "SendMessage",
-            json!({"message": message(vec![json!({"data": {"operation": "create", "task": format!("k{i}")}})]),
-                   "configuration": {"returnImmediately": true}}),
-        ));
+            json!({"operation": "create", "task": format!("k{i}")}),
+            true,
+        );
     }
     let deadline = Instant::now() + Duration::from_secs(20);
     while page(p.a, ALICE, json!({"status": "TASK_STATE_COMPLETED"}))
@@ -475,13 +467,7 @@ fn list_tasks_hands_each_token_out_once_over_the_replicas() {
 fn replicas_bench_relayed_against_direct() {
     let rounds = crate::support::rounds("BENCH_ROUNDS", 200);
     let p = Pair::start("replicas-bench");
-    let task = result(&call(
-        p.a,
-        ALICE,
-        "SendMessage",
-        json!({"message": message(vec![json!({"data": {"operation": "list"}})])}),
-    ))["task"]
-        .clone();
+    let task = send(p.a, ALICE, json!({"operation": "list"}), false);
     let id = task["id"].as_str().unwrap().to_string();
     let time = |via: SocketAddr, method: &str, params: Value| {
         let samples: Vec<Duration> = (0..rounds)
