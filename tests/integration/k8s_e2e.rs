@@ -1171,19 +1171,7 @@ fn scopes_are_pod_labels_and_each_caller_sees_its_own() {
 
 /// One JSON-RPC call to a controller process; the response object.
 fn rpc(p: &Proc, method: &str, params: Value) -> Value {
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-    let auth = format!("Bearer {TOKEN}");
-    crate::support::request(
-        p.addr,
-        "POST",
-        "/a2a",
-        &[
-            ("Authorization", auth.as_str()),
-            ("Content-Type", "application/json"),
-        ],
-        body.to_string().as_bytes(),
-    )
-    .json()
+    crate::support::call(p.addr, TOKEN, method, params).json()
 }
 
 #[test]

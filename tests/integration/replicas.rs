@@ -16,7 +16,9 @@ use serde_json::{json, Value};
 
 use crate::callers::{callers_file, ALICE, BOB};
 use crate::push::Receiver;
-use crate::support::{message, reply_data, request, settings, FakeBackend, HttpResponse};
+use crate::support::{
+    call, call_with, message, reply_data, request, settings, FakeBackend, HttpResponse,
+};
 
 /// One replica's view of the shared test double: itself, and the replicas listed.
 struct Replica {
@@ -122,28 +124,6 @@ fn send(addr: SocketAddr, token: &str, data: Value, immediately: bool) -> Value 
         params["configuration"] = json!({"returnImmediately": true});
     }
     result(&call(addr, token, "SendMessage", params))["task"].clone()
-}
-
-/// One JSON-RPC call on a fresh connection.
-fn call(addr: SocketAddr, token: &str, method: &str, params: Value) -> HttpResponse {
-    call_with(addr, token, method, params, &[])
-}
-
-fn call_with(
-    addr: SocketAddr,
-    token: &str,
-    method: &str,
-    params: Value,
-    extra: &[(&str, &str)],
-) -> HttpResponse {
-    let body = json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params});
-    let auth = format!("Bearer {token}");
-    let mut headers = vec![
-        ("Authorization", auth.as_str()),
-        ("Content-Type", "application/json"),
-    ];
-    headers.extend_from_slice(extra);
-    request(addr, "POST", "/a2a", &headers, body.to_string().as_bytes())
 }
 
 fn result(r: &HttpResponse) -> Value {

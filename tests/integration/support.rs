@@ -486,6 +486,28 @@ pub fn request(
     raw_exchange(addr, &raw)
 }
 
+/// One JSON-RPC call on a fresh connection.
+pub fn call(addr: SocketAddr, token: &str, method: &str, params: Value) -> HttpResponse {
+    call_with(addr, token, method, params, &[])
+}
+
+pub fn call_with(
+    addr: SocketAddr,
+    token: &str,
+    method: &str,
+    params: Value,
+    extra: &[(&str, &str)],
+) -> HttpResponse {
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params});
+    let auth = format!("Bearer {token}");
+    let mut headers = vec![
+        ("Authorization", auth.as_str()),
+        ("Content-Type", "application/json"),
+    ];
+    headers.extend_from_slice(extra);
+    request(addr, "POST", "/a2a", &headers, body.to_string().as_bytes())
+}
+
 /// Sends bytes as they are and parses the response.
 pub fn raw_exchange(addr: SocketAddr, bytes: &[u8]) -> HttpResponse {
     let mut stream = TcpStream::connect(addr).expect("connect");
