@@ -52,6 +52,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "backend::k8s::status",
             "backend::k8s::watch",
             "backend::k8s::check",
+            "backend::k8s::refusals",
             "backend::local",
             "backend::local::store",
             "backend::local::task",

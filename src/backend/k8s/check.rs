@@ -10,7 +10,8 @@
 use serde_json::{json, Value};
 
 use super::api::{ApiError, Method};
-use super::{api_error, create_error, labels, K8sBackend, TEMPLATE_HINT};
+use super::refusals::{api_error, create_error, TEMPLATE_HINT};
+use super::{labels, K8sBackend};
 use crate::backend::{Backend, BackendError, CreateSpec, Finding, Progress};
 use crate::token::{random_hex, Token};
 

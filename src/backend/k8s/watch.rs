@@ -14,8 +14,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use super::api::{ApiError, Method};
+use super::refusals::api_error;
 use super::status::Pod;
-use super::{api_error, K8sBackend};
+use super::K8sBackend;
 use crate::backend::api_call::percent_encode;
 use crate::backend::labels;
 use crate::backend::BackendError;
