@@ -375,9 +375,12 @@ class Store:
                 # rec node/s29-missing-image-reply.json: the first pull fails ErrImagePull with
                 # containerd's text (ImagePullBackOff, "Back-off pulling image", comes after)
                 st.update(phase="Pending", conditions=conds + not_ready)
+                host, _, rest = image.partition("/")
+                repo, _, tag = rest.rpartition(":")
                 cs["state"] = {"waiting": {"reason": "ErrImagePull", "message":
                                            f'failed to pull and unpack image "{image}": failed to resolve reference '
-                                           f'"{image}": {image}: not found'}}
+                                           f'"{image}": failed to do request: Head "https://{host}/v2/{repo}/manifests/{tag}": '
+                                           f'dial tcp: lookup {host}: i/o timeout'}}
             elif "config-error" in image:
                 st.update(phase="Pending", conditions=conds + not_ready)
                 cs["state"] = {"waiting": {"reason": "CreateContainerConfigError", "message": 'secret "missing" not found'}}
