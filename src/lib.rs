@@ -161,6 +161,25 @@ pub fn build_backend_for_check(settings: &Settings) -> Result<Arc<dyn Backend>, 
     }
 }
 
+/// The worker templates: `WORKER_TEMPLATES_FILE` over the settings' `default` (or `default`
+/// alone), each accepted by `backend` (a program that exists, a pod template by the rules);
+/// an unusable file or template is one line naming the template and the field.
+pub fn open_templates(
+    settings: &Settings,
+    backend: &Arc<dyn Backend>,
+) -> Result<Arc<settings::templates::TemplatesFile>, Error> {
+    use settings::templates::TemplatesFile;
+    let judge = Arc::clone(backend);
+    let accepts = Box::new(move |t: &backend::Template| judge.accepts(t));
+    let default = settings.default_template();
+    let file = match &settings.templates_file {
+        Some(path) => TemplatesFile::open(path.clone(), default, accepts)
+            .map_err(|why| Error::Refused(format!("setting WORKER_TEMPLATES_FILE is invalid: {why}")))?,
+        None => TemplatesFile::fixed(default, accepts).map_err(Error::Refused)?,
+    };
+    Ok(Arc::new(file))
+}
+
 /// A variable of this process's environment; empty counts as unset. Backends read their
 /// environment (in-cluster credentials, WezTerm's socket) through this, so tests can pass
 /// their own.
@@ -191,6 +210,16 @@ impl Running {
 
 /// Wires settings, a backend and the HTTP server together and starts serving.
 pub fn start(settings: &Settings, backend: Arc<dyn Backend>) -> Result<Running, Error> {
+    let templates = open_templates(settings, &backend)?;
+    start_with(settings, backend, templates)
+}
+
+/// The same, with the templates read already.
+pub fn start_with(
+    settings: &Settings,
+    backend: Arc<dyn Backend>,
+    templates: Arc<settings::templates::TemplatesFile>,
+) -> Result<Running, Error> {
     let (credentials, warnings) = auth::Authenticator::new(settings).map_err(Error::Auth)?;
     for w in warnings {
         log::warn!("{w}");
@@ -207,9 +236,14 @@ pub fn start(settings: &Settings, backend: Arc<dyn Backend>) -> Result<Running, 
     };
     let listed = Arc::clone(&backend);
     let control = Arc::new(
-        control::Control::new(backend, Arc::clone(&metrics), sentry, settings.max_workers)
-            .with_lifetime(settings.lifetime)
-            .with_max_watchers(settings.max_watchers),
+        control::Control::new(
+            backend,
+            Arc::clone(&metrics),
+            sentry,
+            settings.max_workers,
+            templates,
+        )
+        .with_max_watchers(settings.max_watchers),
     );
     let reaper = control::Reaper::start(Arc::clone(&control), settings.reap_interval);
     let tasks = Arc::new(a2a::TaskStore::new(a2a::tasks::DEFAULT_CAPACITY));
@@ -282,9 +316,21 @@ pub fn run(settings: &Settings) -> Result<(), Error> {
     let mut signals =
         signal_hook::iterator::Signals::new([SIGTERM, SIGINT]).map_err(Error::Signals)?;
     let backend = build_backend(settings)?;
-    backend.validate().map_err(Error::Refused)?;
+    let templates = open_templates(settings, &backend)?;
+    let current = templates.current();
+    for t in current.all() {
+        backend.validate(t).map_err(Error::Refused)?;
+    }
+    log::info!(
+        "worker templates: {}",
+        current
+            .all()
+            .map(|t| t.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
     let kind = backend.kind();
-    let running = start(settings, backend)?;
+    let running = start_with(settings, backend, templates)?;
     log::info!(
         "{} listening on {} (backend {kind}, controller id {:?}, public URL {})",
         settings::version_text(),

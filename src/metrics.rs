@@ -26,6 +26,8 @@ struct Inner {
     callers: std::collections::BTreeSet<String>,
     durations: BTreeMap<(&'static str, &'static str), Histogram>,
     pushes: BTreeMap<&'static str, u64>,
+    /// Creates by (backend, template, outcome): template names come from the operator's file.
+    creates: BTreeMap<(&'static str, String, &'static str), u64>,
 }
 
 /// Most distinct caller names the operation counter carries (OIDC subjects are not a fixed
@@ -82,6 +84,15 @@ impl Metrics {
         }
         h.sum += secs;
         h.count += 1;
+    }
+
+    /// One create of a worker from `template` came to `outcome`.
+    pub fn worker_create(&self, backend: &'static str, template: &str, outcome: &'static str) {
+        *self
+            .lock()
+            .creates
+            .entry((backend, template.to_string(), outcome))
+            .or_default() += 1;
     }
 
     /// One push-notification event to one webhook came to `outcome` (delivered, given_up,
@@ -152,6 +163,17 @@ impl Metrics {
                 "a2a_controller_push_notifications_total{{outcome=\"{outcome}\"}} {n}"
             );
         }
+        out.push_str(
+            "# HELP a2a_controller_worker_creates_total Worker creates by backend, template and outcome.\n\
+             # TYPE a2a_controller_worker_creates_total counter\n",
+        );
+        for ((backend, template, outcome), n) in &inner.creates {
+            let template = label_value(template);
+            let _ = writeln!(
+                out,
+                "a2a_controller_worker_creates_total{{backend=\"{backend}\",template=\"{template}\",outcome=\"{outcome}\"}} {n}"
+            );
+        }
         out
     }
 }
@@ -203,6 +225,10 @@ mod tests {
         assert!(text.contains("backend=\"docker\",le=\"5\"} 3"));
         assert!(text.contains("backend=\"docker\",le=\"+Inf\"} 3"));
         assert!(text.contains("a2a_controller_build_info{version="));
+        m.worker_create("docker", "coder", "completed");
+        assert!(m.render().contains(
+            "a2a_controller_worker_creates_total{backend=\"docker\",template=\"coder\",outcome=\"completed\"} 1"
+        ));
     }
 
     #[test]

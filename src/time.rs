@@ -143,7 +143,8 @@ pub fn duration_text(d: Duration) -> String {
     out
 }
 
-/// Parses a Go-style duration (`60s`, `500ms`, `2m`, `1h30m`) or a bare number of seconds.
+/// Parses a Go-style duration (`60s`, `500ms`, `2m`, `1h30m`, and days: `7d`) or a bare
+/// number of seconds.
 pub fn parse_duration(text: &str) -> Option<Duration> {
     let text = text.trim();
     if text.is_empty() {
@@ -167,6 +168,7 @@ pub fn parse_duration(text: &str) -> Option<Duration> {
             "s" => Duration::from_secs(value),
             "m" => Duration::from_secs(value.checked_mul(60)?),
             "h" => Duration::from_secs(value.checked_mul(3600)?),
+            "d" => Duration::from_secs(value.checked_mul(86_400)?),
             _ => return None,
         };
         total = total.checked_add(unit)?;

@@ -122,12 +122,13 @@ fn card_json(agent_name: &str, public_url: &str) -> Value {
             {
                 "id": "create",
                 "name": "Create a worker",
-                "description": "Starts one isolated worker for a task and returns it with its own bearer token (returned only here, once). A task that already has a worker is refused with worker_exists. An optional ttl (\"90m\", \"2h\", or seconds) has the controller stop it after that long. Optional metadata (at most 16 keys of [a-z0-9._-], string values of at most 256 printable characters) tags the worker; every operation returns it.",
+                "description": "Starts one isolated worker for a task and returns it with its own bearer token (returned only here, once). A task that already has a worker is refused with worker_exists. An optional ttl (\"90m\", \"2h\", or seconds) has the controller stop it after that long. Optional metadata (at most 16 keys of [a-z0-9._-], string values of at most 256 printable characters) tags the worker; every operation returns it. An optional template names what the worker is started from (image or program, limits, TTLs, workspace; see the templates skill); without it, default. A template with a workspace mounts the task's own volume, kept across its workers.",
                 "tags": ["workers", "create"],
                 "examples": [
                     example(json!({"operation": "create", "task": "fix-login-bug"})),
                     example(json!({"operation": "create", "task": "fix-login-bug", "ttl": "2h"})),
                     example(json!({"operation": "create", "task": "fix-login-bug", "metadata": {"team": "infra"}})),
+                    example(json!({"operation": "create", "task": "review-pr-42", "template": "reviewer"})),
                 ],
                 "inputModes": ["application/json"],
                 "outputModes": ["application/json"],
@@ -135,7 +136,7 @@ fn card_json(agent_name: &str, public_url: &str) -> Value {
             {
                 "id": "list",
                 "name": "List workers",
-                "description": "Lists the workers this controller owns, oldest first, read from the backend; optional filters: metadata (all keys must match), state, task.",
+                "description": "Lists the workers this controller owns, oldest first, read from the backend; optional filters: metadata (all keys must match), state, task, template.",
                 "tags": ["workers", "list"],
                 "examples": [
                     example(json!({"operation": "list"})),
@@ -159,6 +160,15 @@ fn card_json(agent_name: &str, public_url: &str) -> Value {
                 "description": "Streams what happens to the workers (send it with SendStreamingMessage, or with returnImmediately and then SubscribeToTask or a push notification config): one long-running task whose WORKING status updates each carry a data part {\"event\": {\"type\", \"worker\", \"reason\", \"at\"}} — first one added per existing worker and one synced, then added, changed and removed as they happen. Optional filters as for list. CancelTask ends it (TASK_STATE_CANCELED); so does the stream's client going away.",
                 "tags": ["workers", "watch", "events"],
                 "examples": [example(json!({"operation": "watch", "metadata": {"team": "infra"}}))],
+                "inputModes": ["application/json"],
+                "outputModes": ["application/json"],
+            },
+            {
+                "id": "templates",
+                "name": "Worker templates",
+                "description": "Lists the worker templates this caller may create from: name, description, image (or program), memory, cpus, pids_limit, ttl and max_ttl (seconds), port, and workspace (path and size) when the template keeps a per-task workspace.",
+                "tags": ["workers", "templates"],
+                "examples": [example(json!({"operation": "templates"}))],
                 "inputModes": ["application/json"],
                 "outputModes": ["application/json"],
             },

@@ -5,7 +5,8 @@
 //! ```json
 //! {"callers": [
 //!   {"name": "ci", "token_sha256": "<64 hex digits>", "scope": "team-a", "max_workers": 4},
-//!   {"name": "ops", "token_file": "/run/secrets/ops-token", "scope": "ops", "admin": true}
+//!   {"name": "ops", "token_file": "/run/secrets/ops-token", "scope": "ops", "admin": true},
+//!   {"name": "review-bot", "token_sha256": "<...>", "scope": "team-a", "templates": ["reviewer"]}
 //! ]}
 //! ```
 //!
@@ -20,11 +21,11 @@ use std::sync::RwLock;
 
 use serde::Deserialize;
 
-use super::Watched;
 use crate::control::caller::check_scope;
 use crate::control::Caller;
 use crate::hash::sha256;
-use crate::settings::{check_auth_token, read_secret_file, read_secret_file_up_to};
+use crate::settings::templates::check_name as check_template_name;
+use crate::settings::{check_auth_token, read_secret_file, read_secret_file_up_to, Watched};
 use crate::token::constant_time_eq;
 
 /// The most callers a file may list.
@@ -51,6 +52,9 @@ struct Entry {
     max_workers: Option<u32>,
     #[serde(default)]
     admin: bool,
+    /// The templates it may create from (absent: every one).
+    #[serde(default)]
+    templates: Option<Vec<String>>,
 }
 
 /// The callers as read: SHA-256 of a token → the caller.
@@ -125,7 +129,14 @@ pub fn load(path: &Path, reserved: &[&str]) -> Result<(Table, Vec<String>), Stri
                 ))
             }
         };
-        let caller = Caller::named(&e.name, &e.scope, e.admin, e.max_workers);
+        if let Some(names) = &e.templates {
+            for name in names {
+                check_template_name(name)
+                    .map_err(|why| format!("{at}: templates {:?}: {why}", truncated(name)))?;
+            }
+        }
+        let caller =
+            Caller::named(&e.name, &e.scope, e.admin, e.max_workers).limited_to(e.templates);
         if table.by_hash.insert(hash, caller).is_some() {
             return Err(format!(
                 "{at}: its token is another caller's too: every caller needs its own"

@@ -1,5 +1,5 @@
-//! Ownership: the four labels every container (and pod) worker carries (owner, worker id,
-//! task, scope; a fifth for one with a TTL), and the
+//! Ownership: the five labels every container (and pod) worker carries (owner, worker id,
+//! task, scope, template; a sixth for one with a TTL), and the
 //! deterministic container name that makes "one worker per task" atomic in the engine.
 //! No credential is ever written to a label.
 
@@ -10,7 +10,7 @@ use std::fmt;
 use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::Deserialize;
 
-use super::{Metadata, ADMIN_SCOPE};
+use super::{Metadata, ADMIN_SCOPE, DEFAULT_TEMPLATE};
 use crate::hash::{fnv1a64, FNV_OFFSET};
 
 pub const OWNER: &str = "a2a-worker-controller/owner";
@@ -21,6 +21,9 @@ pub const TASK: &str = "a2a-worker-controller/task";
 pub const EXPIRES_AT: &str = "a2a-worker-controller/expires-at";
 /// The creating caller's scope (absent on workers made before scopes: [`ADMIN_SCOPE`]).
 pub const SCOPE: &str = "a2a-worker-controller/scope";
+/// The template the worker was made from (absent on workers made before templates:
+/// [`DEFAULT_TEMPLATE`]).
+pub const TEMPLATE: &str = "a2a-worker-controller/template";
 /// A caller's metadata key `k` is the label (Docker) or annotation (Kubernetes) `META + k`.
 pub const META: &str = "a2a-worker-controller.meta/";
 
@@ -30,6 +33,7 @@ pub fn for_worker(
     worker_id: &str,
     task: &str,
     scope: &str,
+    template: &str,
     expires_at: Option<u64>,
     metadata: &Metadata,
 ) -> BTreeMap<String, String> {
@@ -38,6 +42,7 @@ pub fn for_worker(
         (WORKER_ID.to_string(), worker_id.to_string()),
         (TASK.to_string(), task.to_string()),
         (SCOPE.to_string(), scope.to_string()),
+        (TEMPLATE.to_string(), template.to_string()),
     ]);
     if let Some(at) = expires_at {
         labels.insert(EXPIRES_AT.to_string(), at.to_string());
@@ -86,6 +91,8 @@ pub struct Owned {
     pub metadata: Metadata,
     /// The creating caller's scope; [`ADMIN_SCOPE`] without the label.
     pub scope: String,
+    /// The template it was made from; [`DEFAULT_TEMPLATE`] without the label.
+    pub template: String,
 }
 
 /// This controller's labels on an object, read from its label map; every other label is
@@ -98,6 +105,7 @@ pub struct Ours {
     expires_at: Option<u64>,
     metadata: Metadata,
     scope: Option<String>,
+    template: Option<String>,
 }
 
 impl<'de> Deserialize<'de> for Ours {
@@ -123,6 +131,7 @@ impl<'de> Visitor<'de> for OursVisitor {
                 WORKER_ID => &mut ours.worker_id,
                 TASK => &mut ours.task,
                 SCOPE => &mut ours.scope,
+                TEMPLATE => &mut ours.template,
                 EXPIRES_AT => {
                     // Not a number: as if absent (the worker is then not reaped).
                     let Text(value) = map.next_value::<Text>()?;
@@ -188,6 +197,10 @@ pub fn owned(labels: Option<Ours>, controller_id: &str) -> Option<Owned> {
             .scope
             .filter(|s| !s.is_empty())
             .unwrap_or_else(|| ADMIN_SCOPE.to_string()),
+        template: labels
+            .template
+            .filter(|t| !t.is_empty())
+            .unwrap_or_else(|| DEFAULT_TEMPLATE.to_string()),
     })
 }
 
@@ -405,8 +418,8 @@ mod tests {
         let read = |l: &BTreeMap<String, String>| -> Option<Ours> {
             Some(serde_json::from_value(serde_json::json!(l)).expect("a label map reads"))
         };
-        let mut l = for_worker("me", "w1", "t", "team-a", None, &Metadata::new());
-        assert_eq!(l.len(), 4, "exactly four labels without a TTL");
+        let mut l = for_worker("me", "w1", "t", "team-a", "coder", None, &Metadata::new());
+        assert_eq!(l.len(), 5, "exactly five labels without a TTL");
         assert_eq!(
             owned(read(&l), "me"),
             Some(Owned {
@@ -415,20 +428,23 @@ mod tests {
                 expires_at: None,
                 metadata: Metadata::new(),
                 scope: "team-a".into(),
+                template: "coder".into(),
             })
         );
         let mut before_scopes = l.clone();
         before_scopes.remove(SCOPE);
+        before_scopes.remove(TEMPLATE);
         assert_eq!(
-            owned(read(&before_scopes), "me").map(|o| o.scope),
-            Some(ADMIN_SCOPE.to_string()),
-            "a worker made before scopes is the admin scope's"
+            owned(read(&before_scopes), "me").map(|o| (o.scope, o.template)),
+            Some((ADMIN_SCOPE.to_string(), DEFAULT_TEMPLATE.to_string())),
+            "a worker made before scopes and templates is the admin scope's, from default"
         );
         let expiring = for_worker(
             "me",
             "w1",
             "t",
             ADMIN_SCOPE,
+            DEFAULT_TEMPLATE,
             Some(1_900_000_000),
             &Metadata::new(),
         );
@@ -437,6 +453,7 @@ mod tests {
             "w1",
             "t",
             ADMIN_SCOPE,
+            DEFAULT_TEMPLATE,
             None,
             &[("team".to_string(), "infra \"x\"".to_string())].into(),
         );
@@ -472,6 +489,7 @@ mod tests {
                 expires_at: None,
                 metadata: Metadata::new(),
                 scope: ADMIN_SCOPE.into(),
+                template: DEFAULT_TEMPLATE.into(),
             })
         );
         assert!(serde_json::from_str::<Ours>(r#"{"a2a-worker-controller/owner": 7}"#).is_err());

@@ -36,6 +36,7 @@ use std::fmt;
 
 use serde::Serialize;
 
+pub use crate::settings::templates::{Template, DEFAULT_TEMPLATE};
 use crate::time::rfc3339_secs;
 use crate::token::Token;
 
@@ -115,6 +116,10 @@ pub struct CreateSpec {
     /// The caller's tags, stored with the worker the same way (labels, annotations, the state
     /// file) and returned by every operation.
     pub metadata: Metadata,
+    /// What it is started from (image or program, limits, port, environment): the template
+    /// as it was when the create began. Its name is stored where ownership lives and returned
+    /// with the worker; a later change of the template does not touch this worker.
+    pub template: std::sync::Arc<Template>,
     /// Where to say how it is going.
     pub progress: Progress,
 }
@@ -164,6 +169,8 @@ pub struct Worker {
     pub metadata: Metadata,
     /// The scope of the caller that created it ([`ADMIN_SCOPE`] for workers made before scopes).
     pub scope: String,
+    /// The template it was made from ([`DEFAULT_TEMPLATE`] for workers made before templates).
+    pub template: String,
 }
 
 /// A caller's tags on a worker: at most [`MAX_METADATA_KEYS`] keys of
@@ -196,7 +203,14 @@ impl Worker {
             expires_at: String::new(),
             metadata: Metadata::new(),
             scope: ADMIN_SCOPE.to_string(),
+            template: DEFAULT_TEMPLATE.to_string(),
         }
+    }
+
+    /// The same, made from template `template`.
+    pub fn templated(mut self, template: impl Into<String>) -> Worker {
+        self.template = template.into();
+        self
     }
 
     /// The same, in `scope`.
@@ -360,11 +374,28 @@ pub trait Backend: Send + Sync {
         }]
     }
 
-    /// A dry run at startup of what every create will send (where the engine offers one):
-    /// `Err` is a configuration the engine will always refuse, and stops startup. An engine
-    /// that cannot be asked now is not a refusal (the controller starts and says so in
+    /// Whether this backend can start workers from `template` at all, asked without the
+    /// engine whenever templates are read (at startup, and when the templates file changed):
+    /// a program that does not exist, a pod template that breaks the rules, a field that does
+    /// not apply here. `Err` is one line naming the field.
+    fn accepts(&self, _template: &Template) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// What `check` proves of one template, asking the engine (the image is present, the pod
+    /// passes a dry run, the program is executable).
+    fn check_template(&self, template: &Template) -> Finding {
+        match self.accepts(template) {
+            Ok(()) => Finding::ok("usable"),
+            Err(why) => Finding::failed(why),
+        }
+    }
+
+    /// A dry run at startup of what creates of `template` will send (where the engine offers
+    /// one): `Err` is a configuration the engine will always refuse, and stops startup. An
+    /// engine that cannot be asked now is not a refusal (the controller starts and says so in
     /// `/readiness`).
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self, _template: &Template) -> Result<(), String> {
         Ok(())
     }
 
@@ -449,7 +480,8 @@ mod tests {
             v["scope"], ADMIN_SCOPE,
             "the admin scope unless a backend says another"
         );
-        assert_eq!(v.as_object().unwrap().len(), 12);
+        assert_eq!(v["template"], DEFAULT_TEMPLATE);
+        assert_eq!(v.as_object().unwrap().len(), 13);
         let v = serde_json::to_value(w.expiring(Some(1_900_000_000))).unwrap();
         assert_eq!(v["expires_at"], "2030-03-17T17:46:40Z");
     }

@@ -42,10 +42,11 @@ impl Probe {
         self.timeout.is_zero()
     }
 
-    /// Whether the worker at `base` answers its Agent Card with 200 right now.
-    pub fn card_answers(&self, base: &str) -> bool {
-        let card = format!("{base}/.well-known/agent-card.json");
-        matches!(self.agent.get(&card).call(), Ok(r) if r.status().as_u16() == 200)
+    /// Whether the worker at `base` answers `path` (its template's readiness path, the Agent
+    /// Card unless it says otherwise) with 200 right now.
+    pub fn answers(&self, base: &str, path: &str) -> bool {
+        let url = format!("{base}{path}");
+        matches!(self.agent.get(&url).call(), Ok(r) if r.status().as_u16() == 200)
     }
 
     /// Polls until the worker answers. Each round first calls `look`, which reads the engine:
@@ -55,6 +56,7 @@ impl Probe {
     pub fn wait(
         &self,
         url: &str,
+        path: &str,
         mut look: impl FnMut() -> Result<Option<String>, BackendError>,
     ) -> Result<(), BackendError> {
         let deadline = Instant::now() + self.timeout;
@@ -66,12 +68,12 @@ impl Probe {
                 base = look()?;
                 looked = Instant::now();
             }
-            if base.as_deref().is_some_and(|b| self.card_answers(b)) {
+            if base.as_deref().is_some_and(|b| self.answers(b, path)) {
                 return Ok(());
             }
             if Instant::now() >= deadline {
                 return Err(BackendError::NotReady(format!(
-                    "the worker did not answer {}/.well-known/agent-card.json within {}s",
+                    "the worker did not answer {}{path} within {}s",
                     base.as_deref().unwrap_or(url),
                     self.timeout.as_secs_f32()
                 )));
@@ -88,6 +90,8 @@ mod tests {
     use std::net::TcpListener;
 
     use super::*;
+
+    const CARD: &str = crate::settings::templates::DEFAULT_READY_PATH;
 
     /// A one-connection-at-a-time server on a real socket answering `status` to every request.
     fn server(status: u16) -> String {
@@ -110,9 +114,9 @@ mod tests {
     fn ready_when_the_card_answers() {
         let probe = Probe::new(Duration::from_secs(5));
         let base = server(200);
-        assert!(probe.card_answers(&base));
+        assert!(probe.answers(&base, CARD));
         let mut rounds = 0;
-        let r = probe.wait("http://unused", || {
+        let r = probe.wait("http://unused", CARD, || {
             rounds += 1;
             Ok((rounds > 2).then(|| base.clone()))
         });
@@ -123,7 +127,7 @@ mod tests {
     #[test]
     fn a_dead_worker_ends_the_wait_and_silence_times_out() {
         let probe = Probe::new(Duration::from_millis(300));
-        let gone = probe.wait("http://x", || {
+        let gone = probe.wait("http://x", CARD, || {
             Err(BackendError::NotReady(
                 "the worker exited with code 3".into(),
             ))
@@ -135,9 +139,9 @@ mod tests {
             ))
         );
         let not_found = server(404);
-        assert!(!probe.card_answers(&not_found));
+        assert!(!probe.answers(&not_found, CARD));
         let Err(BackendError::NotReady(why)) =
-            probe.wait("http://x", || Ok(Some(not_found.clone())))
+            probe.wait("http://x", CARD, || Ok(Some(not_found.clone())))
         else {
             panic!("expected a timeout")
         };
@@ -145,7 +149,7 @@ mod tests {
             why.contains("did not answer") && why.contains(&not_found),
             "{why}"
         );
-        let Err(BackendError::NotReady(why)) = probe.wait("http://shown", || Ok(None)) else {
+        let Err(BackendError::NotReady(why)) = probe.wait("http://shown", CARD, || Ok(None)) else {
             panic!("expected a timeout")
         };
         assert!(why.contains("http://shown"), "{why}");

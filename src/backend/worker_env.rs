@@ -1,10 +1,30 @@
 //! What a container or pod worker receives in its environment (the contract's list).
 
-use super::CreateSpec;
+use super::{BackendError, CreateSpec};
+use crate::settings::templates::extra_env;
 use crate::settings::ContainerSettings;
 
-/// `(NAME, value)` pairs for a worker reachable at `a2a_url`, in the contract's order.
+/// `(NAME, value)` pairs for a worker reachable at `a2a_url`, in the contract's order, then
+/// the template's own (which may replace `ANTHROPIC_MODEL` and `ANTHROPIC_BASE_URL`, never
+/// another of the contract's), with `A2A_WORKSPACE` when the template has a workspace. A
+/// template's secret file that cannot be read now fails the create.
 pub fn environment(
+    spec: &CreateSpec,
+    a2a_url: &str,
+    container: &ContainerSettings,
+    anthropic_auth_token: Option<&str>,
+) -> Result<Vec<(String, String)>, BackendError> {
+    let mut env = contract_env(spec, a2a_url, container, anthropic_auth_token);
+    if let Some(w) = &spec.template.workspace {
+        env.push(("A2A_WORKSPACE".to_string(), w.path.clone()));
+    }
+    let extra = extra_env(&spec.template).map_err(BackendError::Internal)?;
+    env.retain(|(k, _)| !extra.iter().any(|(e, _)| e == k));
+    env.extend(extra);
+    Ok(env)
+}
+
+fn contract_env(
     spec: &CreateSpec,
     a2a_url: &str,
     container: &ContainerSettings,
@@ -19,7 +39,7 @@ pub fn environment(
             format!("claude-interactive-{}", spec.worker_id),
         ),
         pair("AGENT_TYPE", "service".into()),
-        pair("LISTEN", format!(":{}", container.port)),
+        pair("LISTEN", format!(":{}", spec.template.port)),
         pair("WORKER_ID", spec.worker_id.clone()),
         pair("WORKER_TASK", spec.task.clone()),
         pair("ANTHROPIC_MODEL", container.anthropic_model.clone()),

@@ -26,6 +26,11 @@ const COMMANDS: &[(&str, &str, &str)] = &[
     ("stop", "WORKER_ID", "stop a worker"),
     ("logs", "WORKER_ID", "print the last lines of a worker's output"),
     (
+        "templates",
+        "",
+        "list the worker templates this caller may create from",
+    ),
+    (
         "watch",
         "",
         "print what happens to the workers as it happens (the ones there, then each change; Ctrl-C ends it)",
@@ -80,6 +85,11 @@ const FLAGS: &[Flag] = &[
         name: "ttl",
         value: Some("DURATION"),
         help: "create: stop the worker after this long (90m, 2h, or seconds)",
+    },
+    Flag {
+        name: "template",
+        value: Some("NAME"),
+        help: "create: start the worker from this template (default: default); list, watch: only workers made from it",
     },
     Flag {
         name: "tail",
@@ -202,6 +212,11 @@ pub fn main(
     let misplaced = only_for("ttl", "create")
         .or_else(|| only_for("tail", "logs"))
         .or_else(|| {
+            (given.values.contains_key("template")
+                && !matches!(command.as_str(), "create" | "list" | "watch"))
+            .then(|| "--template is for create, list and watch only".to_string())
+        })
+        .or_else(|| {
             ["state", "task"].into_iter().find_map(|f| {
                 (given.values.contains_key(f) && !matches!(command.as_str(), "list" | "watch"))
                     .then(|| format!("--{f} is for list and watch only"))
@@ -233,14 +248,18 @@ pub fn main(
             if !metadata.is_empty() {
                 r["metadata"] = Value::Object(metadata);
             }
+            if let Some(t) = given.values.get("template") {
+                r["template"] = json!(t);
+            }
             r
         }
+        ("templates", []) => json!({"operation": "templates"}),
         (op @ ("list" | "watch"), []) => {
             let mut r = json!({"operation": op});
             if !metadata.is_empty() {
                 r["metadata"] = Value::Object(metadata);
             }
-            for filter in ["state", "task"] {
+            for filter in ["state", "task", "template"] {
                 if let Some(v) = given.values.get(filter) {
                     r[filter] = json!(v);
                 }
@@ -388,6 +407,13 @@ fn print_for_people(
                 ),
             }
         }
+        "templates" => {
+            let templates = data["templates"].as_array().cloned().unwrap_or_default();
+            if templates.is_empty() {
+                return writeln!(out, "no templates this caller may use");
+            }
+            out.write_all(output::template_table(&templates).as_bytes())
+        }
         // The worker's own output, as it printed it.
         "logs" => out.write_all(data["text"].as_str().unwrap_or("").as_bytes()),
         _ => {
@@ -478,6 +504,23 @@ fn check(
         } else {
             failed = true;
             let _ = writeln!(err, "backend {kind}: FAILED: {}", f.what);
+        }
+    }
+    // Every template, as startup reads them, proved one by one.
+    let templates = match crate::open_templates(&settings, &backend) {
+        Ok(t) => t.current(),
+        Err(e) => {
+            let _ = writeln!(err, "templates: FAILED: {e}");
+            return 1;
+        }
+    };
+    for t in templates.all() {
+        let f = backend.check_template(t);
+        if f.ok {
+            let _ = writeln!(out, "template {}: {}", t.name, f.what);
+        } else {
+            failed = true;
+            let _ = writeln!(err, "template {}: FAILED: {}", t.name, f.what);
         }
     }
     u8::from(failed)

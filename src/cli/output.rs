@@ -8,6 +8,7 @@ const COLUMNS: &[&str] = &[
     "TASK",
     "SCOPE",
     "BACKEND",
+    "TEMPLATE",
     "STATE",
     "CREATED",
     "EXPIRES",
@@ -55,6 +56,7 @@ fn row(w: &Value) -> Vec<String> {
         cell(&w["task"]),
         cell(&w["scope"]),
         cell(&w["backend"]),
+        cell(&w["template"]),
         cell(&w["state"]),
         cell(&w["created_at"]),
         cell(&w["expires_at"]),
@@ -85,21 +87,37 @@ pub fn event_line(event: &Value) -> String {
 /// Where SCOPE is in [`COLUMNS`].
 const SCOPE_COLUMN: usize = 2;
 
-/// The workers as an aligned table with a header line. SCOPE is shown when scopes are in use
-/// (some worker is outside the admin scope: an admin's list shows whose is whose).
-pub fn worker_table(workers: &[Value]) -> String {
-    let scoped = workers
+/// The templates as an aligned table: name, image or program, limits, TTLs, workspace.
+pub fn template_table(templates: &[Value]) -> String {
+    let header: Vec<String> = ["TEMPLATE", "IMAGE", "MEMORY", "CPUS", "TTL", "MAX_TTL", "WORKSPACE", "DESCRIPTION"]
         .iter()
-        .any(|w| w["scope"].as_str().is_some_and(|s| s != "admin"));
-    let keep = |mut cells: Vec<String>| {
-        if !scoped {
-            cells.remove(SCOPE_COLUMN);
-        }
-        cells
-    };
-    let rows: Vec<Vec<String>> = workers.iter().map(|w| keep(row(w))).collect();
-    let header = keep(COLUMNS.iter().map(|c| c.to_string()).collect());
-    let mut widths: Vec<usize> = header.iter().map(|c| c.len()).collect();
+        .map(|c| c.to_string())
+        .collect();
+    let secs = |v: &Value| v.as_u64().map_or("-".to_string(), |s| crate::time::duration_text(std::time::Duration::from_secs(s)));
+    let rows: Vec<Vec<String>> = templates
+        .iter()
+        .map(|t| {
+            vec![
+                cell(&t["name"]),
+                cell(&t["image"]),
+                t["memory_bytes"].as_u64().map_or("-".into(), |b| format!("{}m", b >> 20)),
+                t["cpus"].as_f64().map_or("-".into(), |c| c.to_string()),
+                secs(&t["ttl"]),
+                secs(&t["max_ttl"]),
+                match (t["workspace"]["path"].as_str(), t["workspace"]["size"].as_str()) {
+                    (Some(p), Some(s)) => cell(&Value::String(format!("{p} ({s})"))),
+                    _ => "-".into(),
+                },
+                cell(&t["description"]),
+            ]
+        })
+        .collect();
+    aligned(header, rows)
+}
+
+/// Cells in aligned columns, two spaces apart, one line per row.
+fn aligned(header: Vec<String>, rows: Vec<Vec<String>>) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|c| c.chars().count()).collect();
     for r in &rows {
         for (w, c) in widths.iter_mut().zip(r) {
             *w = (*w).max(c.chars().count());
@@ -122,6 +140,23 @@ pub fn worker_table(workers: &[Value]) -> String {
         out.push_str(&line(r));
     }
     out
+}
+
+/// The workers as an aligned table with a header line. SCOPE is shown when scopes are in use
+/// (some worker is outside the admin scope: an admin's list shows whose is whose).
+pub fn worker_table(workers: &[Value]) -> String {
+    let scoped = workers
+        .iter()
+        .any(|w| w["scope"].as_str().is_some_and(|s| s != "admin"));
+    let keep = |mut cells: Vec<String>| {
+        if !scoped {
+            cells.remove(SCOPE_COLUMN);
+        }
+        cells
+    };
+    let rows: Vec<Vec<String>> = workers.iter().map(|w| keep(row(w))).collect();
+    let header = keep(COLUMNS.iter().map(|c| c.to_string()).collect());
+    aligned(header, rows)
 }
 
 #[cfg(test)]

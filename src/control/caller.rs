@@ -21,6 +21,8 @@ pub struct Caller {
     /// What its control tasks belong to: unique across static and OIDC callers, so an OIDC
     /// subject can never take a static caller's tasks by sharing its name.
     pub key: String,
+    /// The worker templates it may create from; `None`: every one.
+    pub templates: Option<Vec<String>>,
 }
 
 impl Caller {
@@ -33,6 +35,7 @@ impl Caller {
             admin: true,
             max_workers: None,
             key: "static:admin".into(),
+            templates: None,
         }
     }
 
@@ -44,7 +47,21 @@ impl Caller {
             admin,
             max_workers,
             key: format!("static:{name}"),
+            templates: None,
         }
+    }
+
+    /// The same, allowed only the templates named (`None`: every one).
+    pub fn limited_to(mut self, templates: Option<Vec<String>>) -> Caller {
+        self.templates = templates;
+        self
+    }
+
+    /// Whether it may create workers from template `name`.
+    pub fn may_use(&self, name: &str) -> bool {
+        self.templates
+            .as_ref()
+            .is_none_or(|t| t.iter().any(|n| n == name))
     }
 
     /// A caller with a verified OIDC access token: named by its subject.
@@ -55,6 +72,7 @@ impl Caller {
             admin: false,
             max_workers: None,
             key: format!("oidc:{subject}"),
+            templates: None,
         }
     }
 

@@ -25,10 +25,13 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::backend::{Backend, BackendError, CreateSpec, Metadata, Progress, Worker, WorkerState};
+use crate::backend::{
+    Backend, BackendError, CreateSpec, Metadata, Progress, Template, Worker, WorkerState,
+    DEFAULT_TEMPLATE,
+};
 use crate::metrics::Metrics;
 use crate::sentry::Sentry;
-use crate::settings::Lifetime;
+use crate::settings::templates::TemplatesFile;
 use crate::time;
 use crate::token::{self, Token};
 
@@ -42,6 +45,61 @@ struct Workers {
 #[derive(Serialize)]
 struct OneWorker {
     worker: Worker,
+}
+
+/// `templates`' reply data: what a caller may create from.
+#[derive(Serialize)]
+struct TemplateList {
+    templates: Vec<TemplateInfo>,
+}
+
+/// One template as callers see it: what it starts and its limits (never its environment's
+/// values, nor its files' paths).
+#[derive(Serialize)]
+pub struct TemplateInfo {
+    pub name: String,
+    pub description: String,
+    /// The image (docker, k8s) or the program (local).
+    pub image: String,
+    pub memory_bytes: Option<i64>,
+    pub cpus: Option<f64>,
+    pub pids_limit: Option<i64>,
+    /// Seconds; `None`: none.
+    pub ttl: Option<u64>,
+    pub max_ttl: Option<u64>,
+    pub port: u16,
+    /// The workspace's path and size, when the template has one.
+    pub workspace: Option<WorkspaceInfo>,
+}
+
+#[derive(Serialize)]
+pub struct WorkspaceInfo {
+    pub path: String,
+    pub size: String,
+}
+
+impl TemplateInfo {
+    pub fn of(t: &Template) -> TemplateInfo {
+        TemplateInfo {
+            name: t.name.clone(),
+            description: t.description.clone(),
+            image: if t.image.is_empty() {
+                t.command.first().cloned().unwrap_or_default()
+            } else {
+                t.image.clone()
+            },
+            memory_bytes: t.memory_bytes,
+            cpus: t.nano_cpus.map(|n| n as f64 / 1e9),
+            pids_limit: t.pids_limit,
+            ttl: t.lifetime.default_ttl.map(|d| d.as_secs()),
+            max_ttl: t.lifetime.max_ttl.map(|d| d.as_secs()),
+            port: t.port,
+            workspace: t.workspace.as_ref().map(|w| WorkspaceInfo {
+                path: w.path.clone(),
+                size: w.size.clone(),
+            }),
+        }
+    }
 }
 
 /// `logs`' reply data.
@@ -82,7 +140,8 @@ pub struct Control {
     metrics: Arc<Metrics>,
     sentry: Option<Arc<Sentry>>,
     max_workers: u32,
-    lifetime: Lifetime,
+    /// The worker templates (each with its lifetime), as they are now.
+    templates: Arc<TemplatesFile>,
     /// Creates admitted but not finished (counted against `MAX_WORKERS` and the caller's
     /// `max_workers`).
     in_flight: Mutex<InFlight>,
@@ -101,6 +160,7 @@ impl Control {
         metrics: Arc<Metrics>,
         sentry: Option<Arc<Sentry>>,
         max_workers: u32,
+        templates: Arc<TemplatesFile>,
     ) -> Control {
         Control {
             watch: watch::Hub::new(Arc::clone(&backend), DEFAULT_MAX_WATCHERS),
@@ -108,7 +168,7 @@ impl Control {
             metrics,
             sentry,
             max_workers,
-            lifetime: Lifetime::default(),
+            templates,
             in_flight: Mutex::default(),
             create_lock: Mutex::new(()),
         }
@@ -139,10 +199,45 @@ impl Control {
         })
     }
 
-    /// The same, with workers' lifetimes.
-    pub fn with_lifetime(mut self, lifetime: Lifetime) -> Control {
-        self.lifetime = lifetime;
-        self
+    /// The templates `caller` may create from, by name.
+    pub fn templates_for(&self, caller: &Caller) -> Vec<Arc<Template>> {
+        let templates = self.templates.current();
+        templates
+            .all()
+            .filter(|t| caller.may_use(&t.name))
+            .cloned()
+            .collect()
+    }
+
+    /// The template a create of `caller` asked for (`None`: `default`), or a refusal naming
+    /// the templates it may use (never the others).
+    fn template_for(
+        &self,
+        caller: &Caller,
+        asked: Option<&str>,
+    ) -> Result<Arc<Template>, ControlError> {
+        let name = asked.unwrap_or(DEFAULT_TEMPLATE);
+        let templates = self.templates.current();
+        match templates.get(name) {
+            Some(t) if caller.may_use(name) => Ok(Arc::clone(t)),
+            _ => {
+                let usable: Vec<&str> = templates
+                    .all()
+                    .map(|t| t.name.as_str())
+                    .filter(|n| caller.may_use(n))
+                    .collect();
+                let which = if asked.is_none() {
+                    "no template was named and this caller may not use default".to_string()
+                } else {
+                    format!("unknown template {name:?}")
+                };
+                Err(ControlError::invalid(if usable.is_empty() {
+                    format!("{which}: this caller may use no template")
+                } else {
+                    format!("{which}: this caller may use {}", usable.join(", "))
+                }))
+            }
+        }
     }
 
     pub fn backend(&self) -> &dyn Backend {
@@ -262,11 +357,33 @@ impl Control {
                 ),
                 Err(e) => (Outcome::Failed(e.into()), worker_id),
             },
+            ControlRequest::Templates => {
+                let templates = self
+                    .templates_for(caller)
+                    .iter()
+                    .map(|t| TemplateInfo::of(t))
+                    .collect();
+                (
+                    completed(&TemplateList { templates }, None, 0),
+                    String::new(),
+                )
+            }
             ControlRequest::Create {
                 task,
                 ttl,
                 metadata,
-            } => self.create(caller, task, ttl, metadata, progress),
+                template,
+            } => {
+                let template = match self.template_for(caller, template.as_deref()) {
+                    Ok(t) => t,
+                    Err(e) => return (Outcome::Rejected(e), String::new()),
+                };
+                let name = template.name.clone();
+                let done = self.create(caller, task, ttl, metadata, template, progress);
+                self.metrics
+                    .worker_create(self.backend.kind().as_str(), &name, done.0.label());
+                done
+            }
         }
     }
 
@@ -276,13 +393,19 @@ impl Control {
         task: String,
         ttl: Option<Duration>,
         metadata: Metadata,
+        template: Arc<Template>,
         progress: Progress,
     ) -> (Outcome, String) {
         let failed = |e: ControlError| (Outcome::Failed(e), String::new());
         if let Err(why) = self.backend.check_task(&task) {
             return (Outcome::Rejected(ControlError::invalid(why)), String::new());
         }
-        let ttl = match ttl_for(&self.lifetime, ttl) {
+        let ceiling = if template.name == DEFAULT_TEMPLATE {
+            "MAX_WORKER_TTL".to_string()
+        } else {
+            format!("template {}'s max_ttl", template.name)
+        };
+        let ttl = match ttl_for(&template.lifetime, ttl, &ceiling) {
             Ok(ttl) => ttl,
             Err(e) => return (Outcome::Rejected(e), String::new()),
         };
@@ -323,6 +446,7 @@ impl Control {
             token,
             expires_at,
             metadata,
+            template,
             progress,
         };
         let result = self.backend.create(&spec);

@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use super::error::ControlError;
 use crate::backend::{tail, Metadata, Worker, WorkerState, MAX_METADATA_KEYS, MAX_METADATA_VALUE};
+use crate::settings::templates::check_name as check_template_name;
 use crate::settings::Lifetime;
 use crate::time;
 
@@ -21,7 +22,11 @@ pub enum ControlRequest {
         task: String,
         ttl: Option<Duration>,
         metadata: Metadata,
+        /// The template named (`None`: `default`).
+        template: Option<String>,
     },
+    /// The templates the caller may create from.
+    Templates,
     List {
         filter: Filter,
     },
@@ -43,6 +48,7 @@ impl ControlRequest {
     pub fn operation(&self) -> &'static str {
         match self {
             ControlRequest::Create { .. } => "create",
+            ControlRequest::Templates => "templates",
             ControlRequest::List { .. } => "list",
             ControlRequest::Watch { .. } => "watch",
             ControlRequest::Stop { .. } => "stop",
@@ -73,7 +79,9 @@ pub fn parse_request<'a>(
             task: valid_task(request.get("task"))?,
             ttl: valid_ttl(request.get("ttl"))?,
             metadata: valid_metadata(request.get("metadata"), "create")?,
+            template: valid_template(request.get("template"))?,
         }),
+        "templates" => Ok(ControlRequest::Templates),
         "list" => Ok(ControlRequest::List {
             filter: valid_filter(request)?,
         }),
@@ -88,7 +96,7 @@ pub fn parse_request<'a>(
             tail: valid_tail(request.get("tail"))?,
         }),
         other => Err(ControlError::invalid(format!(
-            "unknown operation {:?}: use create, list, stop, logs or watch",
+            "unknown operation {:?}: use create, list, stop, logs, watch or templates",
             truncate(other, 64)
         ))),
     }
@@ -118,12 +126,24 @@ fn valid_task(v: Option<&Value>) -> Result<String, ControlError> {
     Ok(task.clone())
 }
 
+/// A template name as a request gives it (whether it exists is the operation's to say).
+fn valid_template(v: Option<&Value>) -> Result<Option<String>, ControlError> {
+    match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => check_template_name(s)
+            .map(|()| Some(s.clone()))
+            .map_err(|why| ControlError::invalid(format!("template: {why}"))),
+        Some(_) => Err(ControlError::invalid("template must be a string")),
+    }
+}
+
 /// Which workers `list` answers: all of them must match (an empty filter matches all).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Filter {
     pub metadata: Metadata,
     pub state: Option<WorkerState>,
     pub task: Option<String>,
+    pub template: Option<String>,
     /// Set by this layer from the caller, never by a request: the one scope it sees (`None`:
     /// an admin, every scope).
     pub scope: Option<String>,
@@ -134,6 +154,7 @@ impl Filter {
         self.scope.as_ref().is_none_or(|s| &w.scope == s)
             && self.state.is_none_or(|s| w.state == s)
             && self.task.as_ref().is_none_or(|t| &w.task == t)
+            && self.template.as_ref().is_none_or(|t| &w.template == t)
             && self
                 .metadata
                 .iter()
@@ -141,7 +162,7 @@ impl Filter {
     }
 }
 
-/// `list`'s optional filters: `metadata` (as create takes it), `state`, `task`.
+/// `list`'s optional filters: `metadata` (as create takes it), `state`, `task`, `template`.
 fn valid_filter(request: &serde_json::Map<String, Value>) -> Result<Filter, ControlError> {
     let state = match request.get("state") {
         None | Some(Value::Null) => None,
@@ -171,6 +192,7 @@ fn valid_filter(request: &serde_json::Map<String, Value>) -> Result<Filter, Cont
         metadata: valid_metadata(request.get("metadata"), "list")?,
         state,
         task,
+        template: valid_template(request.get("template"))?,
         scope: None,
     })
 }
@@ -302,14 +324,16 @@ fn truncate(s: &str, max: usize) -> String {
 }
 
 /// The TTL a create gets: the one asked for (refused above the ceiling), else the default,
-/// else the ceiling (with a ceiling, no worker lives forever).
+/// else the ceiling (with a ceiling, no worker lives forever). `ceiling` names the ceiling in
+/// the refusal (`MAX_WORKER_TTL`, a template's `max_ttl`).
 pub fn ttl_for(
     lifetime: &Lifetime,
     asked: Option<Duration>,
+    ceiling: &str,
 ) -> Result<Option<Duration>, ControlError> {
     match (asked, lifetime.max_ttl) {
         (Some(ttl), Some(max)) if ttl > max => Err(ControlError::invalid(format!(
-            "ttl {} is longer than MAX_WORKER_TTL ({})",
+            "ttl {} is longer than {ceiling} ({})",
             time::duration_text(ttl),
             time::duration_text(max)
         ))),
@@ -323,6 +347,8 @@ mod tests {
     use super::*;
     use crate::control::ErrorCode;
     use serde_json::json;
+
+    const M: &str = "MAX_WORKER_TTL";
 
     fn parse(v: Value) -> Result<ControlRequest, ControlError> {
         parse_request([&v])
@@ -352,20 +378,20 @@ mod tests {
             assert!(e.contains("ttl must be a duration"), "{bad}: {e}");
         }
         let none = Lifetime::default();
-        assert_eq!(ttl_for(&none, None).unwrap(), None);
+        assert_eq!(ttl_for(&none, None, M).unwrap(), None);
         let capped = Lifetime {
             default_ttl: Some(Duration::from_secs(600)),
             max_ttl: Some(Duration::from_secs(7200)),
         };
         assert_eq!(
-            ttl_for(&capped, None).unwrap(),
+            ttl_for(&capped, None, M).unwrap(),
             Some(Duration::from_secs(600))
         );
         assert_eq!(
-            ttl_for(&capped, Some(Duration::from_secs(7200))).unwrap(),
+            ttl_for(&capped, Some(Duration::from_secs(7200)), M).unwrap(),
             Some(Duration::from_secs(7200))
         );
-        let e = ttl_for(&capped, Some(Duration::from_secs(7201))).unwrap_err();
+        let e = ttl_for(&capped, Some(Duration::from_secs(7201)), M).unwrap_err();
         assert_eq!(e.code, ErrorCode::InvalidRequest);
         assert_eq!(e.message, "ttl 2h1s is longer than MAX_WORKER_TTL (2h)");
         let ceiling_only = Lifetime {
@@ -373,7 +399,7 @@ mod tests {
             max_ttl: Some(Duration::from_secs(60)),
         };
         assert_eq!(
-            ttl_for(&ceiling_only, None).unwrap(),
+            ttl_for(&ceiling_only, None, M).unwrap(),
             Some(Duration::from_secs(60)),
             "with a ceiling no worker lives forever"
         );
@@ -393,6 +419,16 @@ mod tests {
                 task: "fix the build".into(),
                 ttl: None,
                 metadata: Metadata::new(),
+                template: None,
+            })
+        );
+        assert_eq!(
+            parse(json!({"operation": "create", "task": "t", "template": "coder"})),
+            Ok(ControlRequest::Create {
+                task: "t".into(),
+                ttl: None,
+                metadata: Metadata::new(),
+                template: Some("coder".into()),
             })
         );
         assert_eq!(
@@ -416,6 +452,9 @@ mod tests {
             json!({"operation": "create", "task": "a\nb"}),
             json!({"operation": "create", "task": "a\u{202e}b"}),
             json!({"operation": "create", "task": "x".repeat(257)}),
+            json!({"operation": "create", "task": "t", "template": 1}),
+            json!({"operation": "create", "task": "t", "template": "Coder"}),
+            json!({"operation": "list", "template": "a b"}),
             json!({"operation": "stop"}),
             json!({"operation": "stop", "worker_id": "../etc"}),
             json!({"operation": "stop", "worker_id": "a=b,c"}),

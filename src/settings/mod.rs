@@ -14,7 +14,9 @@
 mod backends;
 mod error;
 mod specs;
+pub mod templates;
 mod values;
+mod watched;
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -30,6 +32,7 @@ pub use self::specs::{
     help_text, settings_markdown, DEFAULT_ANTHROPIC_BASE_URL, DEFAULT_ANTHROPIC_MODEL,
 };
 pub use self::values::parse_listen;
+pub use self::watched::Watched;
 
 /// What the command line asked for.
 #[derive(Debug)]
@@ -79,6 +82,53 @@ pub struct Settings {
     pub ui: bool,
     /// The selected backend with exactly the settings it needs.
     pub backend: BackendSettings,
+    /// `WORKER_TEMPLATES_FILE`: named templates beside (or instead of) the settings' `default`.
+    pub templates_file: Option<PathBuf>,
+    /// `WORKSPACE_TTL`: how long a task's workspace outlives its last worker (`None`: until
+    /// deleted).
+    pub workspace_ttl: Option<Duration>,
+}
+
+impl Settings {
+    /// The template `default` as the settings describe it (what every worker was before
+    /// templates existed).
+    pub fn default_template(&self) -> templates::Template {
+        let mut t = templates::Template {
+            name: templates::DEFAULT_TEMPLATE.to_string(),
+            description: String::new(),
+            image: String::new(),
+            command: Vec::new(),
+            env: Vec::new(),
+            env_files: Vec::new(),
+            memory_bytes: None,
+            nano_cpus: None,
+            pids_limit: None,
+            lifetime: self.lifetime,
+            port: 0,
+            ready_path: templates::DEFAULT_READY_PATH.to_string(),
+            pod_template: None,
+            network: None,
+            workspace: None,
+        };
+        match &self.backend {
+            BackendSettings::Docker { container, docker } => {
+                t.image = container.image.clone();
+                t.port = container.port;
+                t.memory_bytes = container.memory_bytes;
+                t.nano_cpus = container.nano_cpus;
+                t.pids_limit = docker.pids_limit;
+                t.network = docker.network.clone();
+            }
+            BackendSettings::K8s { container, .. } => {
+                t.image = container.image.clone();
+                t.port = container.port;
+                t.memory_bytes = container.memory_bytes;
+                t.nano_cpus = container.nano_cpus;
+            }
+            BackendSettings::Local(local) => t.command = local.command.clone(),
+        }
+        t
+    }
 }
 
 /// `A2A_OIDC_ISSUER`, `A2A_OIDC_AUDIENCE`, `A2A_OIDC_SCOPE_CLAIM`.
@@ -193,6 +243,8 @@ pub struct LocalSettings {
     /// The WezTerm workspace new tabs open in (`spawn --workspace`); WezTerm's current one
     /// (`default`) when unset.
     pub workspace: Option<String>,
+    /// `LOCAL_WORKSPACES_DIR`: where task workspaces (templates with a workspace) are made.
+    pub workspaces_dir: PathBuf,
 }
 
 pub const MIN_AUTH_TOKEN_LEN: usize = 16;
@@ -470,6 +522,8 @@ impl Raw {
             push: self.push()?,
             ui: self.boolean("UI")?,
             backend,
+            templates_file: self.optional_path("WORKER_TEMPLATES_FILE")?,
+            workspace_ttl: self.optional_duration("WORKSPACE_TTL")?,
         })
     }
 

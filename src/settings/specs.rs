@@ -11,6 +11,7 @@ pub(super) enum Section {
     General,
     Http,
     Push,
+    Templates,
     Container,
     Docker,
     K8s,
@@ -18,10 +19,11 @@ pub(super) enum Section {
 }
 
 impl Section {
-    pub(super) const ALL: [Section; 7] = [
+    pub(super) const ALL: [Section; 8] = [
         Section::General,
         Section::Http,
         Section::Push,
+        Section::Templates,
         Section::Container,
         Section::Docker,
         Section::K8s,
@@ -33,6 +35,7 @@ impl Section {
             Section::General => "General",
             Section::Http => "HTTP",
             Section::Push => "Push notifications (webhooks the controller calls)",
+            Section::Templates => "Worker templates and workspaces",
             Section::Container => "Container workers (docker and k8s backends)",
             Section::Docker => "Docker (BACKEND=docker)",
             Section::K8s => "Kubernetes (BACKEND=k8s)",
@@ -74,7 +77,7 @@ const fn secret(section: Section, name: &'static str, help: &'static str) -> Spe
     }
 }
 
-use Section::{Container, Docker, General, Http, K8s, Local, Push};
+use Section::{Container, Docker, General, Http, K8s, Local, Push, Templates};
 
 /// Every setting, in `--help` order within its section.
 pub(super) const SPECS: &[Spec] = &[
@@ -239,6 +242,18 @@ pub(super) const SPECS: &[Spec] = &[
         "hostnames and CIDRs webhooks may reach although loopback, private or otherwise special, comma-separated (e.g. hooks.internal,10.1.0.0/16)",
     ),
     s(
+        Templates,
+        "WORKER_TEMPLATES_FILE",
+        "",
+        "JSON file of named worker templates (image or program, env, limits, TTLs, port, workspace), re-read when it changes; without it one template, default, made from the settings below",
+    ),
+    s(
+        Templates,
+        "WORKSPACE_TTL",
+        "7d",
+        "how long a task's workspace is kept after its last worker (0 = until deleted)",
+    ),
+    s(
         Container,
         "WORKER_IMAGE",
         "",
@@ -385,6 +400,12 @@ pub(super) const SPECS: &[Spec] = &[
         "LOCAL_COMMAND",
         "",
         "program and arguments a local worker's tab runs, as a JSON array with {task}, {task_file}, {worker_id} placeholders, e.g. [\"/usr/local/bin/claude\",\"--task\",\"{task_file}\"] (required for local)",
+    ),
+    s(
+        Local,
+        "LOCAL_WORKSPACES_DIR",
+        "~/.local/state/a2a-worker-controller/workspaces",
+        "where local workers' task workspaces are made (one directory per task; the tab starts in it)",
     ),
     s(
         Local,

@@ -90,6 +90,7 @@ function render() {
     cell('Task', w.task, 'task');
     cell('Scope', w.scope, 'col-scope');
     cell('Backend', w.backend, 'minor');
+    cell('Template', w.template, 'minor');
     const state = document.createElement('span');
     state.className = `state state-${w.state}`;
     text(state, w.state);
@@ -247,6 +248,37 @@ async function header() {
   text($('readiness'), ready);
 }
 
+// The templates this caller may create from (the templates operation): the create form's
+// choice, with what each starts.
+let templates = [];
+function describeTemplate() {
+  const t = templates.find((x) => x.name === $('template').value);
+  if (!t) { text($('template-about'), ''); return; }
+  const parts = [t.image];
+  if (t.memory_bytes) parts.push(`${Math.round(t.memory_bytes / 1048576)} MiB`);
+  if (t.cpus) parts.push(`${t.cpus} CPUs`);
+  if (t.workspace) parts.push(`workspace ${t.workspace.path} (${t.workspace.size})`);
+  if (t.description) parts.unshift(t.description);
+  text($('template-about'), parts.join(' · '));
+}
+async function loadTemplates() {
+  try {
+    templates = (await control({ operation: 'templates' })).templates || [];
+  } catch (e) {
+    templates = [];
+  }
+  const select = $('template');
+  select.replaceChildren();
+  for (const t of templates) {
+    const option = document.createElement('option');
+    option.value = t.name;
+    text(option, t.name);
+    if (t.name === 'default') option.selected = true;
+    select.append(option);
+  }
+  describeTemplate();
+}
+
 async function showLogs(w) {
   $('logs').hidden = false;
   text($('logs-title'), `Logs of ${w.task} (${w.worker_id})`);
@@ -291,6 +323,7 @@ async function start() {
   $('app').hidden = false;
   connection('connecting…');
   header();
+  loadTemplates();
   if (!watching) watching = follow();
 }
 
@@ -305,6 +338,7 @@ document.addEventListener('DOMContentLoaded', () => {
   $('create-form').addEventListener('submit', async (ev) => {
     ev.preventDefault();
     const req = { operation: 'create', task: $('task').value };
+    if ($('template').value) req.template = $('template').value;
     if ($('ttl').value) req.ttl = /^\d+$/.test($('ttl').value) ? Number($('ttl').value) : $('ttl').value;
     text($('create-result'), 'creating…');
     try {
@@ -320,6 +354,7 @@ document.addEventListener('DOMContentLoaded', () => {
       text($('create-result'), e.message);
     }
   });
+  $('template').addEventListener('change', describeTemplate);
   $('copy-token').addEventListener('click', () => navigator.clipboard && navigator.clipboard.writeText($('token-value').textContent));
   $('logs-close').addEventListener('click', () => { $('logs').hidden = true; });
   // Countdowns move; nothing else needs a redraw without an event.

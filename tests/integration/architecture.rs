@@ -32,6 +32,8 @@ const LAYERS: &[(&str, &[&str])] = &[
             "settings::values",
             "settings::backends",
             "settings::error",
+            "settings::templates",
+            "settings::watched",
         ],
     ),
     (

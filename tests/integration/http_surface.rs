@@ -202,6 +202,7 @@ fn agent_card_v1_shape_and_validators() {
             json!("list"),
             json!("stop"),
             json!("watch"),
+            json!("templates"),
             json!("logs")
         ]
     );

@@ -83,13 +83,15 @@ fn pods() -> Vec<(String, Value)> {
                     ("ticket.id".to_string(), "JIRA-1234".to_string()),
                 ]
                 .into(),
+                template: std::sync::Arc::new(s.default_template()),
                 progress: Default::default(),
             };
             let url = format!(
                 "http://{pod}.a2a-workers.a2a.svc.cluster.local:{}",
                 container.port
             );
-            let env = worker_environment(&spec, &url, container, Some("anthropic-token"));
+            let env = worker_environment(&spec, &url, container, Some("anthropic-token"))
+                .expect("no secret files to read");
             let body = k8s_pod(&PodInputs {
                 name: &pod,
                 namespace: "a2a",
@@ -100,9 +102,9 @@ fn pods() -> Vec<(String, Value)> {
                 expires_at: spec.expires_at,
                 metadata: &spec.metadata,
                 env: &env,
-                container,
+                worker: &spec.template,
                 k8s,
-                template: template.as_ref(),
+                pod_template: template.as_ref(),
             });
             (name.to_string(), body)
         })

@@ -91,6 +91,7 @@ impl FakeBackend {
             expires_at: String::new(),
             metadata,
             scope: scope.to_string(),
+            template: "default".to_string(),
         }
     }
 
@@ -137,7 +138,8 @@ impl Backend for FakeBackend {
                 &spec.scope,
                 spec.metadata.clone(),
             )
-            .expiring(spec.expires_at);
+            .expiring(spec.expires_at)
+            .templated(spec.template.name.clone());
         workers.insert(worker.worker_id.clone(), worker.clone());
         spec.progress.step("fake: ready");
         Ok(worker)

@@ -197,6 +197,9 @@ impl Inspect {
 pub struct InspectConfig {
     #[serde(rename = "Labels")]
     pub labels: Option<Ours>,
+    /// `{"9090/tcp": {}}`: the worker's port, also when it is not published.
+    #[serde(rename = "ExposedPorts")]
+    pub exposed_ports: Option<HashMap<String, IgnoredAny>>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -490,6 +493,21 @@ impl Engine {
             return Err(status_error(status, &body));
         }
         Ok(Listing(body))
+    }
+
+    /// Whether the engine holds image `reference` (a create does not pull).
+    pub fn image_present(&self, reference: &str) -> Result<bool, EngineError> {
+        let (status, body) = self.call(
+            Method::Get,
+            &format!("/images/{}/json", percent_encode(reference)),
+            None,
+            DEFAULT_TIMEOUT,
+        )?;
+        match status {
+            200 => Ok(true),
+            404 => Ok(false),
+            _ => Err(status_error(status, &body)),
+        }
     }
 
     /// A container by id or name; `None` when it does not exist.

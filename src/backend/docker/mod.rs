@@ -17,7 +17,9 @@ use serde_json::{json, Value};
 use self::engine::{Engine, EngineError, Inspect, State, Summary};
 use super::probe::Probe;
 use super::{labels, worker_env};
-use super::{Backend, BackendError, BackendKind, CreateSpec, Logs, Worker, WorkerState};
+use super::{
+    Backend, BackendError, BackendKind, CreateSpec, Finding, Logs, Template, Worker, WorkerState,
+};
 use crate::settings::{ContainerSettings, DockerSettings};
 use crate::time::{now_millis, parse_rfc3339_millis, rfc3339_secs};
 
@@ -60,13 +62,15 @@ impl DockerBackend {
         }
     }
 
-    fn url_for(&self, name: &str, host_port: Option<u16>) -> String {
+    /// Where callers reach a worker: its name on its network (`host_port` `None`), or the port
+    /// published for it on `WORKER_PUBLISH_HOST`.
+    fn url_for(&self, name: &str, port: u16, host_port: Option<u16>) -> String {
         use std::fmt::Write;
         // One allocation: this runs for every worker of every list.
         let mut url = String::with_capacity(name.len() + 56);
-        let _ = match (&self.docker.network, host_port) {
-            (Some(_), _) | (None, None) => write!(url, "http://{name}:{}", self.container.port),
-            (None, Some(hp)) => write!(
+        let _ = match host_port {
+            None => write!(url, "http://{name}:{port}"),
+            Some(hp) => write!(
                 url,
                 "http://{}",
                 SocketAddr::new(self.docker.publish_host, hp)
@@ -75,15 +79,21 @@ impl DockerBackend {
         url
     }
 
-    fn container_config(&self, spec: &CreateSpec, url: &str, host_port: Option<u16>) -> Value {
-        let port_key = format!("{}/tcp", self.container.port);
+    fn container_config(
+        &self,
+        spec: &CreateSpec,
+        url: &str,
+        host_port: Option<u16>,
+    ) -> Result<Value, BackendError> {
+        let t = &spec.template;
+        let port_key = format!("{}/tcp", t.port);
         let mut host_config = json!({
             "RestartPolicy": {"Name": "no"},
             "Init": true,
             "SecurityOpt": ["no-new-privileges"],
             "ExtraHosts": ["host.docker.internal:host-gateway"],
         });
-        match (&self.docker.network, host_port) {
+        match (&t.network, host_port) {
             (Some(network), _) => host_config["NetworkMode"] = json!(network),
             (None, Some(hp)) => {
                 host_config["PortBindings"] = json!({ port_key.clone(): [{
@@ -93,22 +103,28 @@ impl DockerBackend {
             }
             (None, None) => {}
         }
-        if let Some(m) = self.container.memory_bytes {
+        if let Some(m) = t.memory_bytes {
             host_config["Memory"] = json!(m);
         }
-        if let Some(c) = self.container.nano_cpus {
+        if let Some(c) = t.nano_cpus {
             host_config["NanoCpus"] = json!(c);
         }
-        if let Some(p) = self.docker.pids_limit {
+        if let Some(p) = t.pids_limit {
             host_config["PidsLimit"] = json!(p);
         }
-        json!({
-            "Image": self.container.image,
-            "Env": worker_env::as_docker_env(&worker_env::environment(spec, url, &self.container, self.anthropic_auth_token.as_deref())),
-            "Labels": labels::for_worker(&self.controller_id, &spec.worker_id, &spec.task, &spec.scope, spec.expires_at, &spec.metadata),
+        let env = worker_env::environment(
+            spec,
+            url,
+            &self.container,
+            self.anthropic_auth_token.as_deref(),
+        )?;
+        Ok(json!({
+            "Image": t.image,
+            "Env": worker_env::as_docker_env(&env),
+            "Labels": labels::for_worker(&self.controller_id, &spec.worker_id, &spec.task, &spec.scope, &t.name, spec.expires_at, &spec.metadata),
             "ExposedPorts": { port_key: {} },
             "HostConfig": host_config,
-        })
+        }))
     }
 
     /// Removes a container on a failure path; a failure to remove is logged (the container
@@ -152,17 +168,18 @@ impl DockerBackend {
     /// Waits until the worker answers its Agent Card, or fails with why it did not.
     /// In network mode the worker is probed at its address on that network (the controller
     /// must share it): its `a2a_url` names the container, which needs the engine's DNS.
-    fn wait_ready(&self, id: &str, url: &str) -> Result<(), BackendError> {
-        self.probe.wait(url, || {
+    fn wait_ready(&self, id: &str, url: &str, spec: &CreateSpec) -> Result<(), BackendError> {
+        let t = &spec.template;
+        self.probe.wait(url, &t.ready_path, || {
             let Some(inspect) = self.engine.inspect(id).map_err(engine_error)? else {
                 return Err(BackendError::NotReady(
                     "the container disappeared while starting".into(),
                 ));
             };
-            let base = match &self.docker.network {
+            let base = match &t.network {
                 Some(network) => inspect
                     .ip_on(network)
-                    .map(|ip| format!("http://{}", SocketAddr::new(ip, self.container.port))),
+                    .map(|ip| format!("http://{}", SocketAddr::new(ip, t.port))),
                 None => Some(url.to_string()),
             };
             let state = inspect.state.unwrap_or_default();
@@ -204,23 +221,21 @@ impl DockerBackend {
         };
         let name = c.name();
         let state = state_of(&c.state);
-        let published = c
-            .ports
-            .iter()
-            .flatten()
-            .find(|p| p.private_port == self.container.port && p.kind == "tcp")
-            .and_then(|p| p.public_port);
-        let (mut reason, mut host_port) = (String::new(), published);
-        if state != WorkerState::Running || (published.is_none() && self.docker.network.is_none()) {
-            // Not running: why, and the port it was bound to, need the full record.
+        // The worker's port as the engine lists it: published (a public port) or, on a
+        // network, only exposed. Not running, the list shows none: the record says.
+        let listed = c.ports.iter().flatten().find(|p| p.kind == "tcp");
+        let mut reason = String::new();
+        let mut port = listed.map(|p| (p.private_port, p.public_port));
+        if state != WorkerState::Running || listed.is_none() {
             if let Some(i) = self.engine.inspect(&c.id).map_err(engine_error)? {
                 reason = i.state.as_ref().and_then(exit_reason).unwrap_or_default();
-                host_port = host_port.or_else(|| bound_port(&i, self.container.port));
+                port = port.or_else(|| recorded_port(&i));
             }
         }
+        let (port, host_port) = port.unwrap_or((self.container.port, None));
         let created_at = rfc3339_secs(c.created.max(0) as u64);
         Ok(Some(Worker {
-            a2a_url: self.url_for(name, host_port),
+            a2a_url: self.url_for(name, port, host_port),
             reason,
             ..Worker::new(
                 BackendKind::Docker,
@@ -232,6 +247,7 @@ impl DockerBackend {
             .expiring(owned.expires_at)
             .tagged(owned.metadata)
             .scoped(owned.scope)
+            .templated(owned.template)
         }))
     }
 }
@@ -244,8 +260,9 @@ impl Backend for DockerBackend {
     fn create(&self, spec: &CreateSpec) -> Result<Worker, BackendError> {
         let name = labels::container_name(&self.controller_id, &spec.scope, &spec.task);
         let redact = |e: BackendError| e.redact(&spec.token);
+        let t = &spec.template;
         for attempt in 1..=PORT_ATTEMPTS {
-            let host_port = match self.docker.network {
+            let host_port = match t.network {
                 Some(_) => None,
                 None => Some(free_port(self.docker.publish_host).map_err(|e| {
                     BackendError::Internal(format!(
@@ -254,12 +271,12 @@ impl Backend for DockerBackend {
                     ))
                 })?),
             };
-            let url = self.url_for(&name, host_port);
-            let config = self.container_config(spec, &url, host_port);
+            let url = self.url_for(&name, t.port, host_port);
+            let config = self.container_config(spec, &url, host_port)?;
             let id = match self.engine.create(&name, &config) {
                 Ok(id) => id,
                 Err(e) if e.status() == Some(404) => {
-                    return Err(BackendError::ImageNotFound(self.container.image.clone()))
+                    return Err(BackendError::ImageNotFound(t.image.clone()))
                 }
                 Err(e) if is_name_conflict(&e) => return Err(self.existing(&name)),
                 Err(e) => return Err(redact(engine_error(e))),
@@ -280,7 +297,7 @@ impl Backend for DockerBackend {
                 WorkerState::Starting
             } else {
                 spec.progress.step("waiting for the worker's Agent Card");
-                if let Err(e) = self.wait_ready(&id, &url) {
+                if let Err(e) = self.wait_ready(&id, &url, spec) {
                     self.remove_quietly(&id);
                     return Err(redact(e));
                 }
@@ -306,6 +323,7 @@ impl Backend for DockerBackend {
                 .expiring(spec.expires_at)
                 .tagged(spec.metadata.clone())
                 .scoped(spec.scope.clone())
+                .templated(t.name.clone())
             });
         }
         Err(BackendError::Internal(format!(
@@ -366,6 +384,52 @@ impl Backend for DockerBackend {
 
     fn health(&self) -> Result<(), BackendError> {
         self.engine.ping().map_err(engine_error)
+    }
+
+    fn accepts(&self, template: &Template) -> Result<(), String> {
+        if template.image.is_empty() {
+            return Err("image: a docker template needs an image (or WORKER_IMAGE)".into());
+        }
+        Ok(())
+    }
+
+    /// The image is on the engine (creates never pull: a missing image fails every create).
+    fn check_template(&self, t: &Template) -> Finding {
+        if let Err(why) = self.accepts(t) {
+            return Finding::failed(why);
+        }
+        let limits = limits_text(t);
+        match self.engine.image_present(&t.image) {
+            Ok(true) => Finding::ok(format!("image {} is present{limits}", t.image)),
+            Ok(false) => Finding::failed(format!(
+                "image {} is not on the engine: creates do not pull; `docker pull {}` (or build it) first",
+                t.image, t.image
+            )),
+            Err(e) => Finding::failed(format!(
+                "image {} could not be looked up: {}",
+                t.image,
+                engine_error(e)
+            )),
+        }
+    }
+}
+
+/// `, memory 512 MiB, 1.5 CPUs, 64 pids` (what is set), for `check`.
+fn limits_text(t: &Template) -> String {
+    let mut parts = Vec::new();
+    if let Some(m) = t.memory_bytes {
+        parts.push(format!("memory {} MiB", m >> 20));
+    }
+    if let Some(c) = t.nano_cpus {
+        parts.push(format!("{} CPUs", c as f64 / 1e9));
+    }
+    if let Some(p) = t.pids_limit {
+        parts.push(format!("{p} pids"));
+    }
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", parts.join(", "))
     }
 }
 
@@ -448,17 +512,24 @@ fn exit_reason(state: &State) -> Option<String> {
     Some(why)
 }
 
-fn bound_port(i: &Inspect, worker_port: u16) -> Option<u16> {
-    i.host_config
-        .as_ref()?
-        .port_bindings
-        .as_ref()?
-        .get(&format!("{worker_port}/tcp"))?
-        .as_ref()?
-        .first()?
-        .host_port
-        .parse()
-        .ok()
+/// The worker's port and the host port it was published on, from a container's record: its
+/// port binding (published), else its exposed port (on a network).
+fn recorded_port(i: &Inspect) -> Option<(u16, Option<u16>)> {
+    let tcp_port = |key: &str| key.strip_suffix("/tcp")?.parse::<u16>().ok();
+    let bound = i
+        .host_config
+        .as_ref()
+        .and_then(|h| h.port_bindings.as_ref())
+        .and_then(|b| {
+            b.iter().find_map(|(key, bindings)| {
+                let host = bindings.as_ref()?.first()?.host_port.parse().ok()?;
+                Some((tcp_port(key)?, Some(host)))
+            })
+        });
+    bound.or_else(|| {
+        let exposed = i.config.as_ref()?.exposed_ports.as_ref()?;
+        exposed.keys().find_map(|k| tcp_port(k)).map(|p| (p, None))
+    })
 }
 
 fn short(id: &str) -> &str {

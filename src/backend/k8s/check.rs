@@ -12,7 +12,9 @@ use serde_json::{json, Value};
 use super::api::{ApiError, Method};
 use super::refusals::{api_error, create_error, TEMPLATE_HINT};
 use super::{labels, K8sBackend};
-use crate::backend::{Backend, BackendError, CreateSpec, Finding, Progress};
+use std::sync::Arc;
+
+use crate::backend::{Backend, BackendError, CreateSpec, Finding, Progress, Template};
 use crate::token::{random_hex, Token};
 
 /// `(verb, resource, subresource)` of every call the backend makes.
@@ -80,12 +82,6 @@ impl K8sBackend {
                 ))),
             }
         }
-        out.push(match self.dry_run() {
-            Ok(name) => Finding::ok(format!(
-                "a worker pod passes validation and admission (dry run of {name}: nothing created)"
-            )),
-            Err(e) => Finding::failed(format!("the dry run of a worker pod was refused: {e}")),
-        });
         out
     }
 
@@ -121,8 +117,9 @@ impl K8sBackend {
         Ok((allowed, reason))
     }
 
-    /// Sends a worker pod as a create would, with `dryRun=All`; the pod's name on success.
-    fn dry_run(&self) -> Result<String, BackendError> {
+    /// Sends a worker pod of `template` as a create would, with `dryRun=All`; the pod's name
+    /// on success.
+    pub(super) fn dry_run(&self, template: &Template) -> Result<String, BackendError> {
         let suffix = random_hex(4).map_err(|e| {
             BackendError::Internal(format!("the system random generator failed: {e}"))
         })?;
@@ -136,41 +133,55 @@ impl K8sBackend {
             token,
             expires_at: None,
             metadata: Default::default(),
+            template: Arc::new(template.clone()),
             progress: Progress::default(),
         };
         let name = labels::pod_name(&self.controller_id, &spec.scope, &spec.task);
-        let body = self.manifest(&spec, &name);
+        let body = self.manifest(&spec, &name)?;
         let path = format!("{}?dryRun=All&fieldValidation=Strict", self.pods_path());
         match self.api.call(Method::Post, &path, Some(&body)) {
             Ok(_) => Ok(name),
             Err(e @ ApiError::Unreachable(_)) => Err(api_error(e)),
-            Err(e) => Err(create_error(e, self.template.is_some()).redact(&spec.token)),
+            Err(e) => Err(create_error(e, self.pod_template(template).is_some()).redact(&spec.token)),
         }
     }
 
     /// The startup dry run: a configuration the API refuses stops startup with one line
     /// naming the setting; an API that cannot be asked now (unreachable, RBAC, a quota in
     /// use) only warns, and `/readiness` says the rest.
-    pub(super) fn validate_template(&self) -> Result<(), String> {
-        match self.dry_run() {
+    pub(super) fn validate_template(&self, template: &Template) -> Result<(), String> {
+        let own = template.pod_template.as_ref();
+        let setting = match own {
+            Some(_) => format!("WORKER_TEMPLATES_FILE (template {:?}, pod_template)", template.name),
+            None => "K8S_POD_TEMPLATE".to_string(),
+        };
+        let path = own.map(|p| p.path.clone()).or_else(|| self.k8s.pod_template.clone());
+        match self.dry_run(template) {
             Ok(_) => Ok(()),
-            Err(BackendError::Rejected(why)) => Err(match &self.k8s.pod_template {
+            Err(BackendError::Rejected(why)) => Err(match path {
                 // The line names the setting already.
                 Some(path) if why.ends_with(TEMPLATE_HINT) => format!(
-                    "setting K8S_POD_TEMPLATE is invalid: the API server refuses the worker pod built with {}: {}",
+                    "setting {setting} is invalid: the API server refuses the worker pod built with {}: {}",
                     path.display(),
                     why.trim_end_matches(TEMPLATE_HINT)
                 ),
                 Some(path) => format!(
-                    "setting K8S_POD_TEMPLATE is invalid: the API server refuses the worker pod built with {}: {why}",
+                    "setting {setting} is invalid: the API server refuses the worker pod built with {}: {why}",
                     path.display()
+                ),
+                None if template.name != crate::backend::DEFAULT_TEMPLATE => format!(
+                    "setting WORKER_TEMPLATES_FILE is invalid: the API server refuses the worker pod of template {:?} (image {}): {why}",
+                    template.name, template.image
                 ),
                 None => format!(
                     "the API server refuses the worker pod this configuration builds (WORKER_IMAGE, WORKER_MEMORY, WORKER_CPUS, K8S_NAMESPACE): {why}"
                 ),
             }),
             Err(e) => {
-                log::warn!("the worker pod could not be checked with a dry run at startup: {e}");
+                log::warn!(
+                    "the worker pod of template {:?} could not be checked with a dry run at startup: {e}",
+                    template.name
+                );
                 Ok(())
             }
         }

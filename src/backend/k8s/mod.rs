@@ -36,7 +36,9 @@ use self::refusals::{api_error, create_error};
 use self::status::{Pod, Progress};
 use super::api_call::percent_encode;
 use super::{labels, worker_env};
-use super::{Backend, BackendError, BackendKind, CreateSpec, Finding, Logs, Worker, WorkerState};
+use super::{
+    Backend, BackendError, BackendKind, CreateSpec, Finding, Logs, Template, Worker, WorkerState,
+};
 use crate::settings::{ContainerSettings, K8sSettings};
 use crate::time::{now_millis, parse_rfc3339_millis, rfc3339_secs};
 
@@ -108,9 +110,9 @@ impl K8sBackend {
         format!("/api/v1/namespaces/{}/pods", self.namespace)
     }
 
-    /// Where callers reach the worker in pod `name`.
-    fn url_for(&self, name: &str) -> String {
-        let port = self.container.port.to_string();
+    /// Where callers reach the worker in pod `name`, listening on `port`.
+    fn url_for(&self, name: &str, port: u16) -> String {
+        let port = port.to_string();
         match &self.k8s.worker_url {
             Some(t) => t
                 .replace("{pod}", name)
@@ -123,15 +125,23 @@ impl K8sBackend {
         }
     }
 
+    /// The pod template a worker of `template` is made with: its own, else `K8S_POD_TEMPLATE`.
+    fn pod_template<'a>(&'a self, template: &'a Template) -> Option<&'a Value> {
+        match &template.pod_template {
+            Some(own) => Some(&own.value),
+            None => self.template.as_ref(),
+        }
+    }
+
     /// The pod this backend sends to create `spec`'s worker in pod `name`.
-    fn manifest(&self, spec: &CreateSpec, name: &str) -> Value {
+    fn manifest(&self, spec: &CreateSpec, name: &str) -> Result<Value, BackendError> {
         let env = worker_env::environment(
             spec,
-            &self.url_for(name),
+            &self.url_for(name, spec.template.port),
             &self.container,
             self.anthropic_auth_token.as_deref(),
-        );
-        pod::manifest(&pod::PodInputs {
+        )?;
+        Ok(pod::manifest(&pod::PodInputs {
             name,
             namespace: &self.namespace,
             controller_id: &self.controller_id,
@@ -141,10 +151,10 @@ impl K8sBackend {
             expires_at: spec.expires_at,
             metadata: &spec.metadata,
             env: &env,
-            container: &self.container,
+            worker: &spec.template,
             k8s: &self.k8s,
-            template: self.template.as_ref(),
-        })
+            pod_template: self.pod_template(&spec.template),
+        }))
     }
 
     fn get(&self, name: &str) -> Result<Option<Pod>, BackendError> {
@@ -228,8 +238,9 @@ impl K8sBackend {
             .unwrap_or_default();
         let created = parse_rfc3339_millis(&pod.metadata.creation_timestamp).unwrap_or(0);
         let (state, reason) = pod.state();
+        let port = pod.worker_port().unwrap_or(self.container.port);
         Some(Worker {
-            a2a_url: self.url_for(&pod.metadata.name),
+            a2a_url: self.url_for(&pod.metadata.name, port),
             reason,
             ..Worker::new(
                 BackendKind::K8s,
@@ -241,6 +252,7 @@ impl K8sBackend {
             .expiring(owned.expires_at)
             .tagged(metadata)
             .scoped(owned.scope)
+            .templated(owned.template)
         })
     }
 
@@ -269,7 +281,10 @@ impl K8sBackend {
                     ..
                 }
             ) {
-                return Err(create_error(refused, self.template.is_some()));
+                return Err(create_error(
+                    refused,
+                    self.pod_template(&spec.template).is_some(),
+                ));
             }
             let Some(mut old) = self.get(name)? else {
                 // It went between the two calls: try again, once.
@@ -341,7 +356,7 @@ impl K8sBackend {
                     None
                 }
                 Progress::ImageFailed(why) => Some(Err(Failure::Ours(
-                    BackendError::ImageNotFound(format!("{} ({why})", self.container.image)),
+                    BackendError::ImageNotFound(format!("{} ({why})", spec.template.image)),
                 ))),
                 Progress::Failed(why) => Some(Err(Failure::Ours(BackendError::NotReady(why)))),
                 Progress::Deleted(why) => Some(Err(Failure::Gone(BackendError::NotReady(why)))),
@@ -476,8 +491,8 @@ impl Backend for K8sBackend {
     fn create(&self, spec: &CreateSpec) -> Result<Worker, BackendError> {
         let redact = |e: BackendError| e.redact(&spec.token);
         let name = labels::pod_name(&self.controller_id, &spec.scope, &spec.task);
-        let url = self.url_for(&name);
-        let body = self.manifest(spec, &name);
+        let url = self.url_for(&name, spec.template.port);
+        let body = self.manifest(spec, &name).map_err(redact)?;
         let created = self
             .post(spec, &name, &body, Instant::now() + self.ready_timeout)
             .map_err(redact)?;
@@ -512,6 +527,7 @@ impl Backend for K8sBackend {
             .expiring(spec.expires_at)
             .tagged(spec.metadata.clone())
             .scoped(spec.scope.clone())
+            .templated(spec.template.name.clone())
         })
     }
 
@@ -615,7 +631,35 @@ impl Backend for K8sBackend {
             .collect())
     }
 
-    fn validate(&self) -> Result<(), String> {
-        self.validate_template()
+    /// A template's own pod template follows the rules `K8S_POD_TEMPLATE` does.
+    fn accepts(&self, template: &Template) -> Result<(), String> {
+        if template.image.is_empty() {
+            return Err("image: a k8s template needs an image (or WORKER_IMAGE)".into());
+        }
+        if template.network.is_some() {
+            return Err("network applies to the docker backend only (pods use the cluster's network)".into());
+        }
+        match &template.pod_template {
+            Some(own) => pod::check_template(&own.value)
+                .map_err(|why| format!("pod_template {}: {why}", own.path.display())),
+            None => Ok(()),
+        }
+    }
+
+    fn check_template(&self, template: &Template) -> Finding {
+        if let Err(why) = self.accepts(template) {
+            return Finding::failed(why);
+        }
+        match self.dry_run(template) {
+            Ok(name) => Finding::ok(format!(
+                "image {}: a worker pod passes validation and admission (dry run of {name}: nothing created)",
+                template.image
+            )),
+            Err(e) => Finding::failed(format!("the dry run of a worker pod was refused: {e}")),
+        }
+    }
+
+    fn validate(&self, template: &Template) -> Result<(), String> {
+        self.validate_template(template)
     }
 }

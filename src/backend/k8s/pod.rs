@@ -11,7 +11,8 @@
 use serde_json::{json, Map, Value};
 
 use crate::backend::labels;
-use crate::settings::{ContainerSettings, K8sSettings};
+use crate::settings::templates::Template;
+use crate::settings::K8sSettings;
 
 /// The worker container's name in its pod (a template's container of this name is merged
 /// into it).
@@ -34,10 +35,12 @@ pub struct PodInputs<'a> {
     pub metadata: &'a crate::backend::Metadata,
     /// The worker's environment (token included), from `worker_env`.
     pub env: &'a [(String, String)],
-    pub container: &'a ContainerSettings,
+    /// The worker template: image, port, readiness path, limits, its name as a label.
+    pub worker: &'a Template,
     pub k8s: &'a K8sSettings,
-    /// The parsed `K8S_POD_TEMPLATE`, already accepted by [`check_template`].
-    pub template: Option<&'a Value>,
+    /// The template's own pod template, else the parsed `K8S_POD_TEMPLATE`, already accepted
+    /// by [`check_template`].
+    pub pod_template: Option<&'a Value>,
 }
 
 /// Why a `K8S_POD_TEMPLATE` is refused at startup (one line, for the settings error).
@@ -94,7 +97,7 @@ pub fn check_template(template: &Value) -> Result<(), String> {
 
 /// The pod to create.
 pub fn manifest(i: &PodInputs<'_>) -> Value {
-    let mut pod = match i.template {
+    let mut pod = match i.pod_template {
         Some(Value::Object(t)) => Value::Object(t.clone()),
         _ => json!({}),
     };
@@ -112,6 +115,7 @@ pub fn manifest(i: &PodInputs<'_>) -> Value {
     labels.insert(labels::WORKER_ID.into(), json!(i.worker_id));
     labels.insert(labels::TASK.into(), json!(labels::task_label_value(i.task)));
     labels.insert(labels::SCOPE.into(), json!(i.scope));
+    labels.insert(labels::TEMPLATE.into(), json!(i.worker.name));
     // Set only by the controller: a template's own expiry label would make a worker die early.
     match i.expires_at {
         Some(at) => labels.insert(labels::EXPIRES_AT.into(), json!(at.to_string())),
@@ -168,12 +172,12 @@ fn worker_container(i: &PodInputs<'_>, template: Option<Value>) -> Value {
         Some(Value::Object(t)) => Value::Object(t),
         _ => json!({}),
     };
-    let port = i.container.port;
+    let port = i.worker.port;
     c["name"] = json!(WORKER_CONTAINER);
-    c["image"] = json!(i.container.image);
+    c["image"] = json!(i.worker.image);
     c["ports"] = json!([{"name": "a2a", "containerPort": port, "protocol": "TCP"}]);
     c["readinessProbe"] = json!({
-        "httpGet": {"path": "/.well-known/agent-card.json", "port": port},
+        "httpGet": {"path": i.worker.ready_path, "port": port},
         "periodSeconds": 2,
         "timeoutSeconds": 2,
         "failureThreshold": 3,
@@ -202,10 +206,10 @@ fn worker_container(i: &PodInputs<'_>, template: Option<Value>) -> Value {
     // over `envFrom` for the same name, so it cannot shadow the token either.
     c["env"] = Value::Array(env);
     let mut limits = Map::new();
-    if let Some(bytes) = i.container.memory_bytes {
+    if let Some(bytes) = i.worker.memory_bytes {
         limits.insert("memory".into(), json!(bytes.to_string()));
     }
-    if let Some(nano) = i.container.nano_cpus {
+    if let Some(nano) = i.worker.nano_cpus {
         limits.insert(
             "cpu".into(),
             json!(format!("{}m", (nano / 1_000_000).max(1))),
@@ -258,7 +262,7 @@ mod tests {
     use super::*;
     use crate::settings::{self, BackendSettings, Command};
 
-    fn settings() -> (ContainerSettings, K8sSettings) {
+    fn settings() -> (Template, K8sSettings) {
         let args = [
             "-backend=k8s",
             "-a2a-auth-token=0123456789abcdef",
@@ -271,14 +275,15 @@ mod tests {
         else {
             panic!("settings")
         };
-        let BackendSettings::K8s { container, k8s } = s.backend else {
+        let template = s.default_template();
+        let BackendSettings::K8s { k8s, .. } = s.backend else {
             panic!("k8s")
         };
-        (container, k8s)
+        (template, k8s)
     }
 
     fn pod(template: Option<&Value>) -> Value {
-        let (container, k8s) = settings();
+        let (worker, k8s) = settings();
         let env = vec![
             ("INTERACTIVE_AUTH_TOKEN".to_string(), "s3cr3t".to_string()),
             ("WORKER_ID".to_string(), "w1".to_string()),
@@ -293,9 +298,9 @@ mod tests {
             expires_at: None,
             metadata: &[("team".to_string(), "infra".to_string())].into(),
             env: &env,
-            container: &container,
+            worker: &worker,
             k8s: &k8s,
-            template,
+            pod_template: template,
         })
     }
 

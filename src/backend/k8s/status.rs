@@ -45,6 +45,20 @@ pub struct Pod {
 pub struct Spec {
     /// The node the scheduler bound the pod to; `""` until then.
     pub node_name: String,
+    pub containers: Vec<SpecContainer>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct SpecContainer {
+    pub name: String,
+    pub ports: Vec<ContainerPort>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct ContainerPort {
+    pub container_port: u16,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -150,6 +164,19 @@ pub enum Progress {
 }
 
 impl Pod {
+    /// The port the worker container listens on, as its pod says (its template's port when
+    /// it was made).
+    pub fn worker_port(&self) -> Option<u16> {
+        self.spec
+            .containers
+            .iter()
+            .find(|c| c.name == super::pod::WORKER_CONTAINER)?
+            .ports
+            .first()
+            .map(|p| p.container_port)
+            .filter(|p| *p != 0)
+    }
+
     pub fn parse(body: &[u8]) -> Result<Pod, String> {
         serde_json::from_slice(body)
             .map_err(|e| format!("unexpected pod from the Kubernetes API: {e}"))

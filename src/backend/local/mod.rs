@@ -38,7 +38,9 @@ use self::gui::{Discovery, Liveness};
 use self::store::{Record, Store, StoreError};
 use self::wezterm::{ended_reason, Cli, CliError, Killed, LateSpawn, SpawnError};
 use super::tail::{Tail, MAX_LOG_BYTES};
-use super::{Backend, BackendError, BackendKind, CreateSpec, Finding, Logs, Worker, WorkerState};
+use super::{
+    Backend, BackendError, BackendKind, CreateSpec, Finding, Logs, Template, Worker, WorkerState,
+};
 use crate::settings::LocalSettings;
 use crate::time::{now_millis, rfc3339_secs};
 
@@ -365,7 +367,8 @@ impl LocalBackend {
         )
         .expiring(record.expires_at)
         .tagged(record.metadata.clone())
-        .scoped(record.scope.clone());
+        .scoped(record.scope.clone())
+        .templated(record.template.clone());
         w.pane_id = pane_text(record);
         w.reason = reason;
         w.session_id = task::task_file(&self.scope_dir(&record.scope), &record.task)
@@ -387,10 +390,23 @@ impl LocalBackend {
         }
     }
 
-    /// The tab's program and arguments with the placeholders filled in, each argument whole.
-    fn argv(&self, task: &str, task_file: &Path, worker_id: &str) -> Vec<String> {
+    /// The tab's program and arguments (the template's, else `LOCAL_COMMAND`) with the
+    /// placeholders filled in, each argument whole; a template's `env` is set through
+    /// `/usr/bin/env` (a spawned tab inherits the GUI's environment, nothing of the CLI's).
+    fn argv(&self, template: &Template, task: &str, task_file: &Path, worker_id: &str) -> Vec<String> {
         let task_file = task_file.to_string_lossy();
-        self.command
+        let command = if template.command.is_empty() {
+            &self.command
+        } else {
+            &template.command
+        };
+        let env = template.env.iter().map(|(k, v)| format!("{k}={v}"));
+        let prefix: Vec<String> = if template.env.is_empty() {
+            Vec::new()
+        } else {
+            std::iter::once(ENV_PROGRAM.to_string()).chain(env).collect()
+        };
+        let filled = command
             .iter()
             .map(|arg| {
                 substitute(
@@ -401,8 +417,8 @@ impl LocalBackend {
                         ("{worker_id}", worker_id),
                     ],
                 )
-            })
-            .collect()
+            });
+        prefix.into_iter().chain(filled).collect()
     }
 }
 
@@ -528,6 +544,9 @@ fn check_program(path: &Path) -> Result<(), ConfigError> {
 
 /// `LOCAL_COMMAND`'s program must be an absolute path to an executable file: WezTerm keeps
 /// the tab of a program it cannot start open with its error, which would look like a worker.
+/// The program a template's `env` is set through.
+const ENV_PROGRAM: &str = "/usr/bin/env";
+
 fn check_command(command: &[String]) -> Result<(), ConfigError> {
     let Some(program) = command.first() else {
         return Err(ConfigError::Command("it names no program".into()));
@@ -630,6 +649,7 @@ impl Backend for LocalBackend {
             expires_at: spec.expires_at,
             metadata: spec.metadata.clone(),
             scope: spec.scope.clone(),
+            template: spec.template.name.clone(),
         };
         {
             // Written before the tab opens (a crash while it opens leaves a trace to warn
@@ -647,7 +667,7 @@ impl Backend for LocalBackend {
                 },
             );
         }
-        let argv = self.argv(&spec.task, &file, &spec.worker_id);
+        let argv = self.argv(&spec.template, &spec.task, &file, &spec.worker_id);
         spec.progress.step("opening a tab in WezTerm");
         let pane = match self.cli.spawn_or_late(&gui, &dir, &argv) {
             Ok(pane) => pane,
@@ -829,6 +849,31 @@ impl Backend for LocalBackend {
             out.push(Finding::failed(why));
         }
         out
+    }
+
+    /// The template's program must be usable as `LOCAL_COMMAND`'s is; its secrets cannot be
+    /// given to a tab without showing in its command line.
+    fn accepts(&self, template: &Template) -> Result<(), String> {
+        if !template.env_files.is_empty() {
+            return Err("env_files does not apply to local tabs: a tab gets its variables on its command line, where others could read a secret; let the program read the file itself".into());
+        }
+        if !template.command.is_empty() {
+            check_command(&template.command).map_err(|e| match e {
+                ConfigError::Command(why) => format!("command: {why}"),
+                other => other.to_string(),
+            })?;
+        }
+        Ok(())
+    }
+
+    fn check_template(&self, template: &Template) -> Finding {
+        match self.accepts(template) {
+            Ok(()) => Finding::ok(format!(
+                "program {} is executable",
+                template.command.first().or(self.command.first()).map_or("", String::as_str)
+            )),
+            Err(why) => Finding::failed(why),
+        }
     }
 
     fn atomic_task_uniqueness(&self) -> bool {

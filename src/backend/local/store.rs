@@ -40,6 +40,13 @@ pub struct Record {
     /// The creating caller's scope; absent in files from before scopes (the admin scope's).
     #[serde(default = "admin_scope")]
     pub scope: String,
+    /// The template it was made from; absent in files from before templates (`default`).
+    #[serde(default = "default_template")]
+    pub template: String,
+}
+
+fn default_template() -> String {
+    crate::backend::DEFAULT_TEMPLATE.to_string()
 }
 
 fn admin_scope() -> String {
@@ -262,6 +269,7 @@ mod tests {
             expires_at: None,
             metadata: [("team".to_string(), "infra".to_string())].into(),
             scope: "team-a".into(),
+            template: "coder".into(),
         }
     }
 
