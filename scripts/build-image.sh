@@ -25,6 +25,13 @@ labels=""
       org.opencontainers.image.revision=\"$revision\" \\
       org.opencontainers.image.version=\"$version\" \\
       org.opencontainers.image.licenses=\"BSD-2-Clause\""
+# The worker image has an empty /workspace of its user's: a task workspace mounted there (a
+# template's default path) starts as the image's directory, so its user may write in it.
+workspace=""
+if [ "$bin" = a2a-echo-worker ]; then
+  mkdir "$ctx/workspace"
+  workspace="COPY --chown=$user workspace /workspace"
+fi
 
 case "$(uname -s)" in
   Linux)
@@ -36,6 +43,7 @@ case "$(uname -s)" in
     cat >"$ctx/Dockerfile" <<DOCKERFILE
 FROM scratch
 COPY app /$bin
+$workspace
 USER $user
 $labels
 ENTRYPOINT ["/$bin"]
@@ -53,6 +61,7 @@ RUN RUSTFLAGS="-C target-feature=+crt-static" cargo build --release --locked \\
  && cp target/*/release/$bin /app
 FROM scratch
 COPY --from=build /app /$bin
+$workspace
 USER $user
 $labels
 ENTRYPOINT ["/$bin"]

@@ -173,8 +173,9 @@ pub fn open_templates(
     let accepts = Box::new(move |t: &backend::Template| judge.accepts(t));
     let default = settings.default_template();
     let file = match &settings.templates_file {
-        Some(path) => TemplatesFile::open(path.clone(), default, accepts)
-            .map_err(|why| Error::Refused(format!("setting WORKER_TEMPLATES_FILE is invalid: {why}")))?,
+        Some(path) => TemplatesFile::open(path.clone(), default, accepts).map_err(|why| {
+            Error::Refused(format!("setting WORKER_TEMPLATES_FILE is invalid: {why}"))
+        })?,
         None => TemplatesFile::fixed(default, accepts).map_err(Error::Refused)?,
     };
     Ok(Arc::new(file))
@@ -243,7 +244,8 @@ pub fn start_with(
             settings.max_workers,
             templates,
         )
-        .with_max_watchers(settings.max_watchers),
+        .with_max_watchers(settings.max_watchers)
+        .with_workspace_ttl(settings.workspace_ttl),
     );
     let reaper = control::Reaper::start(Arc::clone(&control), settings.reap_interval);
     let tasks = Arc::new(a2a::TaskStore::new(a2a::tasks::DEFAULT_CAPACITY));

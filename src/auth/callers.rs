@@ -55,6 +55,9 @@ struct Entry {
     /// The templates it may create from (absent: every one).
     #[serde(default)]
     templates: Option<Vec<String>>,
+    /// The most task workspaces its scope may keep (absent: no bound).
+    #[serde(default)]
+    max_workspaces: Option<u32>,
 }
 
 /// The callers as read: SHA-256 of a token → the caller.
@@ -135,8 +138,14 @@ pub fn load(path: &Path, reserved: &[&str]) -> Result<(Table, Vec<String>), Stri
                     .map_err(|why| format!("{at}: templates {:?}: {why}", truncated(name)))?;
             }
         }
-        let caller =
-            Caller::named(&e.name, &e.scope, e.admin, e.max_workers).limited_to(e.templates);
+        if e.max_workspaces == Some(0) {
+            return Err(format!(
+                "{at}: max_workspaces must be at least 1 (leave it out for no bound)"
+            ));
+        }
+        let caller = Caller::named(&e.name, &e.scope, e.admin, e.max_workers)
+            .limited_to(e.templates)
+            .with_max_workspaces(e.max_workspaces);
         if table.by_hash.insert(hash, caller).is_some() {
             return Err(format!(
                 "{at}: its token is another caller's too: every caller needs its own"

@@ -24,6 +24,14 @@ pub const SCOPE: &str = "a2a-worker-controller/scope";
 /// The template the worker was made from (absent on workers made before templates:
 /// [`DEFAULT_TEMPLATE`]).
 pub const TEMPLATE: &str = "a2a-worker-controller/template";
+/// On a task workspace's volume (Docker): `workspace` for the volume itself, `stamp` for the
+/// empty volume whose labels say when the workspace was last used (a volume's labels are
+/// fixed at create, so the stamp is made again at each use).
+pub const WORKSPACE: &str = "a2a-worker-controller/workspace";
+/// A workspace's size as its template said it.
+pub const SIZE: &str = "a2a-worker-controller/size";
+/// Unix seconds: when the workspace was last used.
+pub const LAST_USED: &str = "a2a-worker-controller/last-used";
 /// A caller's metadata key `k` is the label (Docker) or annotation (Kubernetes) `META + k`.
 pub const META: &str = "a2a-worker-controller.meta/";
 

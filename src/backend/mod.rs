@@ -232,6 +232,26 @@ impl Worker {
     }
 }
 
+/// A task's workspace as a backend reports it: made by the first create of a template with a
+/// workspace, kept by `stop`, mounted by the task's next worker. Every key is always present.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TaskWorkspace {
+    pub task: String,
+    pub scope: String,
+    /// The template whose create made it.
+    pub template: String,
+    /// As the template said (`2Gi`); where it is enforced is the backend's (README).
+    pub size: String,
+    /// RFC 3339 UTC.
+    pub created_at: String,
+    /// When a worker last had it (RFC 3339 UTC): made, or its worker stopped.
+    pub last_used: String,
+    /// Whether a worker of its task exists now (filled in by the control layer).
+    pub in_use: bool,
+    /// The engine's name for it (volume, claim, directory).
+    pub name: String,
+}
+
 /// The end of a worker's output, as `logs` returns it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Logs {
@@ -429,6 +449,24 @@ pub trait Backend: Send + Sync {
     /// hands out an empty token and none is generated.
     fn workers_have_endpoints(&self) -> bool {
         true
+    }
+
+    /// Every task workspace this controller owns, read from the engine (or the state file).
+    fn workspaces(&self) -> Result<Vec<TaskWorkspace>, BackendError> {
+        Ok(Vec::new())
+    }
+
+    /// Deletes the workspace of `task` in `scope`, returning it as it was;
+    /// [`BackendError::NotFound`] when there is none. The control layer has checked that no
+    /// worker of the task exists.
+    fn delete_workspace(&self, _scope: &str, _task: &str) -> Result<TaskWorkspace, BackendError> {
+        Err(BackendError::NotFound)
+    }
+
+    /// Notes that the last worker of `task` in `scope` has gone now (its workspace's last use),
+    /// when it has a workspace.
+    fn workspace_released(&self, _scope: &str, _task: &str) -> Result<(), BackendError> {
+        Ok(())
     }
 
     /// This controller's own address when it is one of several replicas of one deployment

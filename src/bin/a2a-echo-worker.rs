@@ -9,6 +9,12 @@
 //! `--exit-code=N` exits at once with N; `--no-listen` runs without ever answering;
 //! `--grow-after=MS` serves, then MS milliseconds later takes memory without end (until a
 //! memory limit has it killed).
+//!
+//! With `A2A_WORKSPACE` (a template's workspace), two text commands reach its files, so tests
+//! can see a task's workspace outlive its worker: `workspace write NAME TEXT` writes TEXT to
+//! the file NAME there and answers `wrote NAME`; `workspace read NAME` answers the file's text.
+//! Any other text is echoed. The template's extra variable `ECHO_PREFIX`, when set, starts
+//! every echo.
 
 #![forbid(unsafe_code)]
 
@@ -77,6 +83,14 @@ fn rpc(body: &[u8]) -> Value {
         return response_err(&id, &RpcError::invalid_params("message.parts is required"));
     };
     let text: Vec<&str> = parts.iter().filter_map(|p| p["text"].as_str()).collect();
+    let text = text.join("\n");
+    let answer = match text.strip_prefix("workspace ") {
+        Some(command) => workspace(command),
+        None => match std::env::var("ECHO_PREFIX") {
+            Ok(prefix) if !prefix.is_empty() => format!("{prefix}: {text}"),
+            _ => text,
+        },
+    };
     let (Ok(task_id), Ok(generated_ctx), Ok(artifact_id)) = (uuid_v4(), uuid_v4(), uuid_v4())
     else {
         return response_err(&id, &RpcError::internal("no randomness"));
@@ -93,10 +107,44 @@ fn rpc(body: &[u8]) -> Value {
             "id": task_id,
             "contextId": context_id,
             "status": {"state": "TASK_STATE_COMPLETED", "timestamp": rfc3339_millis(now_millis())},
-            "artifacts": [{"artifactId": artifact_id, "name": "echo", "parts": [{"text": text.join("\n")}]}],
+            "artifacts": [{"artifactId": artifact_id, "name": "echo", "parts": [{"text": answer}]}],
             "history": [user],
         }}),
     )
+}
+
+/// `write NAME TEXT` or `read NAME` in the directory `A2A_WORKSPACE` names; the answer is
+/// the outcome in words (a worker answers, it does not fail the call).
+fn workspace(command: &str) -> String {
+    let Some(dir) = std::env::var_os("A2A_WORKSPACE") else {
+        return "no workspace: A2A_WORKSPACE is not set".into();
+    };
+    let dir = std::path::PathBuf::from(dir);
+    let safe = |n: &str| {
+        !n.is_empty()
+            && n.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+            && !n.starts_with('.')
+    };
+    let (verb, rest) = command.split_once(' ').unwrap_or((command, ""));
+    match verb {
+        "write" => {
+            let (name, body) = rest.split_once(' ').unwrap_or((rest, ""));
+            if !safe(name) {
+                return format!("not a file name: {name:?}");
+            }
+            match std::fs::write(dir.join(name), body) {
+                Ok(()) => format!("wrote {name}"),
+                Err(e) => format!("cannot write {name}: {e}"),
+            }
+        }
+        "read" if safe(rest) => match std::fs::read_to_string(dir.join(rest)) {
+            Ok(text) => text,
+            Err(e) => format!("cannot read {rest}: {e}"),
+        },
+        "read" => format!("not a file name: {rest:?}"),
+        other => format!("unknown workspace command {other:?}: write NAME TEXT, or read NAME"),
+    }
 }
 
 fn card(name: &str, url: &str) -> Vec<u8> {

@@ -89,22 +89,40 @@ const SCOPE_COLUMN: usize = 2;
 
 /// The templates as an aligned table: name, image or program, limits, TTLs, workspace.
 pub fn template_table(templates: &[Value]) -> String {
-    let header: Vec<String> = ["TEMPLATE", "IMAGE", "MEMORY", "CPUS", "TTL", "MAX_TTL", "WORKSPACE", "DESCRIPTION"]
-        .iter()
-        .map(|c| c.to_string())
-        .collect();
-    let secs = |v: &Value| v.as_u64().map_or("-".to_string(), |s| crate::time::duration_text(std::time::Duration::from_secs(s)));
+    let header: Vec<String> = [
+        "TEMPLATE",
+        "IMAGE",
+        "MEMORY",
+        "CPUS",
+        "TTL",
+        "MAX_TTL",
+        "WORKSPACE",
+        "DESCRIPTION",
+    ]
+    .iter()
+    .map(|c| c.to_string())
+    .collect();
+    let secs = |v: &Value| {
+        v.as_u64().map_or("-".to_string(), |s| {
+            crate::time::duration_text(std::time::Duration::from_secs(s))
+        })
+    };
     let rows: Vec<Vec<String>> = templates
         .iter()
         .map(|t| {
             vec![
                 cell(&t["name"]),
                 cell(&t["image"]),
-                t["memory_bytes"].as_u64().map_or("-".into(), |b| format!("{}m", b >> 20)),
+                t["memory_bytes"]
+                    .as_u64()
+                    .map_or("-".into(), |b| format!("{}m", b >> 20)),
                 t["cpus"].as_f64().map_or("-".into(), |c| c.to_string()),
                 secs(&t["ttl"]),
                 secs(&t["max_ttl"]),
-                match (t["workspace"]["path"].as_str(), t["workspace"]["size"].as_str()) {
+                match (
+                    t["workspace"]["path"].as_str(),
+                    t["workspace"]["size"].as_str(),
+                ) {
                     (Some(p), Some(s)) => cell(&Value::String(format!("{p} ({s})"))),
                     _ => "-".into(),
                 },

@@ -23,6 +23,8 @@ pub struct Caller {
     pub key: String,
     /// The worker templates it may create from; `None`: every one.
     pub templates: Option<Vec<String>>,
+    /// Its bound on its scope's task workspaces; `None`: none.
+    pub max_workspaces: Option<u32>,
 }
 
 impl Caller {
@@ -36,6 +38,7 @@ impl Caller {
             max_workers: None,
             key: "static:admin".into(),
             templates: None,
+            max_workspaces: None,
         }
     }
 
@@ -48,12 +51,19 @@ impl Caller {
             max_workers,
             key: format!("static:{name}"),
             templates: None,
+            max_workspaces: None,
         }
     }
 
     /// The same, allowed only the templates named (`None`: every one).
     pub fn limited_to(mut self, templates: Option<Vec<String>>) -> Caller {
         self.templates = templates;
+        self
+    }
+
+    /// The same, with at most `max` workspaces in its scope.
+    pub fn with_max_workspaces(mut self, max: Option<u32>) -> Caller {
+        self.max_workspaces = max;
         self
     }
 
@@ -73,6 +83,7 @@ impl Caller {
             max_workers: None,
             key: format!("oidc:{subject}"),
             templates: None,
+            max_workspaces: None,
         }
     }
 

@@ -26,8 +26,8 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::backend::{
-    Backend, BackendError, CreateSpec, Metadata, Progress, Template, Worker, WorkerState,
-    DEFAULT_TEMPLATE,
+    Backend, BackendError, CreateSpec, Metadata, Progress, TaskWorkspace, Template, Worker,
+    WorkerState, DEFAULT_TEMPLATE,
 };
 use crate::metrics::Metrics;
 use crate::sentry::Sentry;
@@ -102,6 +102,19 @@ impl TemplateInfo {
     }
 }
 
+/// `workspaces`' reply data.
+#[derive(Serialize)]
+struct Workspaces {
+    workspaces: Vec<TaskWorkspace>,
+}
+
+/// `delete_workspace`'s reply data, and `stop`'s with `"workspace": "delete"`.
+#[derive(Serialize)]
+struct Stopped {
+    worker: Option<Worker>,
+    workspace: Option<TaskWorkspace>,
+}
+
 /// `logs`' reply data.
 #[derive(Serialize)]
 struct LogsReply<'a> {
@@ -142,6 +155,8 @@ pub struct Control {
     max_workers: u32,
     /// The worker templates (each with its lifetime), as they are now.
     templates: Arc<TemplatesFile>,
+    /// `WORKSPACE_TTL`: how long a workspace outlives its last worker (`None`: until deleted).
+    workspace_ttl: Option<Duration>,
     /// Creates admitted but not finished (counted against `MAX_WORKERS` and the caller's
     /// `max_workers`).
     in_flight: Mutex<InFlight>,
@@ -169,6 +184,7 @@ impl Control {
             sentry,
             max_workers,
             templates,
+            workspace_ttl: None,
             in_flight: Mutex::default(),
             create_lock: Mutex::new(()),
         }
@@ -197,6 +213,48 @@ impl Control {
                 ControlError::new(ErrorCode::BackendUnavailable, why)
             }
         })
+    }
+
+    /// The same, with workspaces deleted this long after their last use.
+    pub fn with_workspace_ttl(mut self, ttl: Option<Duration>) -> Control {
+        self.workspace_ttl = ttl;
+        self
+    }
+
+    /// The task workspaces, each with whether a worker of its task exists now.
+    pub fn workspaces(&self) -> Result<Vec<TaskWorkspace>, BackendError> {
+        let mut spaces = self.backend.workspaces()?;
+        if spaces.is_empty() {
+            return Ok(spaces);
+        }
+        let workers = self.backend.list()?;
+        for s in &mut spaces {
+            s.in_use = workers
+                .iter()
+                .any(|w| w.task == s.task && w.scope == s.scope);
+        }
+        spaces.sort_by(|a, b| (&a.created_at, &a.name).cmp(&(&b.created_at, &b.name)));
+        Ok(spaces)
+    }
+
+    /// Deletes the workspace of `task` in `scope` unless a worker of the task exists.
+    fn delete_workspace(&self, scope: &str, task: &str) -> Result<TaskWorkspace, ControlError> {
+        let workers = self.backend.list().map_err(ControlError::from)?;
+        if let Some(w) = workers.iter().find(|w| w.task == task && w.scope == scope) {
+            let mut e = ControlError::from(BackendError::WorkerExists {
+                worker_id: w.worker_id.clone(),
+                state: w.state,
+            });
+            e.message = format!(
+                "the task's worker {} ({}) still has the workspace: stop it first, or stop it with \"workspace\": \"delete\"",
+                w.worker_id,
+                w.state.as_str()
+            );
+            return Err(e);
+        }
+        self.backend
+            .delete_workspace(scope, task)
+            .map_err(ControlError::from)
     }
 
     /// The templates `caller` may create from, by name.
@@ -325,7 +383,10 @@ impl Control {
                 )),
                 String::new(),
             ),
-            ControlRequest::Stop { worker_id } => {
+            ControlRequest::Stop {
+                worker_id,
+                delete_workspace,
+            } => {
                 if let Err(e) = self.reachable(caller, &worker_id) {
                     return (Outcome::Failed(e.into()), worker_id);
                 }
@@ -333,9 +394,78 @@ impl Control {
                 self.watch.stopping(&worker_id, "stopped by a caller");
                 let stopped = self.backend.stop(&worker_id);
                 self.watch.stopped(&worker_id, stopped.is_ok());
-                match stopped {
-                    Ok(worker) => (completed(&OneWorker { worker }, None, 0), worker_id),
-                    Err(e) => (Outcome::Failed(e.into()), worker_id),
+                let worker = match stopped {
+                    Ok(worker) => worker,
+                    Err(e) => return (Outcome::Failed(e.into()), worker_id),
+                };
+                if !delete_workspace {
+                    self.released(&worker);
+                    return (completed(&OneWorker { worker }, None, 0), worker_id);
+                }
+                match self.backend.delete_workspace(&worker.scope, &worker.task) {
+                    Ok(space) => (
+                        completed(
+                            &Stopped {
+                                worker: Some(worker),
+                                workspace: Some(space),
+                            },
+                            None,
+                            0,
+                        ),
+                        worker_id,
+                    ),
+                    Err(BackendError::NotFound) => (
+                        completed(
+                            &Stopped {
+                                worker: Some(worker),
+                                workspace: None,
+                            },
+                            None,
+                            0,
+                        ),
+                        worker_id,
+                    ),
+                    Err(e) => {
+                        let mut e = ControlError::from(e);
+                        e.message = format!(
+                            "worker {worker_id} was stopped, but its workspace could not be deleted (delete_workspace tries again): {}",
+                            e.message
+                        );
+                        (Outcome::Failed(e), worker_id)
+                    }
+                }
+            }
+            ControlRequest::Workspaces => match self.workspaces() {
+                Ok(mut workspaces) => {
+                    let scope = caller.visible_scope();
+                    workspaces.retain(|w| scope.as_ref().is_none_or(|s| &w.scope == s));
+                    (
+                        completed(&Workspaces { workspaces }, None, 0),
+                        String::new(),
+                    )
+                }
+                Err(e) => (Outcome::Failed(e.into()), String::new()),
+            },
+            ControlRequest::DeleteWorkspace { task, scope } => {
+                // Only an admin names another scope; anyone else's workspace elsewhere is
+                // the same not_found as none at all.
+                let scope = match scope {
+                    Some(s) if caller.admin => s,
+                    _ => caller.scope.clone(),
+                };
+                match self.delete_workspace(&scope, &task) {
+                    Ok(space) => (
+                        completed(
+                            &Stopped {
+                                worker: None,
+                                workspace: Some(space),
+                            },
+                            None,
+                            0,
+                        ),
+                        String::new(),
+                    ),
+                    Err(e) => (Outcome::Failed(e), String::new()),
                 }
             }
             // The text goes to the caller only: never into a log line.
@@ -400,6 +530,9 @@ impl Control {
         if let Err(why) = self.backend.check_task(&task) {
             return (Outcome::Rejected(ControlError::invalid(why)), String::new());
         }
+        if let Err(e) = self.workspace_room(caller, &task, &template) {
+            return failed(e);
+        }
         let ceiling = if template.name == DEFAULT_TEMPLATE {
             "MAX_WORKER_TTL".to_string()
         } else {
@@ -461,6 +594,41 @@ impl Control {
                 )
             }
             Err(e) => (Outcome::Failed(e.into()), worker_id),
+        }
+    }
+
+    /// Whether a create of `template` for `task` may make a workspace under the caller's
+    /// `max_workspaces` (a task that has one already reuses it).
+    fn workspace_room(
+        &self,
+        caller: &Caller,
+        task: &str,
+        template: &Template,
+    ) -> Result<(), ControlError> {
+        let (Some(max), Some(_)) = (caller.max_workspaces, &template.workspace) else {
+            return Ok(());
+        };
+        let spaces = self.backend.workspaces().map_err(ControlError::from)?;
+        let mine: Vec<&TaskWorkspace> = spaces.iter().filter(|w| w.scope == caller.scope).collect();
+        if mine.iter().any(|w| w.task == task) || mine.len() < max as usize {
+            return Ok(());
+        }
+        Err(ControlError::new(
+            ErrorCode::Capacity,
+            format!(
+                "caller {}'s max_workspaces ({max}) reached in scope {}: delete a workspace first (delete_workspace)",
+                caller.name, caller.scope
+            ),
+        ))
+    }
+
+    /// Notes a stopped worker's workspace as used until now (its TTL counts from here).
+    fn released(&self, worker: &Worker) {
+        if let Err(e) = self.backend.workspace_released(&worker.scope, &worker.task) {
+            log::warn!(
+                "the workspace of task {:?} could not be marked as used now: {e}",
+                worker.task
+            );
         }
     }
 

@@ -81,6 +81,7 @@ impl Control {
             self.watch.stopped(&w.worker_id, stopped.is_ok());
             let outcome = match stopped {
                 Ok(worker) => {
+                    self.released(&worker);
                     log::info!(
                         "reaper: stopped worker {} (task {:?}): its TTL ended at {}",
                         w.worker_id,
@@ -105,6 +106,46 @@ impl Control {
                 caller: "reaper",
             };
             self.record("reap", &ids, &outcome, started.elapsed());
+        }
+        self.reap_workspaces()
+    }
+
+    /// Deletes every workspace whose task has had no worker for `WORKSPACE_TTL`. Any replica
+    /// may: a workspace another one deleted first is simply gone.
+    fn reap_workspaces(&self) -> Result<(), BackendError> {
+        let Some(ttl) = self.workspace_ttl else {
+            return Ok(());
+        };
+        let now = time::now_millis();
+        for s in self.workspaces()? {
+            let last = time::parse_rfc3339_millis(&s.last_used)
+                .or_else(|| time::parse_rfc3339_millis(&s.created_at));
+            let Some(last) = last else { continue };
+            if s.in_use || last + ttl.as_millis() as u64 > now {
+                continue;
+            }
+            let started = Instant::now();
+            let outcome = match self.backend.delete_workspace(&s.scope, &s.task) {
+                Ok(space) => {
+                    log::info!(
+                        "reaper: deleted the workspace {} of task {:?} (scope {}): unused since {}",
+                        space.name,
+                        s.task,
+                        s.scope,
+                        s.last_used
+                    );
+                    completed(&space, None, 0)
+                }
+                Err(BackendError::NotFound) => continue,
+                Err(e) => Outcome::Failed(e.into()),
+            };
+            let ids = Ids {
+                task_id: "reaper",
+                task: &s.task,
+                worker_id: "",
+                caller: "reaper",
+            };
+            self.record("reap_workspace", &ids, &outcome, started.elapsed());
         }
         Ok(())
     }

@@ -30,8 +30,18 @@ pub enum ControlRequest {
     List {
         filter: Filter,
     },
+    /// `delete_workspace`: the worker's task workspace is deleted with it.
     Stop {
         worker_id: String,
+        delete_workspace: bool,
+    },
+    /// The task workspaces the caller's scope has.
+    Workspaces,
+    /// Deletes a task's workspace (refused while a worker of the task exists). `scope`: an
+    /// admin's choice of scope (others always act in their own).
+    DeleteWorkspace {
+        task: String,
+        scope: Option<String>,
     },
     /// The last `tail` lines of a worker's output.
     Logs {
@@ -49,6 +59,8 @@ impl ControlRequest {
         match self {
             ControlRequest::Create { .. } => "create",
             ControlRequest::Templates => "templates",
+            ControlRequest::Workspaces => "workspaces",
+            ControlRequest::DeleteWorkspace { .. } => "delete_workspace",
             ControlRequest::List { .. } => "list",
             ControlRequest::Watch { .. } => "watch",
             ControlRequest::Stop { .. } => "stop",
@@ -90,13 +102,34 @@ pub fn parse_request<'a>(
         }),
         "stop" => Ok(ControlRequest::Stop {
             worker_id: valid_worker_id(request.get("worker_id"), "stop")?,
+            delete_workspace: match request.get("workspace") {
+                None | Some(Value::Null) => false,
+                Some(Value::String(s)) if s == "keep" => false,
+                Some(Value::String(s)) if s == "delete" => true,
+                Some(_) => {
+                    return Err(ControlError::invalid(
+                        "workspace must be \"keep\" (the default) or \"delete\"",
+                    ))
+                }
+            },
+        }),
+        "workspaces" => Ok(ControlRequest::Workspaces),
+        "delete_workspace" => Ok(ControlRequest::DeleteWorkspace {
+            task: valid_task(request.get("task")).map_err(|e| {
+                ControlError::invalid(e.message.replace("create needs", "delete_workspace needs"))
+            })?,
+            scope: match request.get("scope") {
+                None | Some(Value::Null) => None,
+                Some(Value::String(s)) => Some(s.clone()),
+                Some(_) => return Err(ControlError::invalid("scope must be a string")),
+            },
         }),
         "logs" => Ok(ControlRequest::Logs {
             worker_id: valid_worker_id(request.get("worker_id"), "logs")?,
             tail: valid_tail(request.get("tail"))?,
         }),
         other => Err(ControlError::invalid(format!(
-            "unknown operation {:?}: use create, list, stop, logs, watch or templates",
+            "unknown operation {:?}: use create, list, stop, logs, watch, templates, workspaces or delete_workspace",
             truncate(other, 64)
         ))),
     }
@@ -434,7 +467,8 @@ mod tests {
         assert_eq!(
             parse(json!({"operation": "stop", "worker_id": "abc123"})),
             Ok(ControlRequest::Stop {
-                worker_id: "abc123".into()
+                worker_id: "abc123".into(),
+                delete_workspace: false,
             })
         );
         assert!(parse_request([&json!({"no": 1}), &json!({"operation": "list"})]).is_ok());

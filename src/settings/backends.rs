@@ -204,10 +204,7 @@ impl Raw {
             command,
             cli_timeout: self.duration("LOCAL_CLI_TIMEOUT")?,
             workspace: self.optional("LOCAL_WORKSPACE"),
-            workspaces_dir: expand_home(
-                "LOCAL_WORKSPACES_DIR",
-                &self.get("LOCAL_WORKSPACES_DIR"),
-            )?,
+            workspaces_dir: expand_home("LOCAL_WORKSPACES_DIR", &self.get("LOCAL_WORKSPACES_DIR"))?,
         })
     }
 }

@@ -223,7 +223,10 @@ pub fn load(
     };
     let mut by_name = BTreeMap::new();
     for (name, v) in &contents.templates {
-        let at = format!("{shown}: template {:?}", name.chars().take(40).collect::<String>());
+        let at = format!(
+            "{shown}: template {:?}",
+            name.chars().take(40).collect::<String>()
+        );
         check_name(name).map_err(|why| format!("{at}: {why}"))?;
         let t = if name == DEFAULT_TEMPLATE {
             base.clone()
@@ -318,9 +321,9 @@ fn resolve(name: &str, value: &Value, base: &Template) -> Result<Template, Strin
         return Err(format!("env {k:?} is in env_files too: give it once"));
     }
     if let Some(m) = e.memory {
-        t.memory_bytes = Some(
-            parse_bytes(&m).ok_or_else(|| format!("memory: {m:?} is not a size such as 512m or 2g (at least 6m)"))?,
-        );
+        t.memory_bytes = Some(parse_bytes(&m).ok_or_else(|| {
+            format!("memory: {m:?} is not a size such as 512m or 2g (at least 6m)")
+        })?);
     }
     if let Some(c) = e.cpus {
         if !(c > 0.0 && c <= 1024.0) {
@@ -474,8 +477,7 @@ fn check_variable(name: &str) -> Result<(), String> {
 fn check_network(n: &str) -> Result<(), String> {
     if n.is_empty()
         || n.len() > 128
-        || n
-            .bytes()
+        || n.bytes()
             .any(|b| !(b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.')))
     {
         return Err(format!("{n:?} is not a name"));
@@ -587,8 +589,7 @@ mod tests {
     }
 
     fn file(name: &str, text: &str) -> PathBuf {
-        let dir =
-            std::env::temp_dir().join(format!("a2a-templates-{}-{name}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!("a2a-templates-{}-{name}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("templates.json");
         std::fs::write(&path, text).unwrap();
@@ -614,7 +615,11 @@ mod tests {
         assert_eq!(t.len(), 2);
         let coder = t.get("coder").unwrap();
         assert_eq!(coder.image, "coder:2");
-        assert_eq!(coder.memory_bytes, Some(256 << 20), "from the file's default");
+        assert_eq!(
+            coder.memory_bytes,
+            Some(256 << 20),
+            "from the file's default"
+        );
         assert_eq!(coder.nano_cpus, Some(1_500_000_000));
         assert_eq!(coder.port, 9090, "from the settings");
         assert_eq!(coder.lifetime.default_ttl, Some(Duration::from_secs(7200)));
@@ -625,16 +630,46 @@ mod tests {
         assert_eq!(t.get("default").unwrap().image, "w:1");
 
         for (text, says) in [
-            (r#"{"templates": {"Bad": {}}}"#, "template \"Bad\": a template name"),
-            (r#"{"templates": {"a": {"image": "x"}}}"#, "template \"a\": image: \"x\" has no tag"),
-            (r#"{"templates": {"a": {"memory": "lots"}}}"#, "template \"a\": memory:"),
-            (r#"{"templates": {"a": {"env": {"GH_TOKEN": "x"}}}}"#, "env_files instead"),
-            (r#"{"templates": {"a": {"env": {"WORKER_ID": "x"}}}}"#, "sets this one itself"),
-            (r#"{"templates": {"a": {"ttl": "3h", "max_ttl": "1h"}}}"#, "longer than its max_ttl"),
-            (r#"{"templates": {"a": {"imag": "x:1"}}}"#, "template \"a\": unknown field `imag`"),
-            (r#"{"templates": {"a": {"workspace": {"size": "2 GB"}}}}"#, "workspace: size"),
-            (r#"{"templates": {"a": {"command": ["claude"]}}}"#, "command: the program"),
-            (r#"{"templates": {"a": {"env_files": {"K": "/nonexistent/k"}}}}"#, "env_files \"K\": /nonexistent/k"),
+            (
+                r#"{"templates": {"Bad": {}}}"#,
+                "template \"Bad\": a template name",
+            ),
+            (
+                r#"{"templates": {"a": {"image": "x"}}}"#,
+                "template \"a\": image: \"x\" has no tag",
+            ),
+            (
+                r#"{"templates": {"a": {"memory": "lots"}}}"#,
+                "template \"a\": memory:",
+            ),
+            (
+                r#"{"templates": {"a": {"env": {"GH_TOKEN": "x"}}}}"#,
+                "env_files instead",
+            ),
+            (
+                r#"{"templates": {"a": {"env": {"WORKER_ID": "x"}}}}"#,
+                "sets this one itself",
+            ),
+            (
+                r#"{"templates": {"a": {"ttl": "3h", "max_ttl": "1h"}}}"#,
+                "longer than its max_ttl",
+            ),
+            (
+                r#"{"templates": {"a": {"imag": "x:1"}}}"#,
+                "template \"a\": unknown field `imag`",
+            ),
+            (
+                r#"{"templates": {"a": {"workspace": {"size": "2 GB"}}}}"#,
+                "workspace: size",
+            ),
+            (
+                r#"{"templates": {"a": {"command": ["claude"]}}}"#,
+                "command: the program",
+            ),
+            (
+                r#"{"templates": {"a": {"env_files": {"K": "/nonexistent/k"}}}}"#,
+                "env_files \"K\": /nonexistent/k",
+            ),
             (r#"{"templates": []}"#, "is not a templates file"),
         ] {
             let p = file("bad", text);
@@ -676,6 +711,10 @@ mod tests {
         assert!(f.current().get("b").is_some());
         std::thread::sleep(Duration::from_millis(1100));
         std::fs::write(&p, r#"{"templates": {"a": {"image": "untagged"}}}"#).unwrap();
-        assert_eq!(f.current().get("a").unwrap().image, "a:2", "the last good file stays");
+        assert_eq!(
+            f.current().get("a").unwrap().image,
+            "a:2",
+            "the last good file stays"
+        );
     }
 }

@@ -81,7 +81,8 @@ fn lifecycle_create_talk_list_stop_and_no_token_leaks() {
     let containers = cleanup.owned();
     assert_eq!(containers.len(), 1);
     let labels = containers[0].labels.clone().unwrap();
-    assert_eq!(labels.len(), 4, "{labels:?}");
+    assert_eq!(labels.len(), 5, "{labels:?}");
+    assert_eq!(labels["a2a-worker-controller/template"], "default");
     assert_eq!(
         labels["a2a-worker-controller/scope"], "admin",
         "the admin token's scope"

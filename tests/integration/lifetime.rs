@@ -76,7 +76,7 @@ fn a_worker_with_a_ttl_is_listed_until_it_expires_then_reaped_also_after_a_resta
         .owned()
         .into_iter()
         .filter_map(|c| c.labels)
-        .inspect(|l| assert_eq!(l.len(), 5, "{l:?}"))
+        .inspect(|l| assert_eq!(l.len(), 6, "{l:?}"))
         .filter_map(|l| l.get("a2a-worker-controller/expires-at").cloned())
         .collect();
     expiries.sort();

@@ -36,6 +36,7 @@ mod secrets;
 mod streaming;
 mod support;
 mod tasks;
+mod templates;
 mod token_files;
 mod ui;
 mod watch;

@@ -144,6 +144,18 @@ impl Listing {
     }
 }
 
+/// A volume as the engine describes it (the fields used).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct Volume {
+    #[serde(rename = "Name")]
+    pub name: String,
+    #[serde(rename = "CreatedAt")]
+    pub created_at: String,
+    #[serde(rename = "Labels")]
+    pub labels: Option<HashMap<String, String>>,
+}
+
 /// `GET /containers/{id}/json` (the fields used).
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default)]
@@ -493,6 +505,56 @@ impl Engine {
             return Err(status_error(status, &body));
         }
         Ok(Listing(body))
+    }
+
+    /// Creates volume `name` with `labels`; one that exists already is answered as it is
+    /// (the engine's own create is idempotent): its labels say whose it is.
+    pub fn create_volume(&self, name: &str, labels: &Value) -> Result<Volume, EngineError> {
+        let body = serde_json::json!({"Name": name, "Labels": labels});
+        let (status, answer) = self.call(
+            Method::Post,
+            "/volumes/create",
+            Some(&body),
+            Duration::from_secs(30),
+        )?;
+        if status != 201 && status != 200 {
+            return Err(status_error(status, &answer));
+        }
+        serde_json::from_slice(&answer)
+            .map_err(|e| EngineError::Protocol(format!("volume create: {e}")))
+    }
+
+    /// Volumes matching every `key=value` label selector.
+    pub fn volumes(&self, label_selectors: &[String]) -> Result<Vec<Volume>, EngineError> {
+        let filters = serde_json::json!({ "label": label_selectors }).to_string();
+        let path = format!("/volumes?filters={}", percent_encode(&filters));
+        let (status, body) = self.call(Method::Get, &path, None, DEFAULT_TIMEOUT)?;
+        if status != 200 {
+            return Err(status_error(status, &body));
+        }
+        #[derive(Deserialize)]
+        struct Volumes {
+            #[serde(rename = "Volumes", default)]
+            volumes: Option<Vec<Volume>>,
+        }
+        let v: Volumes = serde_json::from_slice(&body)
+            .map_err(|e| EngineError::Protocol(format!("volume list: {e}")))?;
+        Ok(v.volumes.unwrap_or_default())
+    }
+
+    /// Removes volume `name`; gone counts as removed (`false`). In use is the engine's 409.
+    pub fn remove_volume(&self, name: &str) -> Result<bool, EngineError> {
+        let (status, body) = self.call(
+            Method::Delete,
+            &format!("/volumes/{}", percent_encode(name)),
+            None,
+            Duration::from_secs(30),
+        )?;
+        match status {
+            204 => Ok(true),
+            404 => Ok(false),
+            _ => Err(status_error(status, &body)),
+        }
     }
 
     /// Whether the engine holds image `reference` (a create does not pull).

@@ -8,6 +8,7 @@
 pub(crate) mod engine;
 mod unix_socket;
 
+use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -18,7 +19,8 @@ use self::engine::{Engine, EngineError, Inspect, State, Summary};
 use super::probe::Probe;
 use super::{labels, worker_env};
 use super::{
-    Backend, BackendError, BackendKind, CreateSpec, Finding, Logs, Template, Worker, WorkerState,
+    Backend, BackendError, BackendKind, CreateSpec, Finding, Logs, TaskWorkspace, Template, Worker,
+    WorkerState,
 };
 use crate::settings::{ContainerSettings, DockerSettings};
 use crate::time::{now_millis, parse_rfc3339_millis, rfc3339_secs};
@@ -111,6 +113,13 @@ impl DockerBackend {
         }
         if let Some(p) = t.pids_limit {
             host_config["PidsLimit"] = json!(p);
+        }
+        if let Some(w) = &t.workspace {
+            host_config["Mounts"] = json!([{
+                "Type": "volume",
+                "Source": workspace_name(&self.controller_id, &spec.scope, &spec.task),
+                "Target": w.path,
+            }]);
         }
         let env = worker_env::environment(
             spec,
@@ -252,6 +261,109 @@ impl DockerBackend {
     }
 }
 
+/// The volume of the task workspace of (controller, scope, task): its container's name and
+/// `-workspace`; its last-use stamp adds `-used`.
+fn workspace_name(controller_id: &str, scope: &str, task: &str) -> String {
+    format!(
+        "{}-workspace",
+        labels::container_name(controller_id, scope, task)
+    )
+}
+
+impl DockerBackend {
+    /// Makes the task's workspace volume, or finds the one its earlier workers had, and
+    /// stamps its use. A volume of that name that is not this task's is refused.
+    fn ensure_workspace(&self, spec: &CreateSpec) -> Result<(), BackendError> {
+        let Some(w) = &spec.template.workspace else {
+            return Ok(());
+        };
+        let name = workspace_name(&self.controller_id, &spec.scope, &spec.task);
+        let wanted = json!({
+            labels::OWNER: self.controller_id,
+            labels::TASK: spec.task,
+            labels::SCOPE: spec.scope,
+            labels::TEMPLATE: spec.template.name,
+            labels::WORKSPACE: "workspace",
+            labels::SIZE: w.size,
+        });
+        let volume = self
+            .engine
+            .create_volume(&name, &wanted)
+            .map_err(engine_error)?;
+        let theirs = volume.labels.unwrap_or_default();
+        let ours = |k: &str, v: &str| theirs.get(k).map(String::as_str) == Some(v);
+        if !(ours(labels::OWNER, &self.controller_id)
+            && ours(labels::TASK, &spec.task)
+            && ours(labels::SCOPE, &spec.scope))
+        {
+            return Err(BackendError::Internal(format!(
+                "the volume name {name} is taken by a volume that is not this task's workspace"
+            )));
+        }
+        self.stamp(&name, &spec.scope, &spec.task)
+    }
+
+    /// Makes the workspace's last-use stamp anew: now.
+    fn stamp(&self, name: &str, scope: &str, task: &str) -> Result<(), BackendError> {
+        let stamp = format!("{name}-used");
+        self.engine.remove_volume(&stamp).map_err(engine_error)?;
+        let labels = json!({
+            labels::OWNER: self.controller_id,
+            labels::TASK: task,
+            labels::SCOPE: scope,
+            labels::WORKSPACE: "stamp",
+            labels::LAST_USED: (now_millis() / 1000).to_string(),
+        });
+        // Two stamps racing: either one is now.
+        match self.engine.create_volume(&stamp, &labels) {
+            Ok(_) => Ok(()),
+            Err(e) if e.status() == Some(409) => Ok(()),
+            Err(e) => Err(engine_error(e)),
+        }
+    }
+
+    /// This controller's workspace volumes (stamps folded into them).
+    fn workspace_volumes(&self) -> Result<Vec<TaskWorkspace>, BackendError> {
+        let volumes = self
+            .engine
+            .volumes(&labels::owner_selector(&self.controller_id))
+            .map_err(engine_error)?;
+        let mut stamps: HashMap<String, String> = HashMap::new();
+        let mut spaces = Vec::new();
+        for v in volumes {
+            let l = v.labels.unwrap_or_default();
+            let get = |k: &str| l.get(k).cloned().unwrap_or_default();
+            match l.get(labels::WORKSPACE).map(String::as_str) {
+                Some("stamp") => {
+                    if let Some(at) = l.get(labels::LAST_USED).and_then(|t| t.parse::<u64>().ok()) {
+                        let of = v.name.trim_end_matches("-used").to_string();
+                        stamps.insert(of, rfc3339_secs(at));
+                    }
+                }
+                Some("workspace") => spaces.push(TaskWorkspace {
+                    task: get(labels::TASK),
+                    scope: get(labels::SCOPE),
+                    template: get(labels::TEMPLATE),
+                    size: get(labels::SIZE),
+                    created_at: parse_rfc3339_millis(&v.created_at)
+                        .map(|ms| rfc3339_secs(ms / 1000))
+                        .unwrap_or_default(),
+                    last_used: String::new(),
+                    in_use: false,
+                    name: v.name,
+                }),
+                _ => {}
+            }
+        }
+        for s in &mut spaces {
+            s.last_used = stamps
+                .remove(&s.name)
+                .unwrap_or_else(|| s.created_at.clone());
+        }
+        Ok(spaces)
+    }
+}
+
 impl Backend for DockerBackend {
     fn kind(&self) -> BackendKind {
         BackendKind::Docker
@@ -261,6 +373,10 @@ impl Backend for DockerBackend {
         let name = labels::container_name(&self.controller_id, &spec.scope, &spec.task);
         let redact = |e: BackendError| e.redact(&spec.token);
         let t = &spec.template;
+        if t.workspace.is_some() {
+            self.ensure_workspace(spec)?;
+            spec.progress.step("the task's workspace is there");
+        }
         for attempt in 1..=PORT_ATTEMPTS {
             let host_port = match t.network {
                 Some(_) => None,
@@ -389,6 +505,44 @@ impl Backend for DockerBackend {
     fn accepts(&self, template: &Template) -> Result<(), String> {
         if template.image.is_empty() {
             return Err("image: a docker template needs an image (or WORKER_IMAGE)".into());
+        }
+        Ok(())
+    }
+
+    fn workspaces(&self) -> Result<Vec<TaskWorkspace>, BackendError> {
+        self.workspace_volumes()
+    }
+
+    fn delete_workspace(&self, scope: &str, task: &str) -> Result<TaskWorkspace, BackendError> {
+        let name = workspace_name(&self.controller_id, scope, task);
+        let found = self
+            .workspace_volumes()?
+            .into_iter()
+            .find(|w| w.name == name && w.scope == scope && w.task == task)
+            .ok_or(BackendError::NotFound)?;
+        match self.engine.remove_volume(&name) {
+            Ok(_) => {}
+            Err(e) if e.status() == Some(409) => {
+                return Err(BackendError::Internal(format!(
+                    "the workspace volume {name} is in use by a container (a worker of the task being created?): {}",
+                    engine_error(e)
+                )))
+            }
+            Err(e) => return Err(engine_error(e)),
+        }
+        if let Err(e) = self.engine.remove_volume(&format!("{name}-used")) {
+            log::warn!(
+                "the last-use stamp of workspace {name} was left: {}",
+                engine_error(e)
+            );
+        }
+        Ok(found)
+    }
+
+    fn workspace_released(&self, scope: &str, task: &str) -> Result<(), BackendError> {
+        let name = workspace_name(&self.controller_id, scope, task);
+        if self.workspace_volumes()?.iter().any(|w| w.name == name) {
+            self.stamp(&name, scope, task)?;
         }
         Ok(())
     }

@@ -142,7 +142,9 @@ impl K8sBackend {
         match self.api.call(Method::Post, &path, Some(&body)) {
             Ok(_) => Ok(name),
             Err(e @ ApiError::Unreachable(_)) => Err(api_error(e)),
-            Err(e) => Err(create_error(e, self.pod_template(template).is_some()).redact(&spec.token)),
+            Err(e) => {
+                Err(create_error(e, self.pod_template(template).is_some()).redact(&spec.token))
+            }
         }
     }
 
@@ -152,10 +154,15 @@ impl K8sBackend {
     pub(super) fn validate_template(&self, template: &Template) -> Result<(), String> {
         let own = template.pod_template.as_ref();
         let setting = match own {
-            Some(_) => format!("WORKER_TEMPLATES_FILE (template {:?}, pod_template)", template.name),
+            Some(_) => format!(
+                "WORKER_TEMPLATES_FILE (template {:?}, pod_template)",
+                template.name
+            ),
             None => "K8S_POD_TEMPLATE".to_string(),
         };
-        let path = own.map(|p| p.path.clone()).or_else(|| self.k8s.pod_template.clone());
+        let path = own
+            .map(|p| p.path.clone())
+            .or_else(|| self.k8s.pod_template.clone());
         match self.dry_run(template) {
             Ok(_) => Ok(()),
             Err(BackendError::Rejected(why)) => Err(match path {

@@ -637,7 +637,10 @@ impl Backend for K8sBackend {
             return Err("image: a k8s template needs an image (or WORKER_IMAGE)".into());
         }
         if template.network.is_some() {
-            return Err("network applies to the docker backend only (pods use the cluster's network)".into());
+            return Err(
+                "network applies to the docker backend only (pods use the cluster's network)"
+                    .into(),
+            );
         }
         match &template.pod_template {
             Some(own) => pod::check_template(&own.value)

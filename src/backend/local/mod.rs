@@ -393,7 +393,13 @@ impl LocalBackend {
     /// The tab's program and arguments (the template's, else `LOCAL_COMMAND`) with the
     /// placeholders filled in, each argument whole; a template's `env` is set through
     /// `/usr/bin/env` (a spawned tab inherits the GUI's environment, nothing of the CLI's).
-    fn argv(&self, template: &Template, task: &str, task_file: &Path, worker_id: &str) -> Vec<String> {
+    fn argv(
+        &self,
+        template: &Template,
+        task: &str,
+        task_file: &Path,
+        worker_id: &str,
+    ) -> Vec<String> {
         let task_file = task_file.to_string_lossy();
         let command = if template.command.is_empty() {
             &self.command
@@ -404,20 +410,20 @@ impl LocalBackend {
         let prefix: Vec<String> = if template.env.is_empty() {
             Vec::new()
         } else {
-            std::iter::once(ENV_PROGRAM.to_string()).chain(env).collect()
+            std::iter::once(ENV_PROGRAM.to_string())
+                .chain(env)
+                .collect()
         };
-        let filled = command
-            .iter()
-            .map(|arg| {
-                substitute(
-                    arg,
-                    &[
-                        ("{task}", task),
-                        ("{task_file}", &task_file),
-                        ("{worker_id}", worker_id),
-                    ],
-                )
-            });
+        let filled = command.iter().map(|arg| {
+            substitute(
+                arg,
+                &[
+                    ("{task}", task),
+                    ("{task_file}", &task_file),
+                    ("{worker_id}", worker_id),
+                ],
+            )
+        });
         prefix.into_iter().chain(filled).collect()
     }
 }
@@ -870,7 +876,11 @@ impl Backend for LocalBackend {
         match self.accepts(template) {
             Ok(()) => Finding::ok(format!(
                 "program {} is executable",
-                template.command.first().or(self.command.first()).map_or("", String::as_str)
+                template
+                    .command
+                    .first()
+                    .or(self.command.first())
+                    .map_or("", String::as_str)
             )),
             Err(why) => Finding::failed(why),
         }
