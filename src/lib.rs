@@ -75,6 +75,7 @@ pub mod testing {
         SERVICE_ACCOUNT_DIR as K8S_SERVICE_ACCOUNT_DIR,
     };
     pub use crate::backend::k8s::pod::{check_template, manifest as k8s_pod, PodInputs};
+    pub use crate::backend::k8s::workspace::manifest as k8s_claim;
     pub use crate::backend::k8s::K8sBackend;
     pub use crate::backend::labels::{container_name, owner_selector, pod_name};
     pub use crate::backend::local::store::{Record as LocalRecord, Store as LocalStore};

@@ -13,6 +13,8 @@ pub enum Method {
     Get,
     Post,
     Delete,
+    /// A JSON merge patch (RFC 7386: `application/merge-patch+json`).
+    Patch,
 }
 
 impl Method {
@@ -21,6 +23,7 @@ impl Method {
             Method::Get => http::Method::GET,
             Method::Post => http::Method::POST,
             Method::Delete => http::Method::DELETE,
+            Method::Patch => http::Method::PATCH,
         }
     }
 }
@@ -41,8 +44,13 @@ pub fn send(
     }
     match body {
         Some(json) => {
+            let media = if method == Method::Patch {
+                "application/merge-patch+json"
+            } else {
+                "application/json"
+            };
             let request = builder
-                .header("Content-Type", "application/json")
+                .header("Content-Type", media)
                 .body(json.to_string())?;
             let request = agent
                 .configure_request(request)

@@ -212,6 +212,28 @@ pub fn owned(labels: Option<Ours>, controller_id: &str) -> Option<Owned> {
     })
 }
 
+/// A workspace's identity (scope, template, task label) if its labels carry this controller's
+/// marker; a workspace has no worker id (`worker_id` is `""`).
+pub fn owned_workspace(labels: Ours, controller_id: &str) -> Option<Owned> {
+    if labels.owner.as_deref() != Some(controller_id) {
+        return None;
+    }
+    Some(Owned {
+        worker_id: String::new(),
+        task: labels.task.unwrap_or_default(),
+        expires_at: None,
+        metadata: Metadata::new(),
+        scope: labels
+            .scope
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| ADMIN_SCOPE.to_string()),
+        template: labels
+            .template
+            .filter(|t| !t.is_empty())
+            .unwrap_or_else(|| DEFAULT_TEMPLATE.to_string()),
+    })
+}
+
 /// The container name for a task: `<controller>-<slug>-<hash>`, lowercase DNS-safe, the
 /// same for the same (controller id, scope, task) everywhere, so the engine's name uniqueness
 /// refuses a second container for the task in a scope even across racing controllers.

@@ -55,11 +55,13 @@ const LAYERS: &[(&str, &[&str])] = &[
             "backend::k8s::watch",
             "backend::k8s::check",
             "backend::k8s::refusals",
+            "backend::k8s::workspace",
             "backend::local",
             "backend::local::store",
             "backend::local::task",
             "backend::local::gui",
             "backend::local::wezterm",
+            "backend::local::workspaces",
         ],
     ),
     (

@@ -1253,3 +1253,185 @@ fn an_oom_kill_names_the_kubelets_reason_and_the_replicas_are_the_selected_pods(
     let own = rpc(&p, "GetTask", json!({"id": "t.10-42-0-7"}));
     assert_eq!(own["error"]["message"], "Task not found", "{own}");
 }
+
+/// The claims of a controller id, as the API has them.
+fn claims(api: &K8sApi, id: &str) -> Vec<Value> {
+    let (_, body) = api
+        .call(
+            K8sMethod::Get,
+            &format!(
+                "/api/v1/namespaces/{NS}/persistentvolumeclaims?labelSelector=a2a-worker-controller%2Fowner%3D{id}"
+            ),
+            None,
+        )
+        .unwrap();
+    serde_json::from_slice::<Value>(&body).unwrap()["items"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+/// Task workspaces as claims (issue 30), on the stand-in that answers as the real API server
+/// did in rec s30-workspace-claims.txt: a claim made before the pod and mounted in it, reused
+/// by the task's next pod (the create's 409 answered by reading it), kept by stop, deleted with
+/// `"workspace": "delete"` (held while the pod stops), a create waiting for a deleted claim to
+/// go; and `check` proving each template with its own dry run.
+#[test]
+fn workspaces_are_claims_made_before_the_pod_and_reused() {
+    if !configured() {
+        return;
+    }
+    let pki = Pki::new("e2e-ws");
+    let standin = Standin::start(&pki, &["--ready-after", "0.2", "--confirm-after", "1.5"]);
+    let id = controller_id("k8s-ws");
+    let dir = crate::templates::test_dir("k8s-ws");
+    let file = dir.join("templates.json");
+    crate::templates::write_templates(
+        &file,
+        json!({
+            "coder": {"memory": "256m", "workspace": {"path": "/work", "size": "2Gi", "storage_class": "local-path"}},
+            "reviewer": {"image": "a2a-echo-worker:review", "port": 8081, "ready_path": "/healthz"}
+        }),
+    );
+    let flag = format!("-worker-templates-file={}", file.display());
+    let p = start(&standin, &pki, &id, &[&flag]);
+    let api = api(&standin, &pki);
+
+    let first = reply_data(
+        &p.control(json!({"operation": "create", "task": "keep me", "template": "coder"})),
+    );
+    assert_eq!(first["worker"]["template"], "coder");
+    let found = claims(&api, &id);
+    assert_eq!(found.len(), 1, "{found:?}");
+    let claim = &found[0];
+    let claim_name = claim["metadata"]["name"].as_str().unwrap().to_string();
+    assert_eq!(claim["spec"]["resources"]["requests"]["storage"], "2Gi");
+    assert_eq!(claim["spec"]["storageClassName"], "local-path");
+    assert_eq!(
+        claim["metadata"]["annotations"]["a2a-worker-controller/task"],
+        "keep me"
+    );
+    assert_eq!(
+        claim["metadata"]["labels"]["a2a-worker-controller/template"],
+        "coder"
+    );
+    let pod = pods(&api)
+        .into_iter()
+        .find(|p| p["metadata"]["name"] == pod_name(&id, "admin", "keep me"))
+        .unwrap();
+    assert_eq!(
+        pod["metadata"]["labels"]["a2a-worker-controller/template"],
+        "coder"
+    );
+    assert_eq!(
+        pod["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"],
+        claim_name.as_str()
+    );
+    assert_eq!(
+        pod["spec"]["containers"][0]["volumeMounts"][0]["mountPath"],
+        "/work"
+    );
+    assert_eq!(pod["spec"]["securityContext"]["fsGroup"], 65532);
+    assert_eq!(
+        pod["spec"]["containers"][0]["resources"]["limits"]["memory"],
+        (256u64 << 20).to_string()
+    );
+    let env = pod["spec"]["containers"][0]["env"].as_array().unwrap();
+    assert!(env
+        .iter()
+        .any(|e| e["name"] == "A2A_WORKSPACE" && e["value"] == "/work"));
+
+    // Another template's own port and readiness path.
+    let r = reply_data(
+        &p.control(json!({"operation": "create", "task": "review", "template": "reviewer"})),
+    );
+    assert!(
+        r["worker"]["a2a_url"].as_str().unwrap().ends_with(":8081"),
+        "{r}"
+    );
+    let rpod = pods(&api)
+        .into_iter()
+        .find(|p| p["metadata"]["name"] == pod_name(&id, "admin", "review"))
+        .unwrap();
+    assert_eq!(
+        rpod["spec"]["containers"][0]["image"],
+        "a2a-echo-worker:review"
+    );
+    assert_eq!(
+        rpod["spec"]["containers"][0]["readinessProbe"]["httpGet"]["path"],
+        "/healthz"
+    );
+    assert_eq!(
+        reply_data(&p.control(json!({"operation": "list", "template": "reviewer"})))["workers"][0]
+            ["a2a_url"],
+        r["worker"]["a2a_url"],
+        "list reads the port back from the pod"
+    );
+
+    let e = p.expect_failure(
+        json!({"operation": "delete_workspace", "task": "keep me"}),
+        "worker_exists",
+    );
+    assert_eq!(e["worker_id"], first["worker"]["worker_id"]);
+    p.control(json!({"operation": "stop", "worker_id": first["worker"]["worker_id"]}));
+    let spaces = reply_data(&p.control(json!({"operation": "workspaces"})));
+    assert_eq!(spaces["workspaces"][0]["name"], claim_name.as_str());
+    wait_until(|| {
+        !pods(&api)
+            .iter()
+            .any(|p| p["metadata"]["name"] == pod_name(&id, "admin", "keep me"))
+    });
+    let uid = claims(&api, &id)[0]["metadata"]["uid"].clone();
+    let last_used =
+        claims(&api, &id)[0]["metadata"]["annotations"]["a2a-worker-controller/last-used"].clone();
+    assert!(last_used.is_string(), "stop marks its last use");
+
+    // The task's next pod mounts the same claim.
+    let second = reply_data(
+        &p.control(json!({"operation": "create", "task": "keep me", "template": "coder"})),
+    );
+    assert_eq!(
+        claims(&api, &id)[0]["metadata"]["uid"],
+        uid,
+        "the same claim"
+    );
+    // Stopped with its workspace: the claim is deleted, held while its pod stops, then gone;
+    // a create meanwhile waits for it to go and makes a new one.
+    let done = reply_data(&p.control(json!({"operation": "stop", "worker_id": second["worker"]["worker_id"], "workspace": "delete"})));
+    assert_eq!(done["workspace"]["name"], claim_name.as_str());
+    let held = claims(&api, &id);
+    assert!(
+        held[0]["metadata"]["deletionTimestamp"].is_string(),
+        "{held:?}"
+    );
+    assert_eq!(
+        reply_data(&p.control(json!({"operation": "workspaces"})))["workspaces"],
+        json!([])
+    );
+    let third = reply_data(
+        &p.control(json!({"operation": "create", "task": "keep me", "template": "coder"})),
+    );
+    assert_eq!(third["worker"]["state"], "running");
+    let fresh = claims(&api, &id);
+    assert_eq!(fresh.len(), 1);
+    assert_ne!(fresh[0]["metadata"]["uid"], uid, "a new claim");
+
+    // check proves each template with its own dry run; a Role without claims is named.
+    let mut args = flags(&standin, &pki);
+    args.push("-worker-image=a2a-echo-worker:dev".into());
+    args.push(flag.clone());
+    let (code, out, err) = crate::cli_client::check(&args, &crate::cli_client::CHECK_ENV);
+    assert_eq!(code, Some(0), "{out}{err}");
+    for t in ["coder", "default", "reviewer"] {
+        assert!(out.contains(&format!("template {t}: image ")), "{t}: {out}");
+    }
+    assert!(out.contains("may keep its workspace claims"), "{out}");
+}
+
+fn wait_until(done: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "not in time");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}

@@ -5,9 +5,10 @@
 //! `tests/python/k8s_manifests.py`.
 
 use a2a_worker_controller::backend::CreateSpec;
+use a2a_worker_controller::settings::templates::{Template, Workspace};
 use a2a_worker_controller::settings::{self, BackendSettings, Command as Cli};
 use a2a_worker_controller::testing::{
-    check_template, k8s_pod, pod_name, worker_environment, PodInputs,
+    check_template, k8s_claim, k8s_pod, pod_name, worker_environment, PodInputs,
 };
 use a2a_worker_controller::token::Token;
 use serde_json::{json, Value};
@@ -16,13 +17,31 @@ use crate::k8s_support::{check_manifests, configured};
 
 /// What the backend asks of the API: on pods create, get (name collisions), list, watch
 /// (readiness), delete; get on pods/log (the logs operation); list on events (a not-ready
-/// worker's probe failure, `k8s_faults` records it).
-pub const VERBS: &str = "create,get,list,watch,delete,get pods/log,list events";
+/// worker's probe failure, `k8s_faults` records it); on claims create, get, list, patch, delete
+/// (task workspaces).
+pub const VERBS: &str = "create,get,list,watch,delete,get pods/log,list events,create persistentvolumeclaims,get persistentvolumeclaims,list persistentvolumeclaims,patch persistentvolumeclaims,delete persistentvolumeclaims";
 
-/// Pod bodies for a few settings and templates, as the backend would send them.
+/// The `workspace` case's template: the settings' default with a workspace of 2Gi.
+fn workspace_template(case: &str, mut t: Template) -> Template {
+    if case == "workspace" {
+        t.workspace = Some(Workspace {
+            path: "/workspace".into(),
+            size: "2Gi".into(),
+            size_bytes: 2 << 30,
+            storage_class: Some("local-path".into()),
+        });
+    }
+    t
+}
+
+/// Pod bodies for a few settings and templates, as the backend would send them, and the
+/// workspace claims sent before them.
 fn pods() -> Vec<(String, Value)> {
-    let cases: [(&str, &[&str], Option<Value>); 3] = [
+    let mut claims = Vec::new();
+    let cases: [(&str, &[&str], Option<Value>); 4] = [
         ("plain", &[], None),
+        // A template with a workspace: its claim is validated beside the pod.
+        ("workspace", &[], None),
         (
             "limits",
             &[
@@ -83,9 +102,10 @@ fn pods() -> Vec<(String, Value)> {
                     ("ticket.id".to_string(), "JIRA-1234".to_string()),
                 ]
                 .into(),
-                template: std::sync::Arc::new(s.default_template()),
+                template: std::sync::Arc::new(workspace_template(name, s.default_template())),
                 progress: Default::default(),
             };
+            let claim = k8s_claim(&s.controller_id, "a2a", &spec);
             let url = format!(
                 "http://{pod}.a2a-workers.a2a.svc.cluster.local:{}",
                 container.port
@@ -105,9 +125,16 @@ fn pods() -> Vec<(String, Value)> {
                 worker: &spec.template,
                 k8s,
                 pod_template: template.as_ref(),
+                workspace_claim: claim.as_ref().and_then(|c| c["metadata"]["name"].as_str()),
             });
+            if let Some(c) = claim {
+                claims.push((format!("{name}-claim"), c));
+            }
             (name.to_string(), body)
         })
+        .collect::<Vec<_>>()
+        .into_iter()
+        .chain(claims)
         .collect()
 }
 

@@ -1327,3 +1327,101 @@ fn scopes_live_in_the_state_file_and_each_caller_sees_its_own() {
 fn fs_mode(path: &std::path::Path) -> u32 {
     std::fs::metadata(path).unwrap().permissions().mode()
 }
+
+#[test]
+fn templates_start_their_own_programs_and_a_task_directory_outlives_its_tab() {
+    let wez = Wez::new("templates");
+    let _gui = wez.gui();
+    let reviewer = wez.root.join("agent/bin/reviewer");
+    std::fs::write(&reviewer, "#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(&reviewer, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let spaces = wez.root.join("workspaces");
+    let file = wez.root.join("templates.json");
+    std::fs::write(
+        &file,
+        json!({"templates": {
+            "reviewer": {"command": [reviewer.display().to_string(), "--review", "{task}"],
+                         "env": {"REVIEW_DEPTH": "deep"}},
+            "coder": {"workspace": {"size": "1Gi"}}
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    let mut p = wez.prepared(&[
+        &format!("-worker-templates-file={}", file.display()),
+        &format!("-local-workspaces-dir={}", spaces.display()),
+    ]);
+    p.start_now();
+
+    // The reviewer's own program, its variable set through /usr/bin/env, in the task directory.
+    let r = reply_data(
+        &p.control(json!({"operation": "create", "task": "pr 42", "template": "reviewer"})),
+    );
+    assert_eq!(r["worker"]["template"], "reviewer");
+    let argv = wez.calls_of("spawn")[0]["argv"].as_array().unwrap().clone();
+    let after: Vec<Value> = argv
+        .iter()
+        .skip_while(|a| *a != "--")
+        .skip(1)
+        .cloned()
+        .collect();
+    assert_eq!(
+        after,
+        [
+            json!("/usr/bin/env"),
+            json!("REVIEW_DEPTH=deep"),
+            json!(reviewer.display().to_string()),
+            json!("--review"),
+            json!("pr 42")
+        ]
+    );
+    assert_eq!(list(&p)[0]["template"], "reviewer");
+
+    // The coder's tab starts in the task's workspace, which the next tab of the task finds
+    // as the first one left it.
+    let c = reply_data(
+        &p.control(json!({"operation": "create", "task": "fix it", "template": "coder"})),
+    );
+    let spawn = &wez.calls_of("spawn")[1]["argv"];
+    let args = spawn.as_array().unwrap();
+    let cwd = args[args.iter().position(|a| a == "--cwd").unwrap() + 1]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(cwd.starts_with(&spaces.display().to_string()), "{cwd}");
+    assert!(
+        args.contains(&json!(format!("A2A_WORKSPACE={cwd}"))),
+        "{spawn}"
+    );
+    std::fs::write(std::path::Path::new(&cwd).join("notes"), "half done").unwrap();
+    let listed = reply_data(&p.control(json!({"operation": "workspaces"})));
+    assert_eq!(listed["workspaces"][0]["task"], "fix it");
+    assert_eq!(listed["workspaces"][0]["in_use"], true);
+    let e = p.expect_failure(
+        json!({"operation": "delete_workspace", "task": "fix it"}),
+        "worker_exists",
+    );
+    assert_eq!(e["worker_id"], c["worker"]["worker_id"]);
+    stop(&p, &c["worker"]["worker_id"]);
+    // A restart changes nothing: the directory and its record are the truth.
+    p.restart();
+    let again = reply_data(
+        &p.control(json!({"operation": "create", "task": "fix it", "template": "coder"})),
+    );
+    let spawn = &wez.calls_of("spawn")[2]["argv"];
+    assert!(spawn.as_array().unwrap().contains(&json!(cwd)), "{spawn}");
+    assert_eq!(
+        std::fs::read_to_string(std::path::Path::new(&cwd).join("notes")).unwrap(),
+        "half done"
+    );
+    let done = reply_data(&p.control(json!({"operation": "stop", "worker_id": again["worker"]["worker_id"], "workspace": "delete"})));
+    assert_eq!(done["workspace"]["task"], "fix it");
+    assert!(
+        !std::path::Path::new(&cwd).exists(),
+        "deleted with its worker"
+    );
+    p.expect_failure(
+        json!({"operation": "delete_workspace", "task": "fix it"}),
+        "not_found",
+    );
+}

@@ -106,6 +106,10 @@ def main(manifest_dir, pod_dir, verbs):
     for path in pods:
         with open(path) as f:
             pod = json.load(f)
+        if pod.get("kind") == "PersistentVolumeClaim":
+            check(pod["metadata"]["labels"].get(OWNER) == controller_id,
+                  f"{os.path.basename(path)}: the claim is not owned by {controller_id}")
+            continue
         check(pod["spec"]["subdomain"] == worker_service,
               f"{os.path.basename(path)}: subdomain is not the worker Service")
 

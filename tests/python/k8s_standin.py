@@ -34,13 +34,16 @@ What it mimics, and from where:
 | an API server restart (`outage S`): the port refuses connections for S s, open streams are cut, the store survives | rec s23-apiserver-restart.txt |
 | discovery for kubectl (`/api`, `/api/v1`, `/apis`, `/version`) | kubectl's legacy discovery |
 | events: `GET .../events?fieldSelector=involvedObject.name=P,type=Warning` | core v1 Event |
+| persistentvolumeclaims: create 201 (the `kubernetes.io/pvc-protection` finalizer, `volumeMode: Filesystem`, phase Pending), 409 `persistentvolumeclaims "x" already exists` (`object is being deleted: ...` while it goes), 422 without `spec.resources[storage]` or access modes, 400 strict decoding error; get / list by label; merge patch (415 `Unsupported Media Type` for another patch type); delete: a claim a pod uses stays with `deletionTimestamp` until no pod uses it, then 404 | rec s30-workspace-claims.txt |
+| a provisioner (as a default StorageClass's, e.g. k3s local-path) binds a new claim on the next tick (phase Bound, capacity = request); `claims no-provisioner` leaves them Pending. The scheduler keeps a pod whose claim is missing (`0/1 nodes are available: persistentvolumeclaim "x" not found. not found`) or unbound (`... pod has unbound immediate PersistentVolumeClaims. not found`) Unschedulable | rec s30-workspace-claims.txt |
 
 Unknown fields are found with the official OpenAPI-derived schemas that kubernetes-validate
 ships (v1.36 strict), the same the manifest test validates with.
 
 Commands on stdin, one per line, each answered `ok` on stdout once applied: `node-down`,
 `node-up`, `schedulable`, `outage SECONDS`, `throttle N`, `deny VERB,...` (`-` for none),
-`psa restricted|privileged`, `quota pods=N`, `quota memory`, `quota none`, `expire N`. The stand-in exits
+`psa restricted|privileged`, `quota pods=N`, `quota memory`, `quota none`, `expire N`,
+`claims provisioner|no-provisioner`. The stand-in exits
 when stdin closes.
 
 Usage: k8s_standin.py --cert F --key F --ca F [--token-file F] [--deny VERB,...] [--ready-after S]
@@ -67,6 +70,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 PODS = re.compile(r"^/api/v1/namespaces/([^/]+)/(pods|events)(?:/([^/]+)(/log)?)?$")
+CLAIMS = re.compile(r"^/api/v1/namespaces/([^/]+)/persistentvolumeclaims(?:/([^/]+))?$")
 NODE = "standin-node"
 HISTORY = 2000  # events kept for watches from a resourceVersion
 NAME_MSG = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
@@ -74,6 +78,11 @@ NAME_MSG = ("a lowercase RFC 1123 subdomain must consist of lower case alphanume
             "is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')")
 UNSCHEDULABLE = ("0/1 nodes are available: 1 Insufficient memory. preemption: 0/1 nodes are available: "
                  "1 No preemption victims found for incoming pod.")
+
+
+def claims_of(pod):
+    return [v["persistentVolumeClaim"]["claimName"] for v in (pod.get("spec", {}).get("volumes") or [])
+            if isinstance(v.get("persistentVolumeClaim"), dict)]
 
 
 def rfc3339(t=None):
@@ -274,6 +283,8 @@ class Store:
         self.opts = opts
         self.lock = threading.Condition()
         self.pods = {}  # (ns, name) -> pod
+        self.claims = {}  # (ns, name) -> PersistentVolumeClaim
+        self.provisioner = True
         self.meta = {}  # uid -> {"bound": t, "deleted": t, ...}
         self.events = []  # core v1 Events
         self.history = []  # (rv, type, pod)
@@ -311,9 +322,38 @@ class Store:
                             "metadata": {"name": f"{md['name']}.{uuid.uuid4().hex[:16]}", "namespace": md["namespace"]},
                             "involvedObject": {"kind": "Pod", "name": md["name"], "namespace": md["namespace"], "uid": md["uid"]}})
 
+    def claim_users(self, ns, name):
+        return [p for (pns, _), p in self.pods.items() if pns == ns and name in claims_of(p)]
+
+    def tick_claims(self):
+        """The provisioner binds new claims; the pvc-protection controller lets a deleted claim
+        go once no pod uses it (rec s30-workspace-claims.txt)."""
+        for (ns, name), c in list(self.claims.items()):
+            if c["metadata"].get("deletionTimestamp"):
+                if not self.claim_users(ns, name):
+                    del self.claims[(ns, name)]
+                    self.bump()
+            elif self.provisioner and c["status"].get("phase") == "Pending":
+                storage = c["spec"]["resources"]["requests"]["storage"]
+                c["status"] = {"phase": "Bound", "accessModes": c["spec"]["accessModes"], "capacity": {"storage": storage}}
+                c["spec"]["volumeName"] = f"pvc-{c['metadata']['uid']}"
+                c["metadata"]["resourceVersion"] = self.bump()
+
+    def claim_trouble(self, pod):
+        """Why the scheduler cannot place a pod for its claims, or None."""
+        ns = pod["metadata"]["namespace"]
+        for name in claims_of(pod):
+            c = self.claims.get((ns, name))
+            if c is None:
+                return f'0/1 nodes are available: persistentvolumeclaim "{name}" not found. not found'
+            if c["status"].get("phase") != "Bound":
+                return "0/1 nodes are available: pod has unbound immediate PersistentVolumeClaims. not found"
+        return None
+
     def tick(self):
         """One step of the scheduler, the kubelet and the node controller."""
         now = time.monotonic()
+        self.tick_claims()
         if not self.schedulable and now >= self.schedulable_at and self.opts.schedulable_after is not None:
             self.schedulable = True
         for pod in list(self.pods.values()):
@@ -326,6 +366,15 @@ class Store:
                     self.remove(pod)
                 continue
             if not spec.get("nodeName"):
+                trouble = self.claim_trouble(pod)
+                if trouble:
+                    if m.get("claims") != trouble:
+                        m["claims"] = trouble
+                        st["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                             "message": trouble, "lastTransitionTime": rfc3339()}]
+                        self.event(pod, "FailedScheduling", trouble)
+                        self.put(pod)
+                    continue
                 if "unschedulable" in image and not self.schedulable:
                     if not m.get("unschedulable"):
                         m["unschedulable"] = True
@@ -460,11 +509,14 @@ class Handler(BaseHTTPRequestHandler):
         return None
 
     def forbidden(self, user, verb, resource, ns, name):
-        """--deny VERB refuses that verb on pods (and pods/log); `log` refuses pods/log,
+        """--deny VERB refuses that verb on pods (and pods/log); `claims` every verb on
+        persistentvolumeclaims; `log` refuses pods/log,
         `events` refuses events."""
         deny = self.server.state.deny
         if resource == "events":
             return "events" in deny
+        if resource == "persistentvolumeclaims":
+            return "claims" in deny
         return verb in deny or (resource == "pods/log" and "log" in deny)
 
     def handle_any(self, method):
@@ -480,6 +532,9 @@ class Handler(BaseHTTPRequestHandler):
             return self.send_json(200, self.discovery(url.path.rstrip("/")))
         if method == "POST" and url.path == "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews":
             return self.access_review(user, raw)
+        cm = CLAIMS.match(url.path)
+        if cm:
+            return self.claims(method, user, unquote(cm.group(1)), cm.group(2) and unquote(cm.group(2)), query, raw)
         m = PODS.match(url.path)
         if not m:
             return self.send_json(*status(404, "NotFound", "the server could not find the requested resource"))
@@ -525,6 +580,96 @@ class Handler(BaseHTTPRequestHandler):
                 return self.send_json(200, pod)
             if method == "DELETE":
                 return self.delete(pod, query, raw)
+        return self.send_json(*status(405, "MethodNotAllowed", "the server does not allow this method on the requested resource"))
+
+    def claims(self, method, user, ns, name, query, raw):
+        """persistentvolumeclaims, as rec s30-workspace-claims.txt answered."""
+        store, state = self.server.store, self.server.state
+        verb = {"GET": "get" if name else "list", "POST": "create", "DELETE": "delete", "PATCH": "patch"}.get(method, "")
+        if "claims" in state.deny:
+            target = f'persistentvolumeclaims "{name}"' if name else "persistentvolumeclaims"
+            return self.send_json(*status(403, "Forbidden",
+                f'{target} is forbidden: User "{user}" cannot {verb} resource "persistentvolumeclaims" in API group "" in the namespace "{ns}"',
+                {"name": name or "", "kind": "persistentvolumeclaims"}))
+        gone = lambda n: status(404, "NotFound", f'persistentvolumeclaims "{n}" not found', {"name": n, "kind": "persistentvolumeclaims"})
+        with store.lock:
+            if method == "POST" and not name:
+                try:
+                    claim = json.loads(raw)
+                except ValueError as e:
+                    return self.send_json(*status(400, "BadRequest", f"invalid JSON: {e}"))
+                unknown = self.server.schema.unknown(claim, {"$ref": "#/$defs/io.k8s.api.core.v1.PersistentVolumeClaim"})
+                if unknown and query.get("fieldValidation") == "Strict":
+                    return self.send_json(*status(400, "BadRequest",
+                        'PersistentVolumeClaim in version "v1" cannot be handled as a PersistentVolumeClaim: strict decoding error: '
+                        + ", ".join(f'unknown field "{u}"' for u in unknown)))
+                md = claim.setdefault("metadata", {})
+                cname = md.get("name", "")
+                spec = claim.setdefault("spec", {})
+                causes = []
+                if not SUBDOMAIN.match(cname) or len(cname) > 253:
+                    causes.append(("metadata.name", "FieldValueInvalid", f'Invalid value: "{cname}": {NAME_MSG}'))
+                if not spec.get("accessModes"):
+                    causes.append(("spec.accessModes", "FieldValueRequired", "Required value: at least 1 access mode is required"))
+                if not ((spec.get("resources") or {}).get("requests") or {}).get("storage"):
+                    causes.append(("spec.resources[storage]", "FieldValueRequired", "Required value"))
+                if causes:
+                    return self.send_json(*status(422, "Invalid",
+                        f'PersistentVolumeClaim "{cname}" is invalid: ' + ", ".join(f"{f}: {m}" for f, _, m in causes),
+                        {"name": cname, "kind": "PersistentVolumeClaim",
+                         "causes": [{"reason": r, "message": m, "field": f} for f, r, m in causes]}))
+                old = store.claims.get((ns, cname))
+                if old is not None:
+                    msg = f'persistentvolumeclaims "{cname}" already exists'
+                    if old["metadata"].get("deletionTimestamp"):
+                        msg = "object is being deleted: " + msg
+                    return self.send_json(*status(409, "AlreadyExists", msg, {"name": cname, "kind": "persistentvolumeclaims"}))
+                md.update({"namespace": ns, "uid": str(uuid.uuid4()), "creationTimestamp": rfc3339(),
+                           "finalizers": ["kubernetes.io/pvc-protection"]})
+                spec.setdefault("volumeMode", "Filesystem")
+                claim["status"] = {"phase": "Pending"}
+                if query.get("dryRun") == "All":
+                    md["resourceVersion"] = ""
+                    return self.send_json(201, claim)
+                md["resourceVersion"] = store.bump()
+                store.claims[(ns, cname)] = claim
+                return self.send_json(201, claim)
+            if method == "GET" and not name:
+                try:
+                    reqs = parse_selector(query.get("labelSelector", ""))
+                except SelectorError as e:
+                    return self.send_json(*status(400, "BadRequest", str(e)))
+                items = [c for (cns, _), c in sorted(store.claims.items()) if cns == ns
+                         and labels_match(c["metadata"].get("labels", {}), reqs)]
+                return self.send_json(200, {"kind": "PersistentVolumeClaimList", "apiVersion": "v1",
+                                            "metadata": {"resourceVersion": str(store.version)}, "items": items})
+            claim = store.claims.get((ns, name))
+            if claim is None:
+                return self.send_json(*gone(name))
+            if method == "GET":
+                return self.send_json(200, claim)
+            if method == "PATCH":
+                if (self.headers.get("Content-Type") or "").split(";")[0].strip() != "application/merge-patch+json":
+                    return self.send_json(*status(415, "UnsupportedMediaType", "415: Unsupported Media Type", {}))
+                patch = json.loads(raw or b"{}")
+                for key in ("annotations", "labels"):
+                    for k, v in ((patch.get("metadata") or {}).get(key) or {}).items():
+                        target = claim["metadata"].setdefault(key, {})
+                        if v is None:
+                            target.pop(k, None)
+                        else:
+                            target[k] = v
+                claim["metadata"]["resourceVersion"] = store.bump()
+                return self.send_json(200, claim)
+            if method == "DELETE":
+                md = claim["metadata"]
+                md.setdefault("deletionTimestamp", rfc3339())
+                md["deletionGracePeriodSeconds"] = 0
+                md["resourceVersion"] = store.bump()
+                answer = copy.deepcopy(claim)
+                if not store.claim_users(ns, name):
+                    del store.claims[(ns, name)]
+                return self.send_json(200, answer)
         return self.send_json(*status(405, "MethodNotAllowed", "the server does not allow this method on the requested resource"))
 
     def create(self, ns, raw, query):
@@ -776,7 +921,9 @@ class Handler(BaseHTTPRequestHandler):
             {"name": "pods", "singularName": "pod", "namespaced": True, "kind": "Pod",
              "verbs": ["create", "delete", "get", "list", "watch"], "shortNames": ["po"], "categories": ["all"]},
             {"name": "events", "singularName": "event", "namespaced": True, "kind": "Event",
-             "verbs": ["list"], "shortNames": ["ev"]}]}
+             "verbs": ["list"], "shortNames": ["ev"]},
+            {"name": "persistentvolumeclaims", "singularName": "persistentvolumeclaim", "namespaced": True,
+             "kind": "PersistentVolumeClaim", "verbs": ["create", "delete", "get", "list", "patch"], "shortNames": ["pvc"]}]}
 
     def do_GET(self):
         self.handle_any("GET")
@@ -786,6 +933,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_DELETE(self):
         self.handle_any("DELETE")
+
+    def do_PATCH(self):
+        self.handle_any("PATCH")
 
 
 class State:
@@ -877,6 +1027,8 @@ def main():
                     m.pop("kubelet", None)
             elif cmd == "schedulable":
                 store.schedulable = True
+            elif cmd == "claims":
+                store.provisioner = arg != "no-provisioner"
             elif cmd == "expire":
                 state.expire = int(arg)
             elif cmd == "throttle":

@@ -86,7 +86,12 @@ impl K8sBackend {
     }
 
     /// Whether the controller may `verb` `resource` in its namespace, and RBAC's reason.
-    fn may(&self, verb: &str, resource: &str, sub: &str) -> Result<(bool, String), BackendError> {
+    pub(super) fn may(
+        &self,
+        verb: &str,
+        resource: &str,
+        sub: &str,
+    ) -> Result<(bool, String), BackendError> {
         let mut attributes =
             json!({"namespace": self.namespace, "verb": verb, "resource": resource});
         if !sub.is_empty() {

@@ -23,6 +23,7 @@ pub(crate) mod pod;
 mod refusals;
 mod status;
 mod watch;
+pub(crate) mod workspace;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -37,7 +38,8 @@ use self::status::{Pod, Progress};
 use super::api_call::percent_encode;
 use super::{labels, worker_env};
 use super::{
-    Backend, BackendError, BackendKind, CreateSpec, Finding, Logs, Template, Worker, WorkerState,
+    Backend, BackendError, BackendKind, CreateSpec, Finding, Logs, TaskWorkspace, Template, Worker,
+    WorkerState,
 };
 use crate::settings::{ContainerSettings, K8sSettings};
 use crate::time::{now_millis, parse_rfc3339_millis, rfc3339_secs};
@@ -154,6 +156,12 @@ impl K8sBackend {
             worker: &spec.template,
             k8s: &self.k8s,
             pod_template: self.pod_template(&spec.template),
+            workspace_claim: spec
+                .template
+                .workspace
+                .as_ref()
+                .map(|_| workspace::claim_name(&self.controller_id, &spec.scope, &spec.task))
+                .as_deref(),
         }))
     }
 
@@ -493,6 +501,11 @@ impl Backend for K8sBackend {
         let name = labels::pod_name(&self.controller_id, &spec.scope, &spec.task);
         let url = self.url_for(&name, spec.template.port);
         let body = self.manifest(spec, &name).map_err(redact)?;
+        // The workspace first: a pod whose claim does not exist is never scheduled.
+        if let Some(claim) = self.ensure_claim(spec)? {
+            spec.progress
+                .step(&format!("the task's workspace claim {claim} is there"));
+        }
         let created = self
             .post(spec, &name, &body, Instant::now() + self.ready_timeout)
             .map_err(redact)?;
@@ -649,14 +662,42 @@ impl Backend for K8sBackend {
         }
     }
 
+    fn workspaces(&self) -> Result<Vec<TaskWorkspace>, BackendError> {
+        self.claims()
+    }
+
+    fn delete_workspace(&self, scope: &str, task: &str) -> Result<TaskWorkspace, BackendError> {
+        self.delete_claim(scope, task)
+    }
+
+    fn workspace_released(&self, scope: &str, task: &str) -> Result<(), BackendError> {
+        self.claim_released(scope, task)
+    }
+
     fn check_template(&self, template: &Template) -> Finding {
         if let Err(why) = self.accepts(template) {
             return Finding::failed(why);
         }
+        if template.workspace.is_some() {
+            for verb in ["create", "get", "list", "patch", "delete"] {
+                match self.may(verb, "persistentvolumeclaims", "") {
+                    Ok((true, _)) => {}
+                    Ok((false, why)) => return Finding::failed(format!(
+                        "its workspace needs the Role to allow {verb} persistentvolumeclaims{why}"
+                    )),
+                    Err(e) => {
+                        return Finding::failed(format!(
+                            "cannot ask whether it may {verb} persistentvolumeclaims: {e}"
+                        ))
+                    }
+                }
+            }
+        }
         match self.dry_run(template) {
             Ok(name) => Finding::ok(format!(
-                "image {}: a worker pod passes validation and admission (dry run of {name}: nothing created)",
-                template.image
+                "image {}: a worker pod passes validation and admission (dry run of {name}: nothing created){}",
+                template.image,
+                if template.workspace.is_some() { "; may keep its workspace claims" } else { "" }
             )),
             Err(e) => Finding::failed(format!("the dry run of a worker pod was refused: {e}")),
         }

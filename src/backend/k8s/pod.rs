@@ -41,7 +41,12 @@ pub struct PodInputs<'a> {
     /// The template's own pod template, else the parsed `K8S_POD_TEMPLATE`, already accepted
     /// by [`check_template`].
     pub pod_template: Option<&'a Value>,
+    /// The task workspace's claim, mounted at the template's workspace path.
+    pub workspace_claim: Option<&'a str>,
 }
+
+/// The name of the task workspace's volume in a worker pod.
+pub const WORKSPACE_VOLUME: &str = "workspace";
 
 /// Why a `K8S_POD_TEMPLATE` is refused at startup (one line, for the settings error).
 pub fn check_template(template: &Value) -> Result<(), String> {
@@ -144,6 +149,27 @@ pub fn manifest(i: &PodInputs<'_>) -> Value {
         .entry("runAsUser")
         .or_insert(json!(DEFAULT_RUN_AS_USER));
     pod_security.insert("seccompProfile".into(), json!({"type": "RuntimeDefault"}));
+    let workspace = i.worker.workspace.as_ref().zip(i.workspace_claim);
+    if workspace.is_some() {
+        // The claim's files belong to the worker's group: a fresh volume is writable by it.
+        let user = pod_security
+            .get("runAsUser")
+            .cloned()
+            .unwrap_or(json!(DEFAULT_RUN_AS_USER));
+        pod_security.entry("fsGroup").or_insert(user);
+    }
+    if let Some((_, claim)) = workspace {
+        let volumes = spec.entry("volumes").or_insert_with(|| json!([]));
+        if !volumes.is_array() {
+            *volumes = json!([]);
+        }
+        if let Value::Array(list) = volumes {
+            list.retain(|v| v.get("name").and_then(Value::as_str) != Some(WORKSPACE_VOLUME));
+            list.push(
+                json!({"name": WORKSPACE_VOLUME, "persistentVolumeClaim": {"claimName": claim}}),
+            );
+        }
+    }
 
     let mut containers: Vec<Value> = match spec.remove("containers") {
         Some(Value::Array(c)) => c,
@@ -218,6 +244,23 @@ fn worker_container(i: &PodInputs<'_>, template: Option<Value>) -> Value {
     if !limits.is_empty() {
         let resources = object_at(&mut c, "resources");
         object_in(resources, "limits").extend(limits);
+    }
+    if let (Some(w), Some(_)) = (&i.worker.workspace, i.workspace_claim) {
+        let mounts = c
+            .as_object_mut()
+            .map(|o| o.entry("volumeMounts").or_insert_with(|| json!([])));
+        if let Some(mounts) = mounts {
+            if !mounts.is_array() {
+                *mounts = json!([]);
+            }
+            if let Value::Array(list) = mounts {
+                list.retain(|m| {
+                    m.get("name").and_then(Value::as_str) != Some(WORKSPACE_VOLUME)
+                        && m.get("mountPath").and_then(Value::as_str) != Some(w.path.as_str())
+                });
+                list.push(json!({"name": WORKSPACE_VOLUME, "mountPath": w.path}));
+            }
+        }
     }
     c
 }
@@ -301,6 +344,7 @@ mod tests {
             worker: &worker,
             k8s: &k8s,
             pod_template: template,
+            workspace_claim: None,
         })
     }
 

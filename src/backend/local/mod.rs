@@ -25,6 +25,7 @@ pub(crate) mod gui;
 pub(crate) mod store;
 pub(crate) mod task;
 pub(crate) mod wezterm;
+mod workspaces;
 
 use std::collections::BTreeMap;
 use std::collections::HashMap;
@@ -39,7 +40,8 @@ use self::store::{Record, Store, StoreError};
 use self::wezterm::{ended_reason, Cli, CliError, Killed, LateSpawn, SpawnError};
 use super::tail::{Tail, MAX_LOG_BYTES};
 use super::{
-    Backend, BackendError, BackendKind, CreateSpec, Finding, Logs, Template, Worker, WorkerState,
+    Backend, BackendError, BackendKind, CreateSpec, Finding, Logs, TaskWorkspace, Template, Worker,
+    WorkerState,
 };
 use crate::settings::LocalSettings;
 use crate::time::{now_millis, rfc3339_secs};
@@ -71,6 +73,7 @@ pub struct LocalBackend {
     discovery: Discovery,
     task_dir: PathBuf,
     command: Vec<String>,
+    workspaces: workspaces::Workspaces,
     store: Arc<Mutex<Store>>,
     /// Creates whose spawn the GUI has not answered yet (worker id → since when, and whether
     /// it was stopped meanwhile): their records have no pane yet, and a thread waits for it.
@@ -176,6 +179,7 @@ impl LocalBackend {
             discovery,
             task_dir: local.task_dir.clone(),
             command: local.command.clone(),
+            workspaces: workspaces::Workspaces::new(local.workspaces_dir.clone()),
             store: Arc::new(Mutex::new(store)),
             pending: Arc::new(Mutex::new(HashMap::new())),
         })
@@ -399,6 +403,7 @@ impl LocalBackend {
         task: &str,
         task_file: &Path,
         worker_id: &str,
+        workspace: Option<&Path>,
     ) -> Vec<String> {
         let task_file = task_file.to_string_lossy();
         let command = if template.command.is_empty() {
@@ -406,8 +411,15 @@ impl LocalBackend {
         } else {
             &template.command
         };
-        let env = template.env.iter().map(|(k, v)| format!("{k}={v}"));
-        let prefix: Vec<String> = if template.env.is_empty() {
+        let mut env: Vec<String> = template
+            .env
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        if let Some(w) = workspace {
+            env.push(format!("A2A_WORKSPACE={}", w.display()));
+        }
+        let prefix: Vec<String> = if env.is_empty() {
             Vec::new()
         } else {
             std::iter::once(ENV_PROGRAM.to_string())
@@ -673,9 +685,26 @@ impl Backend for LocalBackend {
                 },
             );
         }
-        let argv = self.argv(&spec.template, &spec.task, &file, &spec.worker_id);
+        // A template's workspace is the tab's working directory (else the task directory).
+        let workspace = match &spec.template.workspace {
+            Some(w) => Some(self.workspaces.ensure(
+                &spec.scope,
+                &spec.task,
+                &spec.template.name,
+                &w.size,
+            )?),
+            None => None,
+        };
+        let argv = self.argv(
+            &spec.template,
+            &spec.task,
+            &file,
+            &spec.worker_id,
+            workspace.as_deref(),
+        );
         spec.progress.step("opening a tab in WezTerm");
-        let pane = match self.cli.spawn_or_late(&gui, &dir, &argv) {
+        let cwd = workspace.as_deref().unwrap_or(&dir);
+        let pane = match self.cli.spawn_or_late(&gui, cwd, &argv) {
             Ok(pane) => pane,
             Err(SpawnError::Late(late)) => {
                 // The GUI may still open the tab: its record stays, and a thread waits for the
@@ -870,6 +899,18 @@ impl Backend for LocalBackend {
             })?;
         }
         Ok(())
+    }
+
+    fn workspaces(&self) -> Result<Vec<TaskWorkspace>, BackendError> {
+        self.workspaces.list()
+    }
+
+    fn delete_workspace(&self, scope: &str, task: &str) -> Result<TaskWorkspace, BackendError> {
+        self.workspaces.delete(scope, task)
+    }
+
+    fn workspace_released(&self, scope: &str, task: &str) -> Result<(), BackendError> {
+        self.workspaces.released(scope, task)
     }
 
     fn check_template(&self, template: &Template) -> Finding {
