@@ -6,7 +6,8 @@
 //! lib.rs, main.rs      composition root: settings → backend → control → protocol → routes → http
 //! cli/                 the command line for people: create / list / stop / logs against a running
 //!                      controller, and `check` (settings and backend, then exit)
-//! settings/            flags and environment, validated once (specs, values, backends)
+//! settings/            flags and environment, validated once (specs, values, backends); worker
+//!                      templates (templates, re-read when the file changes: watched)
 //! routes, auth         which path reaches what; bearer authentication, Content-Type
 //! ui/                  the status page at /ui (HTML, CSS, JS compiled in; the public API only)
 //! a2a/                 A2A v1.0: types, decode, tasks, stream, card; service/ (sending here,

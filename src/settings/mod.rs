@@ -93,23 +93,8 @@ impl Settings {
     /// The template `default` as the settings describe it (what every worker was before
     /// templates existed).
     pub fn default_template(&self) -> templates::Template {
-        let mut t = templates::Template {
-            name: templates::DEFAULT_TEMPLATE.to_string(),
-            description: String::new(),
-            image: String::new(),
-            command: Vec::new(),
-            env: Vec::new(),
-            env_files: Vec::new(),
-            memory_bytes: None,
-            nano_cpus: None,
-            pids_limit: None,
-            lifetime: self.lifetime,
-            port: 0,
-            ready_path: templates::DEFAULT_READY_PATH.to_string(),
-            pod_template: None,
-            network: None,
-            workspace: None,
-        };
+        let mut t = templates::Template::new(templates::DEFAULT_TEMPLATE, "", 0);
+        t.lifetime = self.lifetime;
         match &self.backend {
             BackendSettings::Docker { container, docker } => {
                 t.image = container.image.clone();

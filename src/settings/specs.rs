@@ -477,7 +477,7 @@ pub fn settings_markdown() -> String {
     let mut out = String::from(
         "# Settings\n\n\
          [README](../README.md) · [protocol](protocol.md) · [security](security.md) · \
-         [docker](docker.md) · [kubernetes](kubernetes.md) · [local](local.md) · \
+         [docker](docker.md) · [kubernetes](kubernetes.md) · [local](local.md) · [templates](templates.md) · \
          [operations](operations.md) · **settings** · [performance](performance.md) · \
          [development](development.md)\n\n\
          <!-- Generated from src/settings/specs.rs, the table `--help` prints: do not edit by hand.\n\

@@ -72,6 +72,30 @@ pub struct Template {
     pub workspace: Option<Workspace>,
 }
 
+impl Template {
+    /// A template named `name` that starts `image` listening on `port`, with nothing else set
+    /// (no limits, no TTL, the Agent Card for readiness, no workspace).
+    pub fn new(name: &str, image: &str, port: u16) -> Template {
+        Template {
+            name: name.to_string(),
+            description: String::new(),
+            image: image.to_string(),
+            command: Vec::new(),
+            env: Vec::new(),
+            env_files: Vec::new(),
+            memory_bytes: None,
+            nano_cpus: None,
+            pids_limit: None,
+            lifetime: Lifetime::default(),
+            port,
+            ready_path: DEFAULT_READY_PATH.to_string(),
+            pod_template: None,
+            network: None,
+            workspace: None,
+        }
+    }
+}
+
 /// A template's own pod template: where it was read from, and what it holds.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PodTemplate {
@@ -569,23 +593,7 @@ mod tests {
     use super::*;
 
     fn base() -> Template {
-        Template {
-            name: DEFAULT_TEMPLATE.into(),
-            description: String::new(),
-            image: "w:1".into(),
-            command: Vec::new(),
-            env: Vec::new(),
-            env_files: Vec::new(),
-            memory_bytes: None,
-            nano_cpus: None,
-            pids_limit: None,
-            lifetime: Lifetime::default(),
-            port: 9090,
-            ready_path: DEFAULT_READY_PATH.into(),
-            pod_template: None,
-            network: None,
-            workspace: None,
-        }
+        Template::new(DEFAULT_TEMPLATE, "w:1", 9090)
     }
 
     fn file(name: &str, text: &str) -> PathBuf {

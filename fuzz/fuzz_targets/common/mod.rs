@@ -4,10 +4,13 @@
 use std::sync::{Arc, OnceLock};
 
 use a2a_worker_controller::a2a::{Service, TaskStore};
-use a2a_worker_controller::backend::{Backend, BackendError, BackendKind, CreateSpec, Logs, Worker};
+use a2a_worker_controller::backend::{
+    Backend, BackendError, BackendKind, CreateSpec, Logs, Worker,
+};
 use a2a_worker_controller::control::Control;
 use a2a_worker_controller::http::Sink;
 use a2a_worker_controller::push::Pusher;
+use a2a_worker_controller::settings::templates::{Template, TemplatesFile, DEFAULT_TEMPLATE};
 use a2a_worker_controller::settings::PushSettings;
 use a2a_worker_controller::testing::Metrics;
 
@@ -38,7 +41,18 @@ pub fn service() -> Arc<Service> {
     static S: OnceLock<Arc<Service>> = OnceLock::new();
     Arc::clone(S.get_or_init(|| {
         let metrics = Arc::new(Metrics::new());
-        let control = Arc::new(Control::new(Arc::new(Refuses), Arc::clone(&metrics), None, 0));
+        let templates = TemplatesFile::fixed(
+            Template::new(DEFAULT_TEMPLATE, "a2a-echo-worker:fuzz", 9090),
+            Box::new(|_| Ok(())),
+        )
+        .expect("a plain template");
+        let control = Arc::new(Control::new(
+            Arc::new(Refuses),
+            Arc::clone(&metrics),
+            None,
+            0,
+            Arc::new(templates),
+        ));
         // Configs are checked and kept; nothing is delivered (fuzzing stays off the network).
         let push = Arc::new(Pusher::without_delivery(PushSettings::default(), metrics));
         Arc::new(Service::new(

@@ -682,9 +682,11 @@ impl Backend for K8sBackend {
             for verb in ["create", "get", "list", "patch", "delete"] {
                 match self.may(verb, "persistentvolumeclaims", "") {
                     Ok((true, _)) => {}
-                    Ok((false, why)) => return Finding::failed(format!(
+                    Ok((false, why)) => {
+                        return Finding::failed(format!(
                         "its workspace needs the Role to allow {verb} persistentvolumeclaims{why}"
-                    )),
+                    ))
+                    }
                     Err(e) => {
                         return Finding::failed(format!(
                             "cannot ask whether it may {verb} persistentvolumeclaims: {e}"
