@@ -99,7 +99,8 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 # The Docker suite's modules (they need a container engine); everything else is integration.
-docker_modules=(docker_e2e:: faults::controller_killed faults::engine_killed lifetime:: worker_logs::)
+docker_modules=(docker_e2e:: faults::controller_killed faults::engine_killed lifetime:: worker_logs::
+  templates::two_templates_on_the_real_engine templates::a_workspace_outlives_its_worker_on_the_real_engine)
 skip_docker=()
 for m in "${docker_modules[@]}"; do skip_docker+=(--skip "$m"); done
 
@@ -243,7 +244,8 @@ if [ -n "${A2A_TEST_PODMAN_HOST:-}" ] && [ -n "${A2A_TEST_DOCKER_HOST:-}" ]; the
     docker -H "$A2A_TEST_DOCKER_HOST" save "$image" | docker -H "$A2A_TEST_PODMAN_HOST" load -q >/dev/null
   done
   A2A_TEST_DOCKER_HOST=$A2A_TEST_PODMAN_HOST cargo test --locked --test integration -- \
-    docker_e2e faults::controller 2>&1 | grep -E '^(test |test result|assertion|  left|  right| right)|panicked'
+    docker_e2e faults::controller templates::two_templates_on_the_real_engine \
+    templates::a_workspace_outlives_its_worker_on_the_real_engine 2>&1 | grep -E '^(test |test result|assertion|  left|  right| right)|panicked'
   [ "${PIPESTATUS[0]}" = 0 ] || { echo "the Docker suite failed against Podman" >&2; exit 1; }
   passed
 elif [ -n "${A2A_TEST_DOCKER_HOST:-}" ]; then

@@ -89,7 +89,7 @@ function render() {
     cell('Worker', w.worker_id, 'mono');
     cell('Task', w.task, 'task');
     cell('Scope', w.scope, 'col-scope');
-    cell('Backend', w.backend, 'minor');
+    // One backend per controller: the header names it; the column says the template.
     cell('Template', w.template, 'minor');
     const state = document.createElement('span');
     state.className = `state state-${w.state}`;

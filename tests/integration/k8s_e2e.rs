@@ -235,10 +235,17 @@ fn create_list_stop_and_tokens_stay_in_the_pod_environment() {
         verbs,
         ["create", "delete", "get", "get pods/log", "list", "watch"]
     );
-    // Events are listed only for a worker that never got ready (k8s_faults records that call).
+    // Events are listed only for a worker that never got ready (k8s_faults records that call);
+    // claims only for a template with a workspace (workspaces_are_claims_made_before_the_pod_and_reused).
     assert_manifests_ok(&check_manifests(
         &record,
-        &format!("{},list events", verbs.join(",")),
+        &format!(
+            "{},list events,{}",
+            verbs.join(","),
+            ["create", "get", "list", "patch", "delete"]
+                .map(|v| format!("{v} persistentvolumeclaims"))
+                .join(",")
+        ),
     ));
 }
 

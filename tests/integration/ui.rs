@@ -133,12 +133,23 @@ pub fn drive_page(url: &str, mut on: impl FnMut(&str)) -> Option<()> {
 
 #[test]
 fn the_page_in_a_real_chromium() {
-    let c = Builder::default().start_with_public_url_of_listener();
+    // Two templates: the page offers both and creates from the one chosen.
+    let dir = crate::templates::test_dir("ui");
+    let file = dir.join("templates.json");
+    crate::templates::write_templates(
+        &file,
+        serde_json::json!({"reviewer": {"image": "reviewer:1", "description": "reads pull requests"}}),
+    );
+    let templates = format!("-worker-templates-file={}", file.display());
+    let c = Builder::default()
+        .flag(&templates)
+        .start_with_public_url_of_listener();
     let port = c.addr.port();
     let backend = std::sync::Arc::clone(&c.backend);
     let restart = || {
         Builder::default()
             .backend(std::sync::Arc::clone(&backend))
+            .flag(&templates)
             .flag(&format!("-listen=127.0.0.1:{port}"))
             .flag(&format!("-a2a-public-url=http://127.0.0.1:{port}"))
             .start()

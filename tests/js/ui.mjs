@@ -86,14 +86,21 @@ await page.locator('#empty').waitFor();
 await page.locator('#connection').filter({ hasText: 'live' }).waitFor();
 check((await page.locator('#connection').getAttribute('aria-live')) === 'polite', 'the connection line is aria-live');
 const headers = await page.locator('#workers thead').ariaSnapshot();
-for (const h of ['Worker', 'Task', 'State', 'Expires', 'Actions']) {
+for (const h of ['Worker', 'Task', 'Template', 'State', 'Expires', 'Actions']) {
   check(headers.includes(`columnheader "${h}"`), `a column header named ${h}: ${headers}`);
 }
 
 // Create from the page with the keyboard (Tab, and a visible focus on the button): the token
 // shown once.
+// The templates this caller may use are offered (default always); the last one is chosen.
+const options = await page.locator('#template option').allTextContents();
+check(options.includes('default'), `the templates offered: ${options}`);
+const chosen = options[options.length - 1];
 await page.getByLabel('Task').focus();
 await page.keyboard.type('from-page');
+await page.keyboard.press('Tab');
+check((await outline()).startsWith('SELECT solid'), `focus visible on the template choice: ${await outline()}`);
+await page.locator('#template').selectOption(chosen);
 await page.keyboard.press('Tab');
 check((await outline()).startsWith('INPUT solid'), `focus visible on the TTL field: ${await outline()}`);
 await page.keyboard.press('Tab');
@@ -103,6 +110,8 @@ await page.locator('#token-once').waitFor();
 const shown = await page.locator('#token-value').textContent();
 check(/^[0-9a-f]{64}$/.test(shown), `the token shown once: ${shown}`);
 await page.locator('tr', { hasText: 'from-page' }).waitFor();
+check((await page.locator('tr', { hasText: 'from-page' }).locator('td', { hasText: new RegExp(`^${chosen}$`) }).count()) === 1,
+  `the row shows its template ${chosen}`);
 
 // Created elsewhere (as the CLI would): it appears live.
 const other = await api({ operation: 'create', task: 'from-cli', metadata: { team: 'ops' } });
