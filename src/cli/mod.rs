@@ -31,6 +31,16 @@ const COMMANDS: &[(&str, &str, &str)] = &[
         "list the worker templates this caller may create from",
     ),
     (
+        "workspaces",
+        "",
+        "list the task workspaces of this caller's scope",
+    ),
+    (
+        "delete-workspace",
+        "TASK",
+        "delete a task's workspace (refused while a worker of the task runs)",
+    ),
+    (
         "watch",
         "",
         "print what happens to the workers as it happens (the ones there, then each change; Ctrl-C ends it)",
@@ -92,6 +102,11 @@ const FLAGS: &[Flag] = &[
         help: "create: start the worker from this template (default: default); list, watch: only workers made from it",
     },
     Flag {
+        name: "delete-workspace",
+        value: None,
+        help: "stop: delete the worker's task workspace too",
+    },
+    Flag {
         name: "tail",
         value: Some("LINES"),
         help: "logs: how many of the last lines (default 200, at most 10000)",
@@ -125,7 +140,7 @@ pub fn help_text() -> String {
         let usage = format!("{name} {operand}");
         text.push_str(&format!("  {:<24} {what}\n", usage.trim_end()));
     }
-    text.push_str("Command flags (create, list, stop, logs):\n");
+    text.push_str("Command flags:\n");
     for flag in FLAGS {
         let usage = match flag.value {
             Some(v) => format!("--{} {v}", flag.name),
@@ -211,6 +226,7 @@ pub fn main(
     };
     let misplaced = only_for("ttl", "create")
         .or_else(|| only_for("tail", "logs"))
+        .or_else(|| only_for("delete-workspace", "stop"))
         .or_else(|| {
             (given.values.contains_key("template")
                 && !matches!(command.as_str(), "create" | "list" | "watch"))
@@ -266,7 +282,12 @@ pub fn main(
             }
             r
         }
+        ("stop", [id]) if given.switch("delete-workspace") => {
+            json!({"operation": "stop", "worker_id": id, "workspace": "delete"})
+        }
         ("stop", [id]) => json!({"operation": "stop", "worker_id": id}),
+        ("workspaces", []) => json!({"operation": "workspaces"}),
+        ("delete-workspace", [task]) => json!({"operation": "delete_workspace", "task": task}),
         ("logs", [id]) => {
             let mut r = json!({"operation": "logs", "worker_id": id});
             if let Some(tail) = given.values.get("tail") {
@@ -407,6 +428,19 @@ fn print_for_people(
                 ),
             }
         }
+        "workspaces" => {
+            let spaces = data["workspaces"].as_array().cloned().unwrap_or_default();
+            if spaces.is_empty() {
+                return writeln!(out, "no workspaces");
+            }
+            out.write_all(output::workspace_table(&spaces).as_bytes())
+        }
+        "delete-workspace" => writeln!(
+            out,
+            "deleted the workspace {} of task {}",
+            output::cell(&data["workspace"]["name"]),
+            output::cell(&data["workspace"]["task"])
+        ),
         "templates" => {
             let templates = data["templates"].as_array().cloned().unwrap_or_default();
             if templates.is_empty() {

@@ -133,6 +133,43 @@ pub fn template_table(templates: &[Value]) -> String {
     aligned(header, rows)
 }
 
+/// The task workspaces as an aligned table.
+pub fn workspace_table(spaces: &[Value]) -> String {
+    let header: Vec<String> = [
+        "TASK",
+        "SCOPE",
+        "TEMPLATE",
+        "SIZE",
+        "CREATED",
+        "LAST_USED",
+        "IN_USE",
+        "NAME",
+    ]
+    .iter()
+    .map(|c| c.to_string())
+    .collect();
+    let rows = spaces
+        .iter()
+        .map(|w| {
+            vec![
+                cell(&w["task"]),
+                cell(&w["scope"]),
+                cell(&w["template"]),
+                cell(&w["size"]),
+                cell(&w["created_at"]),
+                cell(&w["last_used"]),
+                if w["in_use"] == Value::Bool(true) {
+                    "yes".into()
+                } else {
+                    "no".into()
+                },
+                cell(&w["name"]),
+            ]
+        })
+        .collect();
+    aligned(header, rows)
+}
+
 /// Cells in aligned columns, two spaces apart, one line per row.
 fn aligned(header: Vec<String>, rows: Vec<Vec<String>>) -> String {
     let mut widths: Vec<usize> = header.iter().map(|c| c.chars().count()).collect();

@@ -363,3 +363,62 @@ fn watch_prints_events_until_it_is_ended() {
         assert!(std::time::Instant::now() < deadline, "{working}");
     }
 }
+
+#[test]
+fn templates_and_workspaces_from_the_command_line() {
+    let dir = crate::templates::test_dir("cli");
+    let file = dir.join("templates.json");
+    crate::templates::write_templates(
+        &file,
+        serde_json::json!({"coder": {"image": "coder:1", "memory": "1g", "ttl": "2h",
+                                     "workspace": {"size": "2Gi"}, "description": "writes code"}}),
+    );
+    let c = crate::support::Builder::default()
+        .flag(&format!("-worker-templates-file={}", file.display()))
+        .start();
+    let url = c.url();
+    let (code, out, err) = cli(&url, &["templates"]);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines[0].starts_with("TEMPLATE  IMAGE"), "{out}");
+    assert!(
+        lines[1].starts_with("coder")
+            && lines[1].contains("coder:1")
+            && lines[1].contains("1024m")
+            && lines[1].contains("2h")
+            && lines[1].contains("/workspace (2Gi)")
+            && lines[1].ends_with("writes code"),
+        "{out}"
+    );
+    assert!(lines[2].starts_with("default"), "{out}");
+
+    let (code, out, err) = cli(&url, &["create", "t1", "--template", "coder"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.lines().next().unwrap().contains("TEMPLATE"), "{out}");
+    assert!(out.lines().nth(1).unwrap().contains(" coder "), "{out}");
+    let (_, out, _) = cli(&url, &["create", "t2"]);
+    assert!(out.contains(" default "), "{out}");
+    let (_, out, _) = cli(&url, &["list", "--template", "coder", "--json"]);
+    let data: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(data["workers"].as_array().unwrap().len(), 1);
+    let (code, _, err) = cli(&url, &["create", "t3", "--template", "nonesuch"]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("unknown template \"nonesuch\": this caller may use coder, default"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+
+    // The test double keeps no workspaces: the answers for none.
+    let (code, out, _) = cli(&url, &["workspaces"]);
+    assert_eq!((code, out.as_str()), (0, "no workspaces\n"));
+    let (code, _, err) = cli(&url, &["delete-workspace", "t9"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("not_found"), "{err}");
+    let (code, _, err) = cli(&url, &["list", "--delete-workspace"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--delete-workspace is for stop only"), "{err}");
+    for token in c.backend.tokens.lock().unwrap().iter() {
+        crate::secrets::remember(token);
+    }
+}
