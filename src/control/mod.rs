@@ -157,6 +157,8 @@ pub struct Control {
     templates: Arc<TemplatesFile>,
     /// `WORKSPACE_TTL`: how long a workspace outlives its last worker (`None`: until deleted).
     workspace_ttl: Option<Duration>,
+    /// Whether the reaper's last look at the workspaces failed (said once).
+    workspaces_failing: std::sync::atomic::AtomicBool,
     /// Creates admitted but not finished (counted against `MAX_WORKERS` and the caller's
     /// `max_workers`).
     in_flight: Mutex<InFlight>,
@@ -185,6 +187,7 @@ impl Control {
             max_workers,
             templates,
             workspace_ttl: None,
+            workspaces_failing: std::sync::atomic::AtomicBool::new(false),
             in_flight: Mutex::default(),
             create_lock: Mutex::new(()),
         }

@@ -107,7 +107,20 @@ impl Control {
             };
             self.record("reap", &ids, &outcome, started.elapsed());
         }
-        self.reap_workspaces()
+        // Workspaces on their own: a backend that cannot list them (a Role without claims)
+        // does not stop the reaping of workers, and is said once, and again when it works.
+        let failed = self.reap_workspaces().err();
+        let was = self
+            .workspaces_failing
+            .swap(failed.is_some(), std::sync::atomic::Ordering::Relaxed);
+        match (failed, was) {
+            (Some(e), false) => log::warn!(
+                "reaper: cannot list task workspaces (WORKSPACE_TTL is not applied until it can): {e}"
+            ),
+            (None, true) => log::info!("reaper: listing task workspaces works again"),
+            _ => {}
+        }
+        Ok(())
     }
 
     /// Deletes every workspace whose task has had no worker for `WORKSPACE_TTL`. Any replica

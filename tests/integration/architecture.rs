@@ -48,6 +48,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "backend::docker",
             "backend::docker::engine",
             "backend::docker::unix_socket",
+            "backend::docker::workspace",
             "backend::k8s",
             "backend::k8s::api",
             "backend::k8s::pod",

@@ -1297,7 +1297,8 @@ fn workspaces_are_claims_made_before_the_pod_and_reused() {
         &file,
         json!({
             "coder": {"memory": "256m", "workspace": {"path": "/work", "size": "2Gi", "storage_class": "local-path"}},
-            "reviewer": {"image": "a2a-echo-worker:review", "port": 8081, "ready_path": "/healthz"}
+            "reviewer": {"image": "a2a-echo-worker:review", "port": 8081, "ready_path": "/healthz"},
+            "broken": {"image": "registry.example/pull-fails:1", "workspace": {"size": "1Gi"}}
         }),
     );
     let flag = format!("-worker-templates-file={}", file.display());
@@ -1423,13 +1424,27 @@ fn workspaces_are_claims_made_before_the_pod_and_reused() {
     assert_eq!(fresh.len(), 1);
     assert_ne!(fresh[0]["metadata"]["uid"], uid, "a new claim");
 
+    // A create that fails deletes the claim it made (a claim of an earlier worker stays).
+    let e = p.expect_failure(
+        json!({"operation": "create", "task": "never", "template": "broken"}),
+        "image_not_found",
+    );
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("the workspace claim it made was deleted"),
+        "{e}"
+    );
+    assert_eq!(claims(&api, &id).len(), 1, "only keep me's");
+
     // check proves each template with its own dry run; a Role without claims is named.
     let mut args = flags(&standin, &pki);
     args.push("-worker-image=a2a-echo-worker:dev".into());
     args.push(flag.clone());
     let (code, out, err) = crate::cli_client::check(&args, &crate::cli_client::CHECK_ENV);
     assert_eq!(code, Some(0), "{out}{err}");
-    for t in ["coder", "default", "reviewer"] {
+    for t in ["broken", "coder", "default", "reviewer"] {
         assert!(out.contains(&format!("template {t}: image ")), "{t}: {out}");
     }
     assert!(out.contains("may keep its workspace claims"), "{out}");

@@ -240,6 +240,10 @@ fn inspected(socket: &Path, id: &str) -> (String, i64) {
         None,
     );
     let (image, memory) = text.split_once(' ').unwrap();
+    // Podman names local images `localhost/...` and Docker Hub ones `docker.io/library/...`.
+    let image = image
+        .trim_start_matches("docker.io/library/")
+        .trim_start_matches("localhost/");
     (image.to_string(), memory.parse().unwrap())
 }
 
@@ -404,7 +408,10 @@ fn a_workspace_outlives_its_worker_on_the_real_engine() {
     let file = dir.join("templates.json");
     write_templates(
         &file,
-        json!({"coder": {"image": worker_image(), "workspace": {"path": "/workspace", "size": "64Mi"}}}),
+        json!({
+            "coder": {"image": worker_image(), "workspace": {"path": "/workspace", "size": "64Mi"}},
+            "broken": {"image": "a2a-echo-worker:no-such-tag", "workspace": {"size": "64Mi"}}
+        }),
     );
     let callers = dir.join("callers.json");
     std::fs::write(
@@ -537,6 +544,25 @@ fn a_workspace_outlives_its_worker_on_the_real_engine() {
     assert_eq!(
         reply_data(&as_alice(json!({"operation": "workspaces"})))["workspaces"],
         json!([])
+    );
+    assert!(
+        volumes(&socket, &id).is_empty(),
+        "{:?}",
+        volumes(&socket, &id)
+    );
+
+    // A create that fails removes the workspace it made.
+    let e = control_error(
+        &as_bob(json!({"operation": "create", "task": "never", "template": "broken"})),
+        "TASK_STATE_FAILED",
+    );
+    assert_eq!(e["code"], "image_not_found", "{e}");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("the workspace it made was removed"),
+        "{e}"
     );
     assert!(
         volumes(&socket, &id).is_empty(),

@@ -524,6 +524,23 @@ impl Engine {
             .map_err(|e| EngineError::Protocol(format!("volume create: {e}")))
     }
 
+    /// Volume `name`; `None` when there is none.
+    pub fn volume(&self, name: &str) -> Result<Option<Volume>, EngineError> {
+        let (status, body) = self.call(
+            Method::Get,
+            &format!("/volumes/{}", percent_encode(name)),
+            None,
+            DEFAULT_TIMEOUT,
+        )?;
+        match status {
+            200 => serde_json::from_slice(&body)
+                .map(Some)
+                .map_err(|e| EngineError::Protocol(format!("volume inspect: {e}"))),
+            404 => Ok(None),
+            _ => Err(status_error(status, &body)),
+        }
+    }
+
     /// Volumes matching every `key=value` label selector.
     pub fn volumes(&self, label_selectors: &[String]) -> Result<Vec<Volume>, EngineError> {
         let filters = serde_json::json!({ "label": label_selectors }).to_string();

@@ -3,12 +3,13 @@
 //! container for a task. Nothing about workers is kept in memory.
 //!
 //! - `engine`: the Docker Engine API client (typed answers and errors);
-//! - `unix_socket`: the ureq transport it runs over.
+//! - `unix_socket`: the ureq transport it runs over;
+//! - `workspace`: task workspaces as named volumes.
 
 pub(crate) mod engine;
 mod unix_socket;
+mod workspace;
 
-use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -117,7 +118,7 @@ impl DockerBackend {
         if let Some(w) = &t.workspace {
             host_config["Mounts"] = json!([{
                 "Type": "volume",
-                "Source": workspace_name(&self.controller_id, &spec.scope, &spec.task),
+                "Source": workspace::name(&self.controller_id, &spec.scope, &spec.task),
                 "Target": w.path,
             }]);
         }
@@ -261,122 +262,12 @@ impl DockerBackend {
     }
 }
 
-/// The volume of the task workspace of (controller, scope, task): its container's name and
-/// `-workspace`; its last-use stamp adds `-used`.
-fn workspace_name(controller_id: &str, scope: &str, task: &str) -> String {
-    format!(
-        "{}-workspace",
-        labels::container_name(controller_id, scope, task)
-    )
-}
-
 impl DockerBackend {
-    /// Makes the task's workspace volume, or finds the one its earlier workers had, and
-    /// stamps its use. A volume of that name that is not this task's is refused.
-    fn ensure_workspace(&self, spec: &CreateSpec) -> Result<(), BackendError> {
-        let Some(w) = &spec.template.workspace else {
-            return Ok(());
-        };
-        let name = workspace_name(&self.controller_id, &spec.scope, &spec.task);
-        let wanted = json!({
-            labels::OWNER: self.controller_id,
-            labels::TASK: spec.task,
-            labels::SCOPE: spec.scope,
-            labels::TEMPLATE: spec.template.name,
-            labels::WORKSPACE: "workspace",
-            labels::SIZE: w.size,
-        });
-        let volume = self
-            .engine
-            .create_volume(&name, &wanted)
-            .map_err(engine_error)?;
-        let theirs = volume.labels.unwrap_or_default();
-        let ours = |k: &str, v: &str| theirs.get(k).map(String::as_str) == Some(v);
-        if !(ours(labels::OWNER, &self.controller_id)
-            && ours(labels::TASK, &spec.task)
-            && ours(labels::SCOPE, &spec.scope))
-        {
-            return Err(BackendError::Internal(format!(
-                "the volume name {name} is taken by a volume that is not this task's workspace"
-            )));
-        }
-        self.stamp(&name, &spec.scope, &spec.task)
-    }
-
-    /// Makes the workspace's last-use stamp anew: now.
-    fn stamp(&self, name: &str, scope: &str, task: &str) -> Result<(), BackendError> {
-        let stamp = format!("{name}-used");
-        self.engine.remove_volume(&stamp).map_err(engine_error)?;
-        let labels = json!({
-            labels::OWNER: self.controller_id,
-            labels::TASK: task,
-            labels::SCOPE: scope,
-            labels::WORKSPACE: "stamp",
-            labels::LAST_USED: (now_millis() / 1000).to_string(),
-        });
-        // Two stamps racing: either one is now.
-        match self.engine.create_volume(&stamp, &labels) {
-            Ok(_) => Ok(()),
-            Err(e) if e.status() == Some(409) => Ok(()),
-            Err(e) => Err(engine_error(e)),
-        }
-    }
-
-    /// This controller's workspace volumes (stamps folded into them).
-    fn workspace_volumes(&self) -> Result<Vec<TaskWorkspace>, BackendError> {
-        let volumes = self
-            .engine
-            .volumes(&labels::owner_selector(&self.controller_id))
-            .map_err(engine_error)?;
-        let mut stamps: HashMap<String, String> = HashMap::new();
-        let mut spaces = Vec::new();
-        for v in volumes {
-            let l = v.labels.unwrap_or_default();
-            let get = |k: &str| l.get(k).cloned().unwrap_or_default();
-            match l.get(labels::WORKSPACE).map(String::as_str) {
-                Some("stamp") => {
-                    if let Some(at) = l.get(labels::LAST_USED).and_then(|t| t.parse::<u64>().ok()) {
-                        let of = v.name.trim_end_matches("-used").to_string();
-                        stamps.insert(of, rfc3339_secs(at));
-                    }
-                }
-                Some("workspace") => spaces.push(TaskWorkspace {
-                    task: get(labels::TASK),
-                    scope: get(labels::SCOPE),
-                    template: get(labels::TEMPLATE),
-                    size: get(labels::SIZE),
-                    created_at: parse_rfc3339_millis(&v.created_at)
-                        .map(|ms| rfc3339_secs(ms / 1000))
-                        .unwrap_or_default(),
-                    last_used: String::new(),
-                    in_use: false,
-                    name: v.name,
-                }),
-                _ => {}
-            }
-        }
-        for s in &mut spaces {
-            s.last_used = stamps
-                .remove(&s.name)
-                .unwrap_or_else(|| s.created_at.clone());
-        }
-        Ok(spaces)
-    }
-}
-
-impl Backend for DockerBackend {
-    fn kind(&self) -> BackendKind {
-        BackendKind::Docker
-    }
-
-    fn create(&self, spec: &CreateSpec) -> Result<Worker, BackendError> {
+    /// The container of a create: made, started, and waited for until it answers.
+    fn create_container(&self, spec: &CreateSpec) -> Result<Worker, BackendError> {
         let name = labels::container_name(&self.controller_id, &spec.scope, &spec.task);
         let redact = |e: BackendError| e.redact(&spec.token);
         let t = &spec.template;
-        if t.workspace.is_some() {
-            self.ensure_workspace(spec)?;
-            spec.progress.step("the task's workspace is there");
-        }
         for attempt in 1..=PORT_ATTEMPTS {
             let host_port = match t.network {
                 Some(_) => None,
@@ -447,6 +338,35 @@ impl Backend for DockerBackend {
             self.docker.publish_host
         )))
     }
+}
+
+impl Backend for DockerBackend {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Docker
+    }
+
+    /// The task's workspace first (a new one is removed again if the create fails), then the
+    /// container.
+    fn create(&self, spec: &CreateSpec) -> Result<Worker, BackendError> {
+        let fresh = self.ensure_workspace(spec)?;
+        if spec.template.workspace.is_some() {
+            spec.progress.step(if fresh {
+                "the task's workspace was made"
+            } else {
+                "the task's workspace is there"
+            });
+        }
+        match self.create_container(spec) {
+            Err(e) if fresh => {
+                let note = self.remove_fresh_workspace(spec);
+                Err(match e {
+                    e @ BackendError::WorkerExists { .. } => e,
+                    e => e.with_note(&note),
+                })
+            }
+            other => other,
+        }
+    }
 
     fn list(&self) -> Result<Vec<Worker>, BackendError> {
         let listing = self
@@ -514,7 +434,7 @@ impl Backend for DockerBackend {
     }
 
     fn delete_workspace(&self, scope: &str, task: &str) -> Result<TaskWorkspace, BackendError> {
-        let name = workspace_name(&self.controller_id, scope, task);
+        let name = workspace::name(&self.controller_id, scope, task);
         let found = self
             .workspace_volumes()?
             .into_iter()
@@ -540,7 +460,7 @@ impl Backend for DockerBackend {
     }
 
     fn workspace_released(&self, scope: &str, task: &str) -> Result<(), BackendError> {
-        let name = workspace_name(&self.controller_id, scope, task);
+        let name = workspace::name(&self.controller_id, scope, task);
         if self.workspace_volumes()?.iter().any(|w| w.name == name) {
             self.stamp(&name, scope, task)?;
         }

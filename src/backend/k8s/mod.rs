@@ -491,23 +491,14 @@ fn delete_pod(
     }
 }
 
-impl Backend for K8sBackend {
-    fn kind(&self) -> BackendKind {
-        BackendKind::K8s
-    }
-
-    fn create(&self, spec: &CreateSpec) -> Result<Worker, BackendError> {
+impl K8sBackend {
+    /// The pod of a create: posted, and waited for until it is ready.
+    fn create_pod(&self, spec: &CreateSpec, body: &Value) -> Result<Worker, BackendError> {
         let redact = |e: BackendError| e.redact(&spec.token);
         let name = labels::pod_name(&self.controller_id, &spec.scope, &spec.task);
         let url = self.url_for(&name, spec.template.port);
-        let body = self.manifest(spec, &name).map_err(redact)?;
-        // The workspace first: a pod whose claim does not exist is never scheduled.
-        if let Some(claim) = self.ensure_claim(spec)? {
-            spec.progress
-                .step(&format!("the task's workspace claim {claim} is there"));
-        }
         let created = self
-            .post(spec, &name, &body, Instant::now() + self.ready_timeout)
+            .post(spec, &name, body, Instant::now() + self.ready_timeout)
             .map_err(redact)?;
         spec.progress.step("pod created");
         let state = if self.ready_timeout.is_zero() {
@@ -542,6 +533,41 @@ impl Backend for K8sBackend {
             .scoped(spec.scope.clone())
             .templated(spec.template.name.clone())
         })
+    }
+}
+
+impl Backend for K8sBackend {
+    fn kind(&self) -> BackendKind {
+        BackendKind::K8s
+    }
+
+    /// The task's workspace claim first (a pod whose claim does not exist is never
+    /// scheduled; a new claim is deleted again if the create fails), then the pod.
+    fn create(&self, spec: &CreateSpec) -> Result<Worker, BackendError> {
+        let body = self
+            .manifest(
+                spec,
+                &labels::pod_name(&self.controller_id, &spec.scope, &spec.task),
+            )
+            .map_err(|e| e.redact(&spec.token))?;
+        let claim = self.ensure_claim(spec)?;
+        if let Some((name, fresh)) = &claim {
+            spec.progress.step(&if *fresh {
+                format!("the task's workspace claim {name} was made")
+            } else {
+                format!("the task's workspace claim {name} is there")
+            });
+        }
+        match self.create_pod(spec, &body) {
+            Err(e) if claim.as_ref().is_some_and(|(_, fresh)| *fresh) => {
+                let note = self.delete_fresh_claim(spec);
+                Err(match e {
+                    e @ BackendError::WorkerExists { .. } => e,
+                    e => e.with_note(&note),
+                })
+            }
+            other => other,
+        }
     }
 
     fn has_change_stream(&self) -> bool {

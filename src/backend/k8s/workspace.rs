@@ -107,8 +107,12 @@ impl K8sBackend {
     /// Makes the task's claim, or finds the one its earlier workers had (a claim of that name
     /// that is not this task's workspace is refused), and marks its use now. A claim being
     /// deleted (its last pod still stopping: `kubernetes.io/pvc-protection` holds it) is waited
-    /// for, as long as a create waits for readiness, then made anew. The claim's name.
-    pub(super) fn ensure_claim(&self, spec: &CreateSpec) -> Result<Option<String>, BackendError> {
+    /// for, as long as a create waits for readiness, then made anew. The claim's name, and
+    /// whether this create made it.
+    pub(super) fn ensure_claim(
+        &self,
+        spec: &CreateSpec,
+    ) -> Result<Option<(String, bool)>, BackendError> {
         let Some(body) = manifest(&self.controller_id, &self.namespace, spec) else {
             return Ok(None);
         };
@@ -120,7 +124,7 @@ impl K8sBackend {
                 &format!("{}?fieldValidation=Strict", self.claims_path()),
                 Some(&body),
             ) {
-                Ok(_) => return Ok(Some(name)),
+                Ok(_) => return Ok(Some((name, true))),
                 Err(ApiError::Status {
                     reason: Reason::AlreadyExists,
                     ..
@@ -137,7 +141,7 @@ impl K8sBackend {
             }
             if claim.metadata.deletion_timestamp.is_none() {
                 self.mark_used(&name)?;
-                return Ok(Some(name));
+                return Ok(Some((name, false)));
             }
             spec.progress.step(&format!(
                 "waiting for the task's deleted workspace claim {name} to go (a pod of the task still stops)"
@@ -158,6 +162,26 @@ impl K8sBackend {
         Err(BackendError::Internal(format!(
             "the workspace claim {name} was made and deleted by someone else over and over while this create ran; try again"
         )))
+    }
+
+    /// Deletes the claim a failed create made (its pod, if any, was removed): what became of it.
+    pub(super) fn delete_fresh_claim(&self, spec: &CreateSpec) -> String {
+        let name = claim_name(&self.controller_id, &spec.scope, &spec.task);
+        match self.api.call(
+            Method::Delete,
+            &format!("{}/{name}", self.claims_path()),
+            None,
+        ) {
+            Ok(_)
+            | Err(ApiError::Status {
+                reason: Reason::NotFound,
+                ..
+            }) => "the workspace claim it made was deleted".into(),
+            Err(e) => format!(
+                "the workspace claim {name} it made was kept: {}",
+                api_error(e)
+            ),
+        }
     }
 
     fn claim(&self, name: &str) -> Result<Option<Claim>, BackendError> {

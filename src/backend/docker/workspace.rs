@@ -1,0 +1,133 @@
+//! Task workspaces on Docker: one named volume per (controller id, scope, task), named after
+//! the task's container (`<container name>-workspace`), labelled with the owner, scope,
+//! template, task and size, mounted at the template's path, kept when a container is removed.
+//! A volume's labels are fixed at create, so its last use is a second, empty volume
+//! (`...-workspace-used`, label `last-used`) made anew at each use. Docker's default `local`
+//! driver has no size limit: the size is a label here.
+
+use std::collections::HashMap;
+
+use serde_json::json;
+
+use super::{engine_error, DockerBackend};
+use crate::backend::{labels, BackendError, CreateSpec, TaskWorkspace};
+use crate::time::{now_millis, parse_rfc3339_millis, rfc3339_secs};
+
+/// The volume of the task workspace of (controller, scope, task): its container's name and
+/// `-workspace`; its last-use stamp adds `-used`.
+pub(super) fn name(controller_id: &str, scope: &str, task: &str) -> String {
+    format!(
+        "{}-workspace",
+        labels::container_name(controller_id, scope, task)
+    )
+}
+
+impl DockerBackend {
+    /// Makes the task's workspace volume, or finds the one its earlier workers had, and
+    /// stamps its use; whether it is new. A volume of that name that is not this task's is
+    /// refused.
+    pub(super) fn ensure_workspace(&self, spec: &CreateSpec) -> Result<bool, BackendError> {
+        let Some(w) = &spec.template.workspace else {
+            return Ok(false);
+        };
+        let name = name(&self.controller_id, &spec.scope, &spec.task);
+        let fresh = self.engine.volume(&name).map_err(engine_error)?.is_none();
+        let wanted = json!({
+            labels::OWNER: self.controller_id,
+            labels::TASK: spec.task,
+            labels::SCOPE: spec.scope,
+            labels::TEMPLATE: spec.template.name,
+            labels::WORKSPACE: "workspace",
+            labels::SIZE: w.size,
+        });
+        let volume = self
+            .engine
+            .create_volume(&name, &wanted)
+            .map_err(engine_error)?;
+        let theirs = volume.labels.unwrap_or_default();
+        let ours = |k: &str, v: &str| theirs.get(k).map(String::as_str) == Some(v);
+        if !(ours(labels::OWNER, &self.controller_id)
+            && ours(labels::TASK, &spec.task)
+            && ours(labels::SCOPE, &spec.scope))
+        {
+            return Err(BackendError::Internal(format!(
+                "the volume name {name} is taken by a volume that is not this task's workspace"
+            )));
+        }
+        self.stamp(&name, &spec.scope, &spec.task)?;
+        Ok(fresh)
+    }
+
+    /// Removes a workspace the failed create that made it will never use (one a racing create
+    /// mounted meanwhile is in use, and stays).
+    pub(super) fn remove_fresh_workspace(&self, spec: &CreateSpec) -> String {
+        let name = name(&self.controller_id, &spec.scope, &spec.task);
+        match self.engine.remove_volume(&name) {
+            Ok(_) => {
+                let _ = self.engine.remove_volume(&format!("{name}-used"));
+                "the workspace it made was removed".into()
+            }
+            Err(e) => format!("the workspace {name} it made was kept: {}", engine_error(e)),
+        }
+    }
+
+    /// Makes the workspace's last-use stamp anew: now.
+    pub(super) fn stamp(&self, name: &str, scope: &str, task: &str) -> Result<(), BackendError> {
+        let stamp = format!("{name}-used");
+        self.engine.remove_volume(&stamp).map_err(engine_error)?;
+        let labels = json!({
+            labels::OWNER: self.controller_id,
+            labels::TASK: task,
+            labels::SCOPE: scope,
+            labels::WORKSPACE: "stamp",
+            labels::LAST_USED: (now_millis() / 1000).to_string(),
+        });
+        // Two stamps racing: either one is now.
+        match self.engine.create_volume(&stamp, &labels) {
+            Ok(_) => Ok(()),
+            Err(e) if e.status() == Some(409) => Ok(()),
+            Err(e) => Err(engine_error(e)),
+        }
+    }
+
+    /// This controller's workspace volumes (stamps folded into them).
+    pub(super) fn workspace_volumes(&self) -> Result<Vec<TaskWorkspace>, BackendError> {
+        let volumes = self
+            .engine
+            .volumes(&labels::owner_selector(&self.controller_id))
+            .map_err(engine_error)?;
+        let mut stamps: HashMap<String, String> = HashMap::new();
+        let mut spaces = Vec::new();
+        for v in volumes {
+            let l = v.labels.unwrap_or_default();
+            let get = |k: &str| l.get(k).cloned().unwrap_or_default();
+            match l.get(labels::WORKSPACE).map(String::as_str) {
+                Some("stamp") => {
+                    if let Some(at) = l.get(labels::LAST_USED).and_then(|t| t.parse::<u64>().ok()) {
+                        let of = v.name.trim_end_matches("-used").to_string();
+                        stamps.insert(of, rfc3339_secs(at));
+                    }
+                }
+                Some("workspace") => spaces.push(TaskWorkspace {
+                    task: get(labels::TASK),
+                    scope: get(labels::SCOPE),
+                    template: get(labels::TEMPLATE),
+                    size: get(labels::SIZE),
+                    created_at: parse_rfc3339_millis(&v.created_at)
+                        .map(|ms| rfc3339_secs(ms / 1000))
+                        .unwrap_or_default(),
+                    last_used: String::new(),
+                    in_use: false,
+                    name: v.name,
+                }),
+                _ => {}
+            }
+        }
+        for s in &mut spaces {
+            s.last_used = stamps
+                .remove(&s.name)
+                .unwrap_or_else(|| s.created_at.clone());
+        }
+        Ok(spaces)
+    }
+}
