@@ -257,7 +257,13 @@ impl Control {
         }
         self.backend
             .delete_workspace(scope, task)
-            .map_err(ControlError::from)
+            .map_err(|e| match e {
+                BackendError::NotFound => ControlError::new(
+                    ErrorCode::NotFound,
+                    format!("task {task:?} has no workspace (in this caller's scope)"),
+                ),
+                e => ControlError::from(e),
+            })
     }
 
     /// The templates `caller` may create from, by name.

@@ -626,6 +626,46 @@ fn kubectl_reads_and_writes_what_the_controller_does() {
         assert!(std::time::Instant::now() < until, "the stopped pod stayed");
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
+
+    // Claims (task workspaces): a claim kubectl makes with this controller's labels is one of
+    // its workspaces; kubectl reads it, annotates it (a merge patch), deletes it.
+    let claim = pki.path("claim.json");
+    std::fs::write(
+        &claim,
+        json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "ws-by-kubectl", "labels": {
+                "a2a-worker-controller/owner": id, "a2a-worker-controller/scope": "admin",
+                "a2a-worker-controller/workspace": "workspace"},
+                "annotations": {"a2a-worker-controller/task": "by-hand", "a2a-worker-controller/size": "1Gi"}},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}})
+        .to_string(),
+    )
+    .unwrap();
+    assert!(
+        run(&["create", "--validate=false", "-f", claim.to_str().unwrap()]).contains("created")
+    );
+    let spaces = reply_data(&p.control(json!({"operation": "workspaces"})));
+    assert_eq!(spaces["workspaces"][0]["task"], "by-hand", "{spaces}");
+    let got: Value =
+        serde_json::from_str(&run(&["get", "pvc", "-l", &owner, "-o", "json"])).unwrap();
+    assert_eq!(
+        got["items"][0]["metadata"]["finalizers"],
+        json!(["kubernetes.io/pvc-protection"])
+    );
+    assert!(run(&[
+        "annotate",
+        "pvc",
+        "ws-by-kubectl",
+        "a2a-worker-controller/last-used=1900000000",
+        "--overwrite"
+    ])
+    .contains("annotated"));
+    let spaces = reply_data(&p.control(json!({"operation": "workspaces"})));
+    assert_eq!(spaces["workspaces"][0]["last_used"], "2030-03-17T17:46:40Z");
+    let deleted =
+        reply_data(&p.control(json!({"operation": "delete_workspace", "task": "by-hand"})));
+    assert_eq!(deleted["workspace"]["name"], "ws-by-kubectl");
+    assert!(!run(&["get", "pvc", "-o", "name"]).contains("ws-by-kubectl"));
 }
 
 /// Benchmark, not a timed test (scripts/bench.sh runs it in release): create+stop and list

@@ -434,12 +434,13 @@ impl Backend for DockerBackend {
     }
 
     fn delete_workspace(&self, scope: &str, task: &str) -> Result<TaskWorkspace, BackendError> {
-        let name = workspace::name(&self.controller_id, scope, task);
+        // By what its labels say, as `workspaces` lists it.
         let found = self
             .workspace_volumes()?
             .into_iter()
-            .find(|w| w.name == name && w.scope == scope && w.task == task)
+            .find(|w| w.scope == scope && w.task == task)
             .ok_or(BackendError::NotFound)?;
+        let name = found.name.clone();
         match self.engine.remove_volume(&name) {
             Ok(_) => {}
             Err(e) if e.status() == Some(409) => {

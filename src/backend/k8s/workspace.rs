@@ -267,12 +267,14 @@ impl K8sBackend {
         scope: &str,
         task: &str,
     ) -> Result<TaskWorkspace, BackendError> {
-        let name = claim_name(&self.controller_id, scope, task);
+        // By what its labels say, not by its name: a claim made otherwise (by hand, by an
+        // earlier version) is the task's workspace too.
         let found = self
             .claims()?
             .into_iter()
-            .find(|w| w.name == name && w.scope == scope && w.task == task)
+            .find(|w| w.scope == scope && w.task == task)
             .ok_or(BackendError::NotFound)?;
+        let name = &found.name;
         match self.api.call(
             Method::Delete,
             &format!("{}/{name}", self.claims_path()),

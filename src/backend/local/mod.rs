@@ -686,14 +686,17 @@ impl Backend for LocalBackend {
             );
         }
         // A template's workspace is the tab's working directory (else the task directory).
-        let workspace = match &spec.template.workspace {
-            Some(w) => Some(self.workspaces.ensure(
-                &spec.scope,
-                &spec.task,
-                &spec.template.name,
-                &w.size,
-            )?),
-            None => None,
+        let (workspace, fresh) = match &spec.template.workspace {
+            Some(w) => {
+                let (path, fresh) = self.workspaces.ensure(
+                    &spec.scope,
+                    &spec.task,
+                    &spec.template.name,
+                    &w.size,
+                )?;
+                (Some(path), fresh)
+            }
+            None => (None, false),
         };
         let argv = self.argv(
             &spec.template,
@@ -724,6 +727,12 @@ impl Backend for LocalBackend {
                     LocalBackend::record_pane(&self.store, &self.pending, &spec.worker_id, None)
                 {
                     log::warn!("{save}");
+                }
+                // No tab opened: a workspace this create made has no one to use it.
+                if fresh {
+                    if let Err(gone) = self.workspaces.delete(&spec.scope, &spec.task) {
+                        log::warn!("the workspace this failed create made was kept: {gone}");
+                    }
                 }
                 return Err(BackendError::Unavailable(format!(
                     "WezTerm GUI {}: {e}",

@@ -40,14 +40,14 @@ impl Workspaces {
     }
 
     /// The workspace's directory, made (private to this user) with its record if it is not
-    /// there yet, its last use now.
+    /// there yet, its last use now; and whether this call made it.
     pub fn ensure(
         &self,
         scope: &str,
         task: &str,
         template: &str,
         size: &str,
-    ) -> Result<PathBuf, BackendError> {
+    ) -> Result<(PathBuf, bool), BackendError> {
         let name = Workspaces::name(scope, task);
         let path = self.dir.join(&name);
         let fail = |what: &str, e: std::io::Error| {
@@ -56,6 +56,7 @@ impl Workspaces {
                 path.display()
             ))
         };
+        let fresh = !path.is_dir();
         private_dir(&path).map_err(|e| fail("made", e))?;
         let now = rfc3339_secs(now_millis() / 1000);
         let record = match self.read(&name) {
@@ -74,7 +75,7 @@ impl Workspaces {
         };
         self.write(&name, &record)
             .map_err(|e| fail("recorded", e))?;
-        Ok(path)
+        Ok((path, fresh))
     }
 
     fn record_path(&self, name: &str) -> PathBuf {
@@ -175,12 +176,14 @@ mod tests {
         let _ = fs::remove_dir_all(&dir);
         let ws = Workspaces::new(dir.clone());
         assert!(ws.list().unwrap().is_empty(), "no directory yet: none");
-        let path = ws.ensure("team-a", "fix it", "coder", "1Gi").unwrap();
+        let (path, fresh) = ws.ensure("team-a", "fix it", "coder", "1Gi").unwrap();
+        assert!(fresh);
         fs::write(path.join("notes"), "kept").unwrap();
-        let again = ws.ensure("team-a", "fix it", "coder", "1Gi").unwrap();
+        let (again, fresh) = ws.ensure("team-a", "fix it", "coder", "1Gi").unwrap();
         assert_eq!(path, again);
+        assert!(!fresh, "made once");
         assert_eq!(fs::read_to_string(again.join("notes")).unwrap(), "kept");
-        let other = ws.ensure("team-b", "fix it", "coder", "1Gi").unwrap();
+        let (other, _) = ws.ensure("team-b", "fix it", "coder", "1Gi").unwrap();
         assert_ne!(path, other, "never shared across scopes");
         let listed = ws.list().unwrap();
         assert_eq!(listed.len(), 2);
