@@ -192,28 +192,20 @@ impl<'de> Deserialize<'de> for Text<'de> {
 /// The worker's identity if the labels carry this controller's marker and a worker id;
 /// `None` for anything else, however it is named.
 pub fn owned(labels: Option<Ours>, controller_id: &str) -> Option<Owned> {
-    let labels = labels?;
-    if labels.owner.as_deref() != Some(controller_id) {
-        return None;
-    }
+    let mut labels = labels?;
+    let worker_id = labels.worker_id.take().filter(|w| !w.is_empty())?;
+    let expires_at = labels.expires_at.take();
+    let metadata = std::mem::take(&mut labels.metadata);
     Some(Owned {
-        worker_id: labels.worker_id.filter(|w| !w.is_empty())?,
-        task: labels.task.unwrap_or_default(),
-        expires_at: labels.expires_at,
-        metadata: labels.metadata,
-        scope: labels
-            .scope
-            .filter(|s| !s.is_empty())
-            .unwrap_or_else(|| ADMIN_SCOPE.to_string()),
-        template: labels
-            .template
-            .filter(|t| !t.is_empty())
-            .unwrap_or_else(|| DEFAULT_TEMPLATE.to_string()),
+        worker_id,
+        expires_at,
+        metadata,
+        ..owned_workspace(labels, controller_id)?
     })
 }
 
 /// A workspace's identity (scope, template, task label) if its labels carry this controller's
-/// marker; a workspace has no worker id (`worker_id` is `""`).
+/// marker; a workspace has no worker id, expiry or metadata (`""`, `None`, none).
 pub fn owned_workspace(labels: Ours, controller_id: &str) -> Option<Owned> {
     if labels.owner.as_deref() != Some(controller_id) {
         return None;

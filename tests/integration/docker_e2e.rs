@@ -19,7 +19,7 @@ fn worker_ids(p: &Proc) -> Vec<String> {
         .collect()
 }
 
-fn send_to_worker(url: &str, token: Option<&str>, text: &str) -> crate::support::HttpResponse {
+pub fn send_to_worker(url: &str, token: Option<&str>, text: &str) -> crate::support::HttpResponse {
     let addr = url.strip_prefix("http://").unwrap().parse().unwrap();
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
         "params": {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": text}]}}});

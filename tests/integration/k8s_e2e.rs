@@ -53,13 +53,12 @@ pub fn api(standin: &Standin, pki: &Pki) -> K8sApi {
 }
 
 pub fn pods(api: &K8sApi) -> Vec<Value> {
-    let (_, body) = api
-        .call(
-            K8sMethod::Get,
-            &format!("/api/v1/namespaces/{NS}/pods"),
-            None,
-        )
-        .unwrap();
+    items(api, &format!("/api/v1/namespaces/{NS}/pods"))
+}
+
+/// The items of a list the API answers at `path`.
+fn items(api: &K8sApi, path: &str) -> Vec<Value> {
+    let (_, body) = api.call(K8sMethod::Get, path, None).unwrap();
     serde_json::from_slice::<Value>(&body).unwrap()["items"]
         .as_array()
         .unwrap()
@@ -1303,19 +1302,10 @@ fn an_oom_kill_names_the_kubelets_reason_and_the_replicas_are_the_selected_pods(
 
 /// The claims of a controller id, as the API has them.
 fn claims(api: &K8sApi, id: &str) -> Vec<Value> {
-    let (_, body) = api
-        .call(
-            K8sMethod::Get,
-            &format!(
-                "/api/v1/namespaces/{NS}/persistentvolumeclaims?labelSelector=a2a-worker-controller%2Fowner%3D{id}"
-            ),
-            None,
-        )
-        .unwrap();
-    serde_json::from_slice::<Value>(&body).unwrap()["items"]
-        .as_array()
-        .unwrap()
-        .clone()
+    items(
+        api,
+        &format!("/api/v1/namespaces/{NS}/persistentvolumeclaims?labelSelector=a2a-worker-controller%2Fowner%3D{id}"),
+    )
 }
 
 /// Task workspaces as claims (issue 30), on the stand-in that answers as the real API server

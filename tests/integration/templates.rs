@@ -32,9 +32,9 @@ pub fn write_templates(path: &Path, templates: Value) {
 }
 
 /// A control request sent with `token`; returns `result.task`.
-fn control_as(c: &Controller, token: &str, data: Value) -> Value {
+fn control_as(addr: std::net::SocketAddr, token: &str, data: Value) -> Value {
     let (status, v) = rpc_as(
-        c.addr,
+        addr,
         token,
         "SendMessage",
         json!({"message": message(vec![json!({"data": data})])}),
@@ -128,11 +128,15 @@ fn templates_are_created_from_listed_filtered_and_limited_per_caller() {
     );
 
     // Alice may use reviewer only: she is told so, and never hears of the others.
-    let mine = reply_data(&control_as(&c, ALICE, json!({"operation": "templates"})));
+    let mine = reply_data(&control_as(
+        c.addr,
+        ALICE,
+        json!({"operation": "templates"}),
+    ));
     assert_eq!(names(&mine, "templates", "name"), ["reviewer"]);
     for asked in [json!("coder"), json!("nonesuch"), Value::Null] {
         let task = control_as(
-            &c,
+            c.addr,
             ALICE,
             json!({"operation": "create", "task": "a1", "template": asked}),
         );
@@ -144,7 +148,7 @@ fn templates_are_created_from_listed_filtered_and_limited_per_caller() {
         assert!(!m.contains("coder") || asked == json!("coder"), "{m}");
     }
     let ok = reply_data(&control_as(
-        &c,
+        c.addr,
         ALICE,
         json!({"operation": "create", "task": "a1", "template": "reviewer"}),
     ));
@@ -156,7 +160,7 @@ fn templates_are_created_from_listed_filtered_and_limited_per_caller() {
         (Some("reviewer"), Some("team-a"))
     );
     // Bob has no list: every template.
-    let bobs = reply_data(&control_as(&c, BOB, json!({"operation": "templates"})));
+    let bobs = reply_data(&control_as(c.addr, BOB, json!({"operation": "templates"})));
     assert_eq!(names(&bobs, "templates", "name").len(), 3);
 
     // The file changed: a new template is there at once; a broken change keeps the last good.
@@ -346,17 +350,7 @@ fn two_templates_on_the_real_engine() {
 
 /// SendMessage to a worker with its token; the text it answered.
 fn tell(url: &str, token: &str, text: &str) -> String {
-    let addr = url.strip_prefix("http://").unwrap().parse().unwrap();
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
-        "params": {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": text}]}}});
-    let auth = format!("Bearer {token}");
-    let r = request(
-        addr,
-        "POST",
-        "/",
-        &[("Authorization", &auth)],
-        body.to_string().as_bytes(),
-    );
+    let r = crate::docker_e2e::send_to_worker(url, Some(token), text);
     assert_eq!(r.status, 200, "{}", r.text());
     r.json()["result"]["task"]["artifacts"][0]["parts"][0]["text"]
         .as_str()
@@ -435,25 +429,8 @@ fn a_workspace_outlives_its_worker_on_the_real_engine() {
             "-reap-interval=1s",
         ],
     );
-    let as_alice = |data: Value| {
-        let (status, v) = rpc_as(
-            p.addr,
-            ALICE,
-            "SendMessage",
-            json!({"message": message(vec![json!({"data": data})])}),
-        );
-        assert_eq!(status, 200, "{v}");
-        v["result"]["task"].clone()
-    };
-    let as_bob = |data: Value| {
-        let (_, v) = rpc_as(
-            p.addr,
-            BOB,
-            "SendMessage",
-            json!({"message": message(vec![json!({"data": data})])}),
-        );
-        v["result"]["task"].clone()
-    };
+    let as_alice = |data: Value| control_as(p.addr, ALICE, data);
+    let as_bob = |data: Value| control_as(p.addr, BOB, data);
 
     // The first worker writes into the task's workspace.
     let first = reply_data(&as_alice(

@@ -164,9 +164,8 @@ impl K8sBackend {
         )))
     }
 
-    /// Deletes the claim a failed create made (its pod, if any, was removed): what became of it.
-    pub(super) fn delete_fresh_claim(&self, spec: &CreateSpec) -> String {
-        let name = claim_name(&self.controller_id, &spec.scope, &spec.task);
+    /// Deletes claim `name`; gone already counts as deleted.
+    fn delete_claim_named(&self, name: &str) -> Result<(), ApiError> {
         match self.api.call(
             Method::Delete,
             &format!("{}/{name}", self.claims_path()),
@@ -176,7 +175,16 @@ impl K8sBackend {
             | Err(ApiError::Status {
                 reason: Reason::NotFound,
                 ..
-            }) => "the workspace claim it made was deleted".into(),
+            }) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Deletes the claim a failed create made (its pod, if any, was removed): what became of it.
+    pub(super) fn delete_fresh_claim(&self, spec: &CreateSpec) -> String {
+        let name = claim_name(&self.controller_id, &spec.scope, &spec.task);
+        match self.delete_claim_named(&name) {
+            Ok(()) => "the workspace claim it made was deleted".into(),
             Err(e) => format!(
                 "the workspace claim {name} it made was kept: {}",
                 api_error(e)
@@ -274,19 +282,8 @@ impl K8sBackend {
             .into_iter()
             .find(|w| w.scope == scope && w.task == task)
             .ok_or(BackendError::NotFound)?;
-        let name = &found.name;
-        match self.api.call(
-            Method::Delete,
-            &format!("{}/{name}", self.claims_path()),
-            None,
-        ) {
-            Ok(_)
-            | Err(ApiError::Status {
-                reason: Reason::NotFound,
-                ..
-            }) => Ok(found),
-            Err(e) => Err(api_error(e)),
-        }
+        self.delete_claim_named(&found.name).map_err(api_error)?;
+        Ok(found)
     }
 
     pub(super) fn claim_released(&self, scope: &str, task: &str) -> Result<(), BackendError> {
