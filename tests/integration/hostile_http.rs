@@ -48,13 +48,23 @@ fn read_response(s: &mut TcpStream) -> Option<HttpResponse> {
 /// Whether the server closed the connection within `within`.
 fn closed_within(s: &mut TcpStream, within: Duration) -> bool {
     s.set_read_timeout(Some(within)).unwrap();
+    let started = Instant::now();
     let mut buf = [0u8; 1024];
     loop {
         match s.read(&mut buf) {
             Ok(0) => return true,
             Ok(_) => continue,
             Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return true,
-            Err(_) => return false,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                // Said, so that a failure tells a timeout from another error.
+                eprintln!(
+                    "closed_within: not closed after {:?}: {e} ({:?})",
+                    started.elapsed(),
+                    e.kind()
+                );
+                return false;
+            }
         }
     }
 }
