@@ -15,6 +15,15 @@
 //! the file NAME there and answers `wrote NAME`; `workspace read NAME` answers the file's text.
 //! Any other text is echoed. The template's extra variable `ECHO_PREFIX`, when set, starts
 //! every echo.
+//!
+//! **Late binding** (a pre-started member of a warm pool): with `A2A_POOL_MEMBER` (the
+//! member's name) and `A2A_ACTIVATION_SHA256` (the SHA-256, hex, of the member's activation
+//! secret: nothing secret is in its environment), it starts knowing no task and no token. It
+//! answers its Agent Card and `/healthz`, and 401 to every other call, until it is activated:
+//! `POST /activate` with `Authorization: Bearer <activation secret>` and the JSON body
+//! `{"worker_id", "task", "token", "a2a_url", "agent_name"?, "env"?}` binds them (200
+//! `{"activated": worker_id}`, answered once they are bound). A wrong secret is 401; a second
+//! activation, with any secret, is 409; from then on it is the worker it was bound as.
 
 #![forbid(unsafe_code)]
 
@@ -30,22 +39,90 @@ use a2a_worker_controller::token::uuid_v4;
 use serde_json::{json, Value};
 
 struct Echo {
-    card: Vec<u8>,
-    token: String,
+    /// The card and the token it answers with; before a pool member's activation, a card of
+    /// the unbound member and no token (every call is 401).
+    bound: std::sync::RwLock<Bound>,
+    /// A pool member's activation secret's SHA-256; `None` for a worker started bound.
+    activation: Option<[u8; 32]>,
 }
+
+struct Bound {
+    card: Vec<u8>,
+    token: Option<String>,
+}
+
+impl Echo {
+    /// `POST /activate`: binds an unbound member to its worker, once.
+    fn activate(&self, req: &Request) -> Response {
+        let Some(expected) = self.activation else {
+            return Response::text(404, "not a pool member");
+        };
+        let presented = req
+            .header("Authorization")
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .unwrap_or("");
+        let hash = ring::digest::digest(&ring::digest::SHA256, presented.as_bytes());
+        let mut bound = self.bound.write().unwrap_or_else(|p| p.into_inner());
+        if bound.token.is_some() {
+            return Response::text(409, "already activated");
+        }
+        if !a2a_worker_controller::token::constant_time_eq(hash.as_ref(), &expected) {
+            return Response::text(401, "wrong activation secret");
+        }
+        let Body::Complete(body) = &req.body else {
+            return Response::text(413, "request body too large");
+        };
+        let Ok(v) = serde_json::from_slice::<Value>(body) else {
+            return Response::text(400, "the body is not JSON");
+        };
+        let field = |k: &str| v[k].as_str().filter(|s| !s.is_empty()).map(str::to_string);
+        let (Some(worker_id), Some(_task), Some(token), Some(url)) = (
+            field("worker_id"),
+            field("task"),
+            field("token"),
+            field("a2a_url"),
+        ) else {
+            return Response::text(400, "activation needs worker_id, task, token and a2a_url");
+        };
+        let name = field("agent_name").unwrap_or_else(|| format!("claude-interactive-{worker_id}"));
+        if let Some(prefix) = v["env"]["ECHO_PREFIX"].as_str() {
+            *ECHO_PREFIX.write().unwrap_or_else(|p| p.into_inner()) = Some(prefix.to_string());
+        }
+        *bound = Bound {
+            card: card(&name, &url),
+            token: Some(token),
+        };
+        eprintln!("a2a-echo-worker: activated as worker {worker_id} at {url}");
+        Response::json(200, &json!({ "activated": worker_id }))
+    }
+}
+
+/// `ECHO_PREFIX` as an activation gave it (a started worker reads its environment).
+static ECHO_PREFIX: std::sync::RwLock<Option<String>> = std::sync::RwLock::new(None);
 
 impl Handler for Echo {
     fn handle(&self, req: Request) -> Response {
         match (req.method.as_str(), req.path.as_str()) {
             ("GET" | "HEAD", "/.well-known/agent-card.json") => {
-                Response::new(200, "application/json", self.card.clone())
+                let bound = self.bound.read().unwrap_or_else(|p| p.into_inner());
+                Response::new(200, "application/json", bound.card.clone())
             }
             ("GET" | "HEAD", "/healthz") => Response::text(200, "ok"),
+            ("POST", "/activate") => self.activate(&req),
             ("POST", "/" | "/a2a" | "/a2a/") => {
                 let Body::Complete(body) = &req.body else {
                     return Response::text(413, "request body too large");
                 };
-                if let Err(f) = auth::check(req.header("Authorization"), &self.token) {
+                let token = self
+                    .bound
+                    .read()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .token
+                    .clone();
+                let Some(token) = token else {
+                    return Response::text(401, "not activated yet");
+                };
+                if let Err(f) = auth::check(req.header("Authorization"), &token) {
                     return f.response();
                 }
                 Response::json(200, &rpc(body))
@@ -86,10 +163,16 @@ fn rpc(body: &[u8]) -> Value {
     let text = text.join("\n");
     let answer = match text.strip_prefix("workspace ") {
         Some(command) => workspace(command),
-        None => match std::env::var("ECHO_PREFIX") {
-            Ok(prefix) if !prefix.is_empty() => format!("{prefix}: {text}"),
-            _ => text,
-        },
+        None => {
+            let given = ECHO_PREFIX
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone();
+            match given.or_else(|| std::env::var("ECHO_PREFIX").ok()) {
+                Some(prefix) if !prefix.is_empty() => format!("{prefix}: {text}"),
+                _ => text,
+            }
+        }
     };
     let (Ok(task_id), Ok(generated_ctx), Ok(artifact_id)) = (uuid_v4(), uuid_v4(), uuid_v4())
     else {
@@ -145,6 +228,20 @@ fn workspace(command: &str) -> String {
         "read" => format!("not a file name: {rest:?}"),
         other => format!("unknown workspace command {other:?}: write NAME TEXT, or read NAME"),
     }
+}
+
+/// 64 hexadecimal digits as 32 bytes.
+fn parse_hash(hex: &str) -> Option<[u8; 32]> {
+    let hex = hex.trim().as_bytes();
+    if hex.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, pair) in hex.chunks(2).enumerate() {
+        let digit = |b: u8| (b as char).to_digit(16);
+        out[i] = (digit(pair[0])? * 16 + digit(pair[1])?) as u8;
+    }
+    Some(out)
 }
 
 fn card(name: &str, url: &str) -> Vec<u8> {
@@ -238,14 +335,40 @@ fn main() -> ExitCode {
     }
     print_lines(print, line_bytes);
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-    let Some(url) = env("A2A_PUBLIC_URL") else {
-        eprintln!("a2a-echo-worker: A2A_PUBLIC_URL is required");
-        return ExitCode::from(2);
+    // A pool member starts unbound: no task, no token, its URL perhaps not yet its own.
+    let member = env("A2A_POOL_MEMBER");
+    let activation = match (&member, env("A2A_ACTIVATION_SHA256")) {
+        (None, _) => None,
+        (Some(_), Some(hex)) => match parse_hash(&hex) {
+            Some(h) => Some(h),
+            None => {
+                eprintln!("a2a-echo-worker: A2A_ACTIVATION_SHA256 must be 64 hexadecimal digits");
+                return ExitCode::from(2);
+            }
+        },
+        (Some(_), None) => {
+            eprintln!(
+                "a2a-echo-worker: a pool member (A2A_POOL_MEMBER) needs A2A_ACTIVATION_SHA256"
+            );
+            return ExitCode::from(2);
+        }
+    };
+    let url = match (env("A2A_PUBLIC_URL"), &member) {
+        (Some(url), _) => url,
+        (None, Some(_)) => "http://unbound.invalid".to_string(),
+        (None, None) => {
+            eprintln!("a2a-echo-worker: A2A_PUBLIC_URL is required");
+            return ExitCode::from(2);
+        }
     };
     let token_env = env("WORKER_TOKEN_ENV").unwrap_or_else(|| "INTERACTIVE_AUTH_TOKEN".into());
-    let Some(token) = env(&token_env) else {
-        eprintln!("a2a-echo-worker: the bearer token variable {token_env} is required");
-        return ExitCode::from(2);
+    let token = match (env(&token_env), &member) {
+        (Some(token), None) => Some(token),
+        (_, Some(_)) => None,
+        (None, None) => {
+            eprintln!("a2a-echo-worker: the bearer token variable {token_env} is required");
+            return ExitCode::from(2);
+        }
     };
     let listen_value = env("LISTEN").unwrap_or_else(|| ":9090".into());
     let addr = match parse_listen(&listen_value) {
@@ -260,10 +383,16 @@ fn main() -> ExitCode {
         wait_for_signal();
         return ExitCode::SUCCESS;
     }
-    let name = env("A2A_AGENT_NAME").unwrap_or_else(|| "a2a-echo-worker".into());
+    let name = match &member {
+        Some(m) => format!("a2a-pool-member-{m}"),
+        None => env("A2A_AGENT_NAME").unwrap_or_else(|| "a2a-echo-worker".into()),
+    };
     let echo = Echo {
-        card: card(&name, &url),
-        token,
+        bound: std::sync::RwLock::new(Bound {
+            card: card(&name, &url),
+            token,
+        }),
+        activation,
     };
     let serving = match Server::bind(addr).and_then(|s| s.serve(Arc::new(echo), Limits::default()))
     {

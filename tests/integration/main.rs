@@ -10,6 +10,7 @@ mod docker_bench;
 mod docker_e2e;
 mod docker_support;
 mod docs;
+mod echo_worker;
 mod faults;
 mod hostile_http;
 mod hostile_input;
