@@ -38,13 +38,15 @@ fn start(env: &[(&str, &str)]) -> Echo {
         .stderr(Stdio::null())
         .spawn()
         .expect("the echo worker runs");
+    // Owned before anything can fail: a failed wait still stops the process.
+    let echo = Echo { child, addr };
     let deadline = Instant::now() + Duration::from_secs(10);
     while std::net::TcpStream::connect(addr).is_err() {
         assert!(Instant::now() < deadline, "the echo worker did not listen");
         std::thread::sleep(Duration::from_millis(20));
     }
     assert_eq!(request(addr, "GET", "/healthz", &[], b"").status, 200);
-    Echo { child, addr }
+    echo
 }
 
 fn say(addr: SocketAddr, token: &str, text: &str) -> HttpResponse {
