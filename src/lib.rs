@@ -19,7 +19,8 @@
 //! control/             create / list / stop / logs over the seam (mod.rs: scopes, MAX_WORKERS,
 //!                      log lines); request.rs (validation, metadata, filters, TTLs), error.rs
 //!                      (outcomes, error codes), reaper.rs, caller.rs; watch.rs: the one
-//!                      source of worker events every watcher shares
+//!                      source of worker events every watcher shares; templates.rs: which
+//!                      templates a caller may use, task workspaces
 //! backend/             the seam (trait, Worker, BackendError, BackendKind), shared container
 //!                      pieces (probe, labels, worker_env), one folder per backend: docker/,
 //!                      k8s/, local/

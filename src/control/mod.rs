@@ -3,12 +3,13 @@
 //! responsibilities): scopes, `MAX_WORKERS` and the callers' `max_workers`, one create at a
 //! time where the backend needs it, one log line and one metric sample per operation. The
 //! requests are read in [`request`], outcomes and error codes are [`error`]'s, the reaper is
-//! [`reaper`]'s, and watchers hear [`watch`].
+//! [`reaper`]'s, watchers hear [`watch`], and templates and workspaces are [`templates`]'.
 
 pub mod caller;
 pub mod error;
 pub mod reaper;
 pub mod request;
+pub mod templates;
 pub mod watch;
 
 pub use caller::Caller;
@@ -26,8 +27,8 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::backend::{
-    Backend, BackendError, CreateSpec, Metadata, Progress, TaskWorkspace, Template, Worker,
-    WorkerState, DEFAULT_TEMPLATE,
+    Backend, BackendError, CreateSpec, Metadata, Progress, Template, Worker, WorkerState,
+    DEFAULT_TEMPLATE,
 };
 use crate::metrics::Metrics;
 use crate::sentry::Sentry;
@@ -45,74 +46,6 @@ struct Workers {
 #[derive(Serialize)]
 struct OneWorker {
     worker: Worker,
-}
-
-/// `templates`' reply data: what a caller may create from.
-#[derive(Serialize)]
-struct TemplateList {
-    templates: Vec<TemplateInfo>,
-}
-
-/// One template as callers see it: what it starts and its limits (never its environment's
-/// values, nor its files' paths).
-#[derive(Serialize)]
-pub struct TemplateInfo {
-    pub name: String,
-    pub description: String,
-    /// The image (docker, k8s) or the program (local).
-    pub image: String,
-    pub memory_bytes: Option<i64>,
-    pub cpus: Option<f64>,
-    pub pids_limit: Option<i64>,
-    /// Seconds; `None`: none.
-    pub ttl: Option<u64>,
-    pub max_ttl: Option<u64>,
-    pub port: u16,
-    /// The workspace's path and size, when the template has one.
-    pub workspace: Option<WorkspaceInfo>,
-}
-
-#[derive(Serialize)]
-pub struct WorkspaceInfo {
-    pub path: String,
-    pub size: String,
-}
-
-impl TemplateInfo {
-    pub fn of(t: &Template) -> TemplateInfo {
-        TemplateInfo {
-            name: t.name.clone(),
-            description: t.description.clone(),
-            image: if t.image.is_empty() {
-                t.command.first().cloned().unwrap_or_default()
-            } else {
-                t.image.clone()
-            },
-            memory_bytes: t.memory_bytes,
-            cpus: t.nano_cpus.map(|n| n as f64 / 1e9),
-            pids_limit: t.pids_limit,
-            ttl: t.lifetime.default_ttl.map(|d| d.as_secs()),
-            max_ttl: t.lifetime.max_ttl.map(|d| d.as_secs()),
-            port: t.port,
-            workspace: t.workspace.as_ref().map(|w| WorkspaceInfo {
-                path: w.path.clone(),
-                size: w.size.clone(),
-            }),
-        }
-    }
-}
-
-/// `workspaces`' reply data.
-#[derive(Serialize)]
-struct Workspaces {
-    workspaces: Vec<TaskWorkspace>,
-}
-
-/// `delete_workspace`'s reply data, and `stop`'s with `"workspace": "delete"`.
-#[derive(Serialize)]
-struct Stopped {
-    worker: Option<Worker>,
-    workspace: Option<TaskWorkspace>,
 }
 
 /// `logs`' reply data.
@@ -218,95 +151,6 @@ impl Control {
         })
     }
 
-    /// The same, with workspaces deleted this long after their last use.
-    pub fn with_workspace_ttl(mut self, ttl: Option<Duration>) -> Control {
-        self.workspace_ttl = ttl;
-        self
-    }
-
-    /// The task workspaces, each with whether a worker of its task exists now.
-    pub fn workspaces(&self) -> Result<Vec<TaskWorkspace>, BackendError> {
-        let mut spaces = self.backend.workspaces()?;
-        if spaces.is_empty() {
-            return Ok(spaces);
-        }
-        let workers = self.backend.list()?;
-        for s in &mut spaces {
-            s.in_use = workers
-                .iter()
-                .any(|w| w.task == s.task && w.scope == s.scope);
-        }
-        spaces.sort_by(|a, b| (&a.created_at, &a.name).cmp(&(&b.created_at, &b.name)));
-        Ok(spaces)
-    }
-
-    /// Deletes the workspace of `task` in `scope` unless a worker of the task exists.
-    fn delete_workspace(&self, scope: &str, task: &str) -> Result<TaskWorkspace, ControlError> {
-        let workers = self.backend.list().map_err(ControlError::from)?;
-        if let Some(w) = workers.iter().find(|w| w.task == task && w.scope == scope) {
-            let mut e = ControlError::from(BackendError::WorkerExists {
-                worker_id: w.worker_id.clone(),
-                state: w.state,
-            });
-            e.message = format!(
-                "the task's worker {} ({}) still has the workspace: stop it first, or stop it with \"workspace\": \"delete\"",
-                w.worker_id,
-                w.state.as_str()
-            );
-            return Err(e);
-        }
-        self.backend
-            .delete_workspace(scope, task)
-            .map_err(|e| match e {
-                BackendError::NotFound => ControlError::new(
-                    ErrorCode::NotFound,
-                    format!("task {task:?} has no workspace (in this caller's scope)"),
-                ),
-                e => ControlError::from(e),
-            })
-    }
-
-    /// The templates `caller` may create from, by name.
-    pub fn templates_for(&self, caller: &Caller) -> Vec<Arc<Template>> {
-        let templates = self.templates.current();
-        templates
-            .all()
-            .filter(|t| caller.may_use(&t.name))
-            .cloned()
-            .collect()
-    }
-
-    /// The template a create of `caller` asked for (`None`: `default`), or a refusal naming
-    /// the templates it may use (never the others).
-    fn template_for(
-        &self,
-        caller: &Caller,
-        asked: Option<&str>,
-    ) -> Result<Arc<Template>, ControlError> {
-        let name = asked.unwrap_or(DEFAULT_TEMPLATE);
-        let templates = self.templates.current();
-        match templates.get(name) {
-            Some(t) if caller.may_use(name) => Ok(Arc::clone(t)),
-            _ => {
-                let usable: Vec<&str> = templates
-                    .all()
-                    .map(|t| t.name.as_str())
-                    .filter(|n| caller.may_use(n))
-                    .collect();
-                let which = if asked.is_none() {
-                    "no template was named and this caller may not use default".to_string()
-                } else {
-                    format!("unknown template {name:?}")
-                };
-                Err(ControlError::invalid(if usable.is_empty() {
-                    format!("{which}: this caller may use no template")
-                } else {
-                    format!("{which}: this caller may use {}", usable.join(", "))
-                }))
-            }
-        }
-    }
-
     pub fn backend(&self) -> &dyn Backend {
         self.backend.as_ref()
     }
@@ -407,75 +251,11 @@ impl Control {
                     Ok(worker) => worker,
                     Err(e) => return (Outcome::Failed(e.into()), worker_id),
                 };
-                if !delete_workspace {
-                    self.released(&worker);
-                    return (completed(&OneWorker { worker }, None, 0), worker_id);
-                }
-                match self.backend.delete_workspace(&worker.scope, &worker.task) {
-                    Ok(space) => (
-                        completed(
-                            &Stopped {
-                                worker: Some(worker),
-                                workspace: Some(space),
-                            },
-                            None,
-                            0,
-                        ),
-                        worker_id,
-                    ),
-                    Err(BackendError::NotFound) => (
-                        completed(
-                            &Stopped {
-                                worker: Some(worker),
-                                workspace: None,
-                            },
-                            None,
-                            0,
-                        ),
-                        worker_id,
-                    ),
-                    Err(e) => {
-                        let mut e = ControlError::from(e);
-                        e.message = format!(
-                            "worker {worker_id} was stopped, but its workspace could not be deleted (delete_workspace tries again): {}",
-                            e.message
-                        );
-                        (Outcome::Failed(e), worker_id)
-                    }
-                }
+                (self.stopped(worker, delete_workspace), worker_id)
             }
-            ControlRequest::Workspaces => match self.workspaces() {
-                Ok(mut workspaces) => {
-                    let scope = caller.visible_scope();
-                    workspaces.retain(|w| scope.as_ref().is_none_or(|s| &w.scope == s));
-                    (
-                        completed(&Workspaces { workspaces }, None, 0),
-                        String::new(),
-                    )
-                }
-                Err(e) => (Outcome::Failed(e.into()), String::new()),
-            },
+            ControlRequest::Workspaces => (self.workspace_list(caller), String::new()),
             ControlRequest::DeleteWorkspace { task, scope } => {
-                // Only an admin names another scope; anyone else's workspace elsewhere is
-                // the same not_found as none at all.
-                let scope = match scope {
-                    Some(s) if caller.admin => s,
-                    _ => caller.scope.clone(),
-                };
-                match self.delete_workspace(&scope, &task) {
-                    Ok(space) => (
-                        completed(
-                            &Stopped {
-                                worker: None,
-                                workspace: Some(space),
-                            },
-                            None,
-                            0,
-                        ),
-                        String::new(),
-                    ),
-                    Err(e) => (Outcome::Failed(e), String::new()),
-                }
+                (self.delete_workspace_of(caller, &task, scope), String::new())
             }
             // The text goes to the caller only: never into a log line.
             ControlRequest::Logs { worker_id, tail } => match self
@@ -496,17 +276,7 @@ impl Control {
                 ),
                 Err(e) => (Outcome::Failed(e.into()), worker_id),
             },
-            ControlRequest::Templates => {
-                let templates = self
-                    .templates_for(caller)
-                    .iter()
-                    .map(|t| TemplateInfo::of(t))
-                    .collect();
-                (
-                    completed(&TemplateList { templates }, None, 0),
-                    String::new(),
-                )
-            }
+            ControlRequest::Templates => (self.template_list(caller), String::new()),
             ControlRequest::Create {
                 task,
                 ttl,
@@ -603,41 +373,6 @@ impl Control {
                 )
             }
             Err(e) => (Outcome::Failed(e.into()), worker_id),
-        }
-    }
-
-    /// Whether a create of `template` for `task` may make a workspace under the caller's
-    /// `max_workspaces` (a task that has one already reuses it).
-    fn workspace_room(
-        &self,
-        caller: &Caller,
-        task: &str,
-        template: &Template,
-    ) -> Result<(), ControlError> {
-        let (Some(max), Some(_)) = (caller.max_workspaces, &template.workspace) else {
-            return Ok(());
-        };
-        let spaces = self.backend.workspaces().map_err(ControlError::from)?;
-        let mine: Vec<&TaskWorkspace> = spaces.iter().filter(|w| w.scope == caller.scope).collect();
-        if mine.iter().any(|w| w.task == task) || mine.len() < max as usize {
-            return Ok(());
-        }
-        Err(ControlError::new(
-            ErrorCode::Capacity,
-            format!(
-                "caller {}'s max_workspaces ({max}) reached in scope {}: delete a workspace first (delete_workspace)",
-                caller.name, caller.scope
-            ),
-        ))
-    }
-
-    /// Notes a stopped worker's workspace as used until now (its TTL counts from here).
-    fn released(&self, worker: &Worker) {
-        if let Err(e) = self.backend.workspace_released(&worker.scope, &worker.task) {
-            log::warn!(
-                "the workspace of task {:?} could not be marked as used now: {e}",
-                worker.task
-            );
         }
     }
 

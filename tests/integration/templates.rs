@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::callers::{hash, rpc_as, ALICE, BOB};
+use crate::callers::{control_as, hash, ALICE, BOB};
 use crate::docker_support::*;
 use crate::support::*;
 
@@ -29,18 +29,6 @@ pub fn write_templates(path: &Path, templates: Value) {
     let tmp = path.with_extension("tmp");
     std::fs::write(&tmp, json!({ "templates": templates }).to_string()).unwrap();
     std::fs::rename(&tmp, path).unwrap();
-}
-
-/// A control request sent with `token`; returns `result.task`.
-fn control_as(addr: std::net::SocketAddr, token: &str, data: Value) -> Value {
-    let (status, v) = rpc_as(
-        addr,
-        token,
-        "SendMessage",
-        json!({"message": message(vec![json!({"data": data})])}),
-    );
-    assert_eq!(status, 200, "{v}");
-    v["result"]["task"].clone()
 }
 
 fn names(data: &Value, key: &str, field: &str) -> Vec<String> {

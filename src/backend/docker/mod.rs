@@ -462,7 +462,8 @@ impl Backend for DockerBackend {
 
     fn workspace_released(&self, scope: &str, task: &str) -> Result<(), BackendError> {
         let name = workspace::name(&self.controller_id, scope, task);
-        if self.workspace_volumes()?.iter().any(|w| w.name == name) {
+        // One look at that volume, not a list of all of them.
+        if self.engine.volume(&name).map_err(engine_error)?.is_some() {
             self.stamp(&name, scope, task)?;
         }
         Ok(())
