@@ -6,7 +6,8 @@
 #           needs the engine socket's group: docker run --group-add <gid of the socket>)
 # The controller image carries the OCI annotations as labels: source (SOURCE_URL, else the git
 # remote), revision (the git commit), version (Cargo.toml) and licenses. The worker image does
-# not: a container inherits its image's labels, and workers carry exactly the controller's three.
+# not (a container inherits its image's labels): it carries one label only, saying that it speaks
+# the warm pool's activation contract (a2a-worker-controller.activation=v1).
 # Talks to the engine DOCKER_HOST names (or the default socket).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,6 +26,7 @@ labels=""
       org.opencontainers.image.revision=\"$revision\" \\
       org.opencontainers.image.version=\"$version\" \\
       org.opencontainers.image.licenses=\"BSD-2-Clause\""
+[ "$bin" = a2a-echo-worker ] && labels="LABEL a2a-worker-controller.activation=\"v1\""
 # The worker image has an empty /workspace of its user's: a task workspace mounted there (a
 # template's default path) starts as the image's directory, so its user may write in it.
 workspace=""

@@ -173,7 +173,19 @@ pub fn open_templates(
 ) -> Result<Arc<settings::templates::TemplatesFile>, Error> {
     use settings::templates::TemplatesFile;
     let judge = Arc::clone(backend);
-    let accepts = Box::new(move |t: &backend::Template| judge.accepts(t));
+    let keyed = settings.pool_key_file.is_some() || settings.auth_token.is_some();
+    let accepts = Box::new(move |t: &backend::Template| {
+        if t.pool > 0 && !judge.pools() {
+            return Err(format!(
+                "pool: the {} backend keeps no warm pools (docker does); remove pool",
+                judge.kind()
+            ));
+        }
+        if t.pool > 0 && !keyed {
+            return Err("pool: a warm pool needs a key its members' secrets come from: set POOL_KEY_FILE (or A2A_AUTH_TOKEN, from which it is derived otherwise)".into());
+        }
+        judge.accepts(t)
+    });
     let default = settings.default_template();
     let file = match &settings.templates_file {
         Some(path) => TemplatesFile::open(path.clone(), default, accepts).map_err(|why| {
@@ -182,6 +194,32 @@ pub fn open_templates(
         None => TemplatesFile::fixed(default, accepts).map_err(Error::Refused)?,
     };
     Ok(Arc::new(file))
+}
+
+/// The key warm pools derive members' secrets from, and where it came from: `POOL_KEY_FILE`,
+/// else derived from `A2A_AUTH_TOKEN`; `None` with neither (a pooled template is refused).
+pub fn pool_key(settings: &Settings) -> Result<Option<(control::pool::PoolKey, String)>, Error> {
+    use control::pool::PoolKey;
+    if let Some(path) = &settings.pool_key_file {
+        let (key, _) = settings::read_secret_file(path)
+            .map_err(|why| Error::Refused(format!("setting POOL_KEY_FILE is invalid: {why}")))?;
+        if key.chars().count() < 16 {
+            return Err(Error::Refused(format!(
+                "setting POOL_KEY_FILE is invalid: {} holds fewer than 16 characters",
+                path.display()
+            )));
+        }
+        return Ok(Some((
+            PoolKey::new(key.as_bytes()),
+            format!("POOL_KEY_FILE {}", path.display()),
+        )));
+    }
+    Ok(settings.auth_token.as_deref().map(|t| {
+        (
+            PoolKey::derived_from(t),
+            "derived from A2A_AUTH_TOKEN".to_string(),
+        )
+    }))
 }
 
 /// A variable of this process's environment; empty counts as unset. Backends read their
@@ -197,6 +235,9 @@ pub struct Running {
     serving: http::Serving,
     /// Dropped at shutdown: the reaper stops before its next pass.
     _reaper: control::Reaper,
+    /// Dropped at shutdown: the warm pool stops after its pass (its members stay, for the
+    /// next start to adopt).
+    _pool: Option<control::pool::PoolHandle>,
 }
 
 impl Running {
@@ -239,17 +280,46 @@ pub fn start_with(
         None => None,
     };
     let listed = Arc::clone(&backend);
-    let control = Arc::new(
-        control::Control::new(
-            backend,
-            Arc::clone(&metrics),
-            sentry,
-            settings.max_workers,
-            templates,
-        )
-        .with_max_watchers(settings.max_watchers)
-        .with_workspace_ttl(settings.workspace_ttl),
-    );
+    let pool = match (backend.pools(), pool_key(settings)?) {
+        (true, Some((key, source))) => {
+            let pooled: Vec<String> = templates
+                .current()
+                .all()
+                .filter(|t| t.pool > 0)
+                .map(|t| format!("{} ({})", t.name, t.pool))
+                .collect();
+            if !pooled.is_empty() {
+                log::info!(
+                    "warm pools: {}; members' key {source}, id {}",
+                    pooled.join(", "),
+                    key.id()
+                );
+            }
+            let pool = control::pool::Pool::new(
+                Arc::clone(&backend),
+                Arc::clone(&templates),
+                Arc::clone(&metrics),
+                &settings.controller_id,
+                key,
+                settings.pool_activation_timeout,
+            );
+            Some(control::pool::Pool::start(&pool))
+        }
+        _ => None,
+    };
+    let mut control = control::Control::new(
+        backend,
+        Arc::clone(&metrics),
+        sentry,
+        settings.max_workers,
+        templates,
+    )
+    .with_max_watchers(settings.max_watchers)
+    .with_workspace_ttl(settings.workspace_ttl);
+    if let Some(p) = &pool {
+        control = control.with_pool(Arc::clone(p.pool()));
+    }
+    let control = Arc::new(control);
     let reaper = control::Reaper::start(Arc::clone(&control), settings.reap_interval);
     let tasks = Arc::new(a2a::TaskStore::new(a2a::tasks::DEFAULT_CAPACITY));
     let deployment = a2a::card::Deployment {
@@ -310,6 +380,7 @@ pub fn start_with(
         addr,
         serving,
         _reaper: reaper,
+        _pool: pool,
     })
 }
 

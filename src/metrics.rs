@@ -28,6 +28,8 @@ struct Inner {
     pushes: BTreeMap<&'static str, u64>,
     /// Creates by (backend, template, outcome): template names come from the operator's file.
     creates: BTreeMap<(&'static str, String, &'static str), u64>,
+    /// Warm pool members by (template, state), as the pool's last look found them.
+    pool_members: BTreeMap<(String, &'static str), u64>,
 }
 
 /// Most distinct caller names the operation counter carries (OIDC subjects are not a fixed
@@ -97,6 +99,11 @@ impl Metrics {
 
     /// One push-notification event to one webhook came to `outcome` (delivered, given_up,
     /// refused, dropped).
+    /// The pool's members now, by (template, state): replaces what was said before.
+    pub fn pool_members(&self, members: BTreeMap<(String, &'static str), u64>) {
+        self.lock().pool_members = members;
+    }
+
     pub fn push_notification(&self, outcome: &'static str) {
         *self.lock().pushes.entry(outcome).or_default() += 1;
     }
@@ -174,6 +181,17 @@ impl Metrics {
                 "a2a_controller_worker_creates_total{{backend=\"{backend}\",template=\"{template}\",outcome=\"{outcome}\"}} {n}"
             );
         }
+        out.push_str(
+            "# HELP a2a_pool_members Warm pool members (started, not bound to a task) by template and state.\n\
+             # TYPE a2a_pool_members gauge\n",
+        );
+        for ((template, state), n) in &inner.pool_members {
+            let template = label_value(template);
+            let _ = writeln!(
+                out,
+                "a2a_pool_members{{template=\"{template}\",state=\"{state}\"}} {n}"
+            );
+        }
         out
     }
 }
@@ -229,6 +247,10 @@ mod tests {
         assert!(m.render().contains(
             "a2a_controller_worker_creates_total{backend=\"docker\",template=\"coder\",outcome=\"completed\"} 1"
         ));
+        m.pool_members(BTreeMap::from([(("coder".to_string(), "ready"), 3)]));
+        assert!(m
+            .render()
+            .contains("a2a_pool_members{template=\"coder\",state=\"ready\"} 3"));
     }
 
     #[test]

@@ -32,6 +32,18 @@ pub const WORKSPACE: &str = "a2a-worker-controller/workspace";
 pub const SIZE: &str = "a2a-worker-controller/size";
 /// Unix seconds: when the workspace was last used.
 pub const LAST_USED: &str = "a2a-worker-controller/last-used";
+/// On a warm pool's member: its own name (a claimed member keeps the label under its task's
+/// name, which is how a claimed member is told from an unclaimed one).
+pub const MEMBER: &str = "a2a-worker-controller/pool-member";
+/// On a member: its template's fingerprint when it was started (another drains it).
+pub const REVISION: &str = "a2a-worker-controller/pool-revision";
+/// On a member: which pool key its activation secret is derived from (an id, not the key).
+pub const KEY_ID: &str = "a2a-worker-controller/pool-key";
+/// On a member: the random part of what its activation secret is derived from.
+pub const NONCE: &str = "a2a-worker-controller/pool-nonce";
+/// On a claimed member's binding (a Docker volume whose labels are the worker's identity):
+/// the id of the container it binds.
+pub const BINDING: &str = "a2a-worker-controller/binding";
 /// A caller's metadata key `k` is the label (Docker) or annotation (Kubernetes) `META + k`.
 pub const META: &str = "a2a-worker-controller.meta/";
 
@@ -114,6 +126,73 @@ pub struct Ours {
     metadata: Metadata,
     scope: Option<String>,
     template: Option<String>,
+    member: Option<String>,
+    revision: Option<String>,
+    key_id: Option<String>,
+    nonce: Option<String>,
+    binding: Option<String>,
+}
+
+/// A pool member's labels: whose it is, what it was started as.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberLabels {
+    pub member: String,
+    pub template: String,
+    pub revision: String,
+    pub key_id: String,
+    pub nonce: String,
+}
+
+impl Ours {
+    /// The member labels, when these are this controller's pool member's.
+    pub fn member(&self, controller_id: &str) -> Option<MemberLabels> {
+        if self.owner.as_deref() != Some(controller_id) || self.worker_id.is_some() {
+            return None;
+        }
+        Some(MemberLabels {
+            member: self.member.clone().filter(|m| !m.is_empty())?,
+            template: self.template.clone().unwrap_or_default(),
+            revision: self.revision.clone().unwrap_or_default(),
+            key_id: self.key_id.clone().unwrap_or_default(),
+            nonce: self.nonce.clone().unwrap_or_default(),
+        })
+    }
+
+    /// The container a binding binds (these are the labels of this controller's binding).
+    pub fn binding(&self, controller_id: &str) -> Option<&str> {
+        if self.owner.as_deref() != Some(controller_id) {
+            return None;
+        }
+        self.binding.as_deref().filter(|b| !b.is_empty())
+    }
+}
+
+/// The labels of a new pool member.
+pub fn for_member(controller_id: &str, m: &MemberLabels) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (OWNER.to_string(), controller_id.to_string()),
+        (MEMBER.to_string(), m.member.clone()),
+        (TEMPLATE.to_string(), m.template.clone()),
+        (REVISION.to_string(), m.revision.clone()),
+        (KEY_ID.to_string(), m.key_id.clone()),
+        (NONCE.to_string(), m.nonce.clone()),
+    ])
+}
+
+/// Selectors that match this controller's pool members, claimed or not.
+pub fn member_selector(controller_id: &str) -> Vec<String> {
+    vec![format!("{OWNER}={controller_id}"), MEMBER.to_string()]
+}
+
+/// The name of slot `slot` of template `template`'s pool at `revision`: the engine keeps it
+/// unique, so every replica of one controller id fills the same slots (N per controller id,
+/// not per process), and a template's new revision fills new ones while the old drain.
+/// A DNS-1123 label of at most 63 characters.
+pub fn member_name(controller_id: &str, template: &str, revision: &str, slot: u32) -> String {
+    let prefix = dns_slug(controller_id, 20);
+    let t = dns_slug(template, 16);
+    let rev = &revision[..revision.len().min(8)];
+    format!("{prefix}-pool-{t}-{rev}-{slot}")
 }
 
 impl<'de> Deserialize<'de> for Ours {
@@ -140,6 +219,11 @@ impl<'de> Visitor<'de> for OursVisitor {
                 TASK => &mut ours.task,
                 SCOPE => &mut ours.scope,
                 TEMPLATE => &mut ours.template,
+                MEMBER => &mut ours.member,
+                REVISION => &mut ours.revision,
+                KEY_ID => &mut ours.key_id,
+                NONCE => &mut ours.nonce,
+                BINDING => &mut ours.binding,
                 EXPIRES_AT => {
                     // Not a number: as if absent (the worker is then not reaped).
                     let Text(value) = map.next_value::<Text>()?;

@@ -28,6 +28,7 @@ pub(crate) mod docker;
 pub(crate) mod k8s;
 pub(crate) mod labels;
 pub(crate) mod local;
+pub mod members;
 pub(crate) mod probe;
 pub mod tail;
 pub(crate) mod worker_env;
@@ -36,6 +37,7 @@ use std::fmt;
 
 use serde::Serialize;
 
+pub use self::members::{Activation, ClaimError, MemberSpec, MemberState, PoolMember};
 pub use crate::settings::templates::{Template, DEFAULT_TEMPLATE};
 use crate::time::rfc3339_secs;
 use crate::token::Token;
@@ -467,6 +469,58 @@ pub trait Backend: Send + Sync {
     /// when it has a workspace.
     fn workspace_released(&self, _scope: &str, _task: &str) -> Result<(), BackendError> {
         Ok(())
+    }
+
+    /// Whether this backend keeps warm pools ([`Backend::start_member`] and the rest below);
+    /// a template with `pool` on a backend without is refused by [`Backend::accepts`].
+    fn pools(&self) -> bool {
+        false
+    }
+
+    /// This controller's pool members that are not workers (unclaimed, or being claimed),
+    /// of every template, read from the engine. A claimed member is a worker, and only
+    /// [`Backend::list`] shows it.
+    fn pool_members(&self) -> Result<Vec<PoolMember>, BackendError> {
+        Ok(Vec::new())
+    }
+
+    /// Starts a member in its slot and waits until it answers its card as an unbound member
+    /// (one that does not speak the activation contract is removed and refused).
+    /// [`BackendError::WorkerExists`] when the slot is taken (another replica filled it).
+    fn start_member(&self, member: &MemberSpec) -> Result<(), BackendError> {
+        Err(BackendError::Internal(format!(
+            "the {} backend keeps no pools (member {})",
+            self.kind(),
+            member.name
+        )))
+    }
+
+    /// Binds `member` to `spec`'s task, atomically in the engine against every other create
+    /// of the task and every other claim of the member (from any replica), activates it, and
+    /// returns the worker, owned exactly like one created cold.
+    fn claim_member(
+        &self,
+        member: &PoolMember,
+        _spec: &CreateSpec,
+        _activation: &Activation,
+    ) -> Result<Worker, ClaimError> {
+        Err(ClaimError::Broken(format!(
+            "the {} backend keeps no pools (member {})",
+            self.kind(),
+            member.name
+        )))
+    }
+
+    /// Removes a member that is not a worker (drained, ended, stuck in a claim), and what an
+    /// interrupted claim left of it. A member that is gone already is not an error.
+    fn remove_member(&self, _member: &PoolMember) -> Result<(), BackendError> {
+        Ok(())
+    }
+
+    /// Removes what interrupted claims left behind that belongs to no member or worker
+    /// (Docker: bindings of containers that are gone); how many.
+    fn sweep_pool(&self) -> Result<usize, BackendError> {
+        Ok(0)
     }
 
     /// This controller's own address when it is one of several replicas of one deployment

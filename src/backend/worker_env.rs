@@ -61,3 +61,31 @@ fn contract_env(
 pub fn as_docker_env(env: &[(String, String)]) -> Vec<String> {
     env.iter().map(|(k, v)| format!("{k}={v}")).collect()
 }
+
+/// What a warm pool's member starts with: who it is and the hash of its activation secret,
+/// how it listens, the model settings and the template's plain variables; no task, worker
+/// id or token, and no secret (a template's `env_files` and the model token come with its
+/// activation, in [`environment`]'s full list).
+pub fn member_environment(
+    member: &super::MemberSpec,
+    container: &ContainerSettings,
+) -> Vec<(String, String)> {
+    let pair = |name: &str, value: String| (name.to_string(), value);
+    let mut env = vec![
+        pair("A2A_POOL_MEMBER", member.name.clone()),
+        pair("A2A_ACTIVATION_SHA256", member.activation_sha256.clone()),
+        pair("AGENT_TYPE", "service".into()),
+        pair("LISTEN", format!(":{}", member.template.port)),
+        pair("ANTHROPIC_MODEL", container.anthropic_model.clone()),
+    ];
+    if !container.anthropic_base_url.is_empty() {
+        env.push(pair(
+            "ANTHROPIC_BASE_URL",
+            container.anthropic_base_url.clone(),
+        ));
+    }
+    let extra = &member.template.env;
+    env.retain(|(k, _)| !extra.iter().any(|(e, _)| e == k));
+    env.extend(extra.iter().cloned());
+    env
+}

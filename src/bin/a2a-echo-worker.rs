@@ -8,7 +8,8 @@
 //! `A2A_AGENT_NAME`. Flags for exercising a controller's failure paths:
 //! `--exit-code=N` exits at once with N; `--no-listen` runs without ever answering;
 //! `--grow-after=MS` serves, then MS milliseconds later takes memory without end (until a
-//! memory limit has it killed).
+//! memory limit has it killed); `--hang-activation` (a pool member) never answers its
+//! activation.
 //!
 //! With `A2A_WORKSPACE` (a template's workspace), two text commands reach its files, so tests
 //! can see a task's workspace outlive its worker: `workspace write NAME TEXT` writes TEXT to
@@ -19,7 +20,8 @@
 //! **Late binding** (a pre-started member of a warm pool): with `A2A_POOL_MEMBER` (the
 //! member's name) and `A2A_ACTIVATION_SHA256` (the SHA-256, hex, of the member's activation
 //! secret: nothing secret is in its environment), it starts knowing no task and no token. It
-//! answers its Agent Card and `/healthz`, and 401 to every other call, until it is activated:
+//! answers its Agent Card (listing the extension `urn:a2a-worker-controller:activation:v1`)
+//! and `/healthz`, and 401 to every other call, until it is activated:
 //! `POST /activate` with `Authorization: Bearer <activation secret>` and the JSON body
 //! `{"worker_id", "task", "token", "a2a_url", "agent_name"?, "env"?}` binds them (200
 //! `{"activated": worker_id}`, answered once they are bound). A wrong secret is 401; a second
@@ -44,6 +46,8 @@ struct Echo {
     bound: std::sync::RwLock<Bound>,
     /// A pool member's activation secret's SHA-256; `None` for a worker started bound.
     activation: Option<[u8; 32]>,
+    /// `--hang-activation`: an activation is never answered (a member that cannot bind).
+    hang_activation: bool,
 }
 
 struct Bound {
@@ -57,6 +61,10 @@ impl Echo {
         let Some(expected) = self.activation else {
             return Response::text(404, "not a pool member");
         };
+        if self.hang_activation {
+            eprintln!("a2a-echo-worker: not answering the activation, as asked");
+            std::thread::sleep(std::time::Duration::from_secs(3600));
+        }
         let presented = req
             .header("Authorization")
             .and_then(|v| v.strip_prefix("Bearer "))
@@ -245,12 +253,30 @@ fn parse_hash(hex: &str) -> Option<[u8; 32]> {
 }
 
 fn card(name: &str, url: &str) -> Vec<u8> {
+    card_with(name, url, &[])
+}
+
+/// The card of an unbound pool member: it lists the activation contract's extension.
+fn member_card(name: &str) -> Vec<u8> {
+    card_with(
+        name,
+        "http://unbound.invalid",
+        &[
+            json!({"uri": ACTIVATION_EXTENSION, "description": "Bound to its task by POST /activate.", "required": false}),
+        ],
+    )
+}
+
+/// What the controller's activation contract is named by in a member's card.
+const ACTIVATION_EXTENSION: &str = "urn:a2a-worker-controller:activation:v1";
+
+fn card_with(name: &str, url: &str, extensions: &[Value]) -> Vec<u8> {
     json!({
         "name": name,
         "description": "Echoes the text of every message back as a completed task.",
         "version": env!("CARGO_PKG_VERSION"),
         "supportedInterfaces": [{"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}],
-        "capabilities": {"streaming": false, "pushNotifications": false, "extendedAgentCard": false, "extensions": []},
+        "capabilities": {"streaming": false, "pushNotifications": false, "extendedAgentCard": false, "extensions": extensions},
         "securitySchemes": {"bearer": {"httpAuthSecurityScheme": {"scheme": "Bearer"}}},
         "securityRequirements": [{"schemes": {"bearer": {"list": []}}}],
         "defaultInputModes": ["text/plain"],
@@ -309,6 +335,7 @@ fn print_lines(n: usize, width: usize) {
 fn main() -> ExitCode {
     let mut listen = true;
     let mut grow_after = None;
+    let mut hang_activation = false;
     let (mut print, mut line_bytes) = (0usize, 0usize);
     for arg in std::env::args().skip(1) {
         if let Some(n) = arg.strip_prefix("--print=").and_then(|n| n.parse().ok()) {
@@ -326,6 +353,8 @@ fn main() -> ExitCode {
             .and_then(|n| n.parse().ok())
         {
             grow_after = Some(std::time::Duration::from_millis(ms));
+        } else if arg == "--hang-activation" {
+            hang_activation = true;
         } else if arg == "--no-listen" {
             listen = false;
         } else {
@@ -389,10 +418,14 @@ fn main() -> ExitCode {
     };
     let echo = Echo {
         bound: std::sync::RwLock::new(Bound {
-            card: card(&name, &url),
+            card: match &member {
+                Some(_) => member_card(&name),
+                None => card(&name, &url),
+            },
             token,
         }),
         activation,
+        hang_activation,
     };
     let serving = match Server::bind(addr).and_then(|s| s.serve(Arc::new(echo), Limits::default()))
     {

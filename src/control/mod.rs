@@ -7,6 +7,7 @@
 
 pub mod caller;
 pub mod error;
+pub mod pool;
 pub mod reaper;
 pub mod request;
 pub mod templates;
@@ -99,6 +100,8 @@ pub struct Control {
     create_lock: Mutex<()>,
     /// What watchers hear: one source for all of them.
     watch: Arc<watch::Hub>,
+    /// The warm pools creates of pooled templates take members from.
+    pool: Option<Arc<pool::Pool>>,
 }
 
 /// `MAX_WATCHERS`' default.
@@ -123,7 +126,19 @@ impl Control {
             workspaces_failing: std::sync::atomic::AtomicBool::new(false),
             in_flight: Mutex::default(),
             create_lock: Mutex::new(()),
+            pool: None,
         }
+    }
+
+    /// The same, taking members from `pool` for templates that keep one.
+    pub fn with_pool(mut self, pool: Arc<pool::Pool>) -> Control {
+        self.pool = Some(pool);
+        self
+    }
+
+    /// Each pooled template's pool as last seen (none without pools).
+    pub fn pool_status(&self) -> Vec<pool::PoolStatus> {
+        self.pool.as_ref().map(|p| p.status()).unwrap_or_default()
     }
 
     /// The same, with at most `max` watchers at once.
@@ -361,7 +376,9 @@ impl Control {
             template,
             progress,
         };
-        let result = self.backend.create(&spec);
+        // From the template's pool when it keeps one with a member free; made cold otherwise.
+        let pooled = self.pool.as_ref().and_then(|p| p.claim(&spec));
+        let result = pooled.unwrap_or_else(|| self.backend.create(&spec));
         drop(admitted);
         match result {
             Ok(worker) => {

@@ -87,6 +87,13 @@ pub struct Settings {
     /// `WORKSPACE_TTL`: how long a task's workspace outlives its last worker (`None`: until
     /// deleted).
     pub workspace_ttl: Option<Duration>,
+    /// `WORKER_POOL`: the default template's warm pool (members kept started per controller id).
+    pub pool: u32,
+    /// `POOL_KEY_FILE`: the key pool members' activation secrets are derived from (every
+    /// replica of one controller id reads the same); `None`: derived from `A2A_AUTH_TOKEN`.
+    pub pool_key_file: Option<PathBuf>,
+    /// `POOL_ACTIVATION_TIMEOUT`: how long a member has to answer its activation.
+    pub pool_activation_timeout: Duration,
 }
 
 impl Settings {
@@ -95,6 +102,7 @@ impl Settings {
     pub fn default_template(&self) -> templates::Template {
         let mut t = templates::Template::new(templates::DEFAULT_TEMPLATE, "", 0);
         t.lifetime = self.lifetime;
+        t.pool = self.pool;
         match &self.backend {
             BackendSettings::Docker { container, docker } => {
                 t.image = container.image.clone();
@@ -509,6 +517,18 @@ impl Raw {
             backend,
             templates_file: self.optional_path("WORKER_TEMPLATES_FILE")?,
             workspace_ttl: self.optional_duration("WORKSPACE_TTL")?,
+            pool: {
+                let n: u32 = self.number("WORKER_POOL", "a member count such as 4")?;
+                if n > templates::MAX_POOL {
+                    return Err(invalid(
+                        "WORKER_POOL",
+                        format!("{n} is more than {} members", templates::MAX_POOL),
+                    ));
+                }
+                n
+            },
+            pool_key_file: self.optional_path("POOL_KEY_FILE")?,
+            pool_activation_timeout: self.duration("POOL_ACTIVATION_TIMEOUT")?,
         })
     }
 

@@ -254,6 +254,24 @@ pub(super) const SPECS: &[Spec] = &[
         "how long a task's workspace is kept after its last worker (0 = until deleted)",
     ),
     s(
+        Templates,
+        "WORKER_POOL",
+        "0",
+        "warm pool of the default template: started, unbound members kept per controller id, bound to a task at create (docker, k8s; a templates file says pool per template)",
+    ),
+    s(
+        Templates,
+        "POOL_KEY_FILE",
+        "",
+        "file holding the key pool members' activation secrets are derived from (the same for every replica); default: derived from A2A_AUTH_TOKEN",
+    ),
+    s(
+        Templates,
+        "POOL_ACTIVATION_TIMEOUT",
+        "5s",
+        "how long a pool member has to answer its activation before it is removed and another tried",
+    ),
+    s(
         Container,
         "WORKER_IMAGE",
         "",

@@ -70,6 +70,9 @@ pub struct Template {
     pub network: Option<String>,
     /// The task's workspace: a volume that outlives its workers.
     pub workspace: Option<Workspace>,
+    /// How many started, unbound members of this template each controller id keeps ready
+    /// (a warm pool; 0: none). A create takes one and binds it to its task.
+    pub pool: u32,
 }
 
 impl Template {
@@ -92,9 +95,13 @@ impl Template {
             pod_template: None,
             network: None,
             workspace: None,
+            pool: 0,
         }
     }
 }
+
+/// The largest warm pool one template may ask for.
+pub const MAX_POOL: u32 = 64;
 
 /// A template's own pod template: where it was read from, and what it holds.
 #[derive(Debug, Clone, PartialEq)]
@@ -116,7 +123,7 @@ pub struct Workspace {
 }
 
 /// Variables the controller sets itself: a template cannot set them.
-const CONTROLLER_VARIABLES: [&str; 8] = [
+const CONTROLLER_VARIABLES: [&str; 10] = [
     "A2A_PUBLIC_URL",
     "A2A_AGENT_NAME",
     "AGENT_TYPE",
@@ -125,6 +132,8 @@ const CONTROLLER_VARIABLES: [&str; 8] = [
     "WORKER_TASK",
     "ANTHROPIC_AUTH_TOKEN",
     "A2A_WORKSPACE",
+    "A2A_POOL_MEMBER",
+    "A2A_ACTIVATION_SHA256",
 ];
 
 /// Parts of a variable name that say it holds a secret: such a value belongs in a file.
@@ -162,6 +171,7 @@ struct Entry {
     pod_template: Option<PathBuf>,
     network: Option<String>,
     workspace: Option<WorkspaceEntry>,
+    pool: Option<u32>,
 }
 
 #[derive(Deserialize)]
@@ -404,7 +414,26 @@ fn resolve(name: &str, value: &Value, base: &Template) -> Result<Template, Strin
     if let Some(w) = e.workspace {
         t.workspace = Some(workspace(w).map_err(|why| format!("workspace: {why}"))?);
     }
+    if let Some(n) = e.pool {
+        t.pool = n;
+    }
+    check_pool(&t)?;
     Ok(t)
+}
+
+/// A pool is at most [`MAX_POOL`] members, of a template without a per-task workspace (a
+/// member is started before its task is known, so it cannot mount the task's volume).
+pub fn check_pool(t: &Template) -> Result<(), String> {
+    if t.pool > MAX_POOL {
+        return Err(format!("pool: {} is more than {MAX_POOL} members", t.pool));
+    }
+    if t.pool > 0 && t.workspace.is_some() {
+        return Err(
+            "pool: a template with a workspace cannot have a pool (a member starts before its task is known, so it cannot mount the task's workspace)"
+                .into(),
+        );
+    }
+    Ok(())
 }
 
 fn duration(v: &Value) -> Result<Option<Duration>, String> {

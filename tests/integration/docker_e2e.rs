@@ -80,7 +80,12 @@ fn lifecycle_create_talk_list_stop_and_no_token_leaks() {
     // Ownership is in labels, never the token.
     let containers = cleanup.owned();
     assert_eq!(containers.len(), 1);
-    let labels = containers[0].labels.clone().unwrap();
+    let mut labels = containers[0].labels.clone().unwrap();
+    // The image's own label (it speaks the pool's activation contract), inherited.
+    assert_eq!(
+        labels.remove("a2a-worker-controller.activation").as_deref(),
+        Some("v1")
+    );
     assert_eq!(labels.len(), 5, "{labels:?}");
     assert_eq!(labels["a2a-worker-controller/template"], "default");
     assert_eq!(

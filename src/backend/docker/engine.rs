@@ -574,6 +574,59 @@ impl Engine {
         }
     }
 
+    /// Renames container `from` (a name or id) to `to`: the engine refuses (404) when `from`
+    /// is no container now and (409) when `to` is taken, so of two renames of one name, one
+    /// wins.
+    pub fn rename(&self, from: &str, to: &str) -> Result<(), EngineError> {
+        let path = format!(
+            "/containers/{}/rename?name={}",
+            percent_encode(from),
+            percent_encode(to)
+        );
+        let (status, body) = self.call(Method::Post, &path, None, DEFAULT_TIMEOUT)?;
+        match gone_as_404(status, &body) {
+            200 | 204 => Ok(()),
+            status => Err(status_error(status, &body)),
+        }
+    }
+
+    /// The labels of image `reference` (`Config.Labels`); `None` when the engine has no such
+    /// image.
+    pub fn image_labels(
+        &self,
+        reference: &str,
+    ) -> Result<Option<HashMap<String, String>>, EngineError> {
+        let (status, body) = self.call(
+            Method::Get,
+            &format!("/images/{}/json", percent_encode(reference)),
+            None,
+            DEFAULT_TIMEOUT,
+        )?;
+        #[derive(Deserialize, Default)]
+        #[serde(default)]
+        struct Image {
+            #[serde(rename = "Config")]
+            config: Option<ImageConfig>,
+        }
+        #[derive(Deserialize, Default)]
+        #[serde(default)]
+        struct ImageConfig {
+            #[serde(rename = "Labels")]
+            labels: Option<HashMap<String, String>>,
+        }
+        match status {
+            200 => {
+                let image: Image = serde_json::from_slice(&body)
+                    .map_err(|e| EngineError::Protocol(format!("image inspect: {e}")))?;
+                Ok(Some(
+                    image.config.and_then(|c| c.labels).unwrap_or_default(),
+                ))
+            }
+            404 => Ok(None),
+            _ => Err(status_error(status, &body)),
+        }
+    }
+
     /// Whether the engine holds image `reference` (a create does not pull).
     pub fn image_present(&self, reference: &str) -> Result<bool, EngineError> {
         let (status, body) = self.call(

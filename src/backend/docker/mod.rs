@@ -4,9 +4,11 @@
 //!
 //! - `engine`: the Docker Engine API client (typed answers and errors);
 //! - `unix_socket`: the ureq transport it runs over;
-//! - `workspace`: task workspaces as named volumes.
+//! - `workspace`: task workspaces as named volumes;
+//! - `pool`: warm pools (members, claims through a binding and a rename).
 
 pub(crate) mod engine;
+mod pool;
 mod unix_socket;
 mod workspace;
 
@@ -20,8 +22,8 @@ use self::engine::{Engine, EngineError, Inspect, State, Summary};
 use super::probe::Probe;
 use super::{labels, worker_env};
 use super::{
-    Backend, BackendError, BackendKind, CreateSpec, Finding, Logs, TaskWorkspace, Template, Worker,
-    WorkerState,
+    Activation, Backend, BackendError, BackendKind, ClaimError, CreateSpec, Finding, Logs,
+    MemberSpec, PoolMember, TaskWorkspace, Template, Worker, WorkerState,
 };
 use crate::settings::{ContainerSettings, DockerSettings};
 use crate::time::{now_millis, parse_rfc3339_millis, rfc3339_secs};
@@ -82,13 +84,14 @@ impl DockerBackend {
         url
     }
 
-    fn container_config(
+    /// What every container of template `t` is made with: its port, its host settings
+    /// (network or published port, limits) and, for a worker with a workspace, its mount.
+    fn host_config(
         &self,
-        spec: &CreateSpec,
-        url: &str,
+        t: &Template,
         host_port: Option<u16>,
-    ) -> Result<Value, BackendError> {
-        let t = &spec.template;
+        workspace: Option<String>,
+    ) -> Value {
         let port_key = format!("{}/tcp", t.port);
         let mut host_config = json!({
             "RestartPolicy": {"Name": "no"},
@@ -115,26 +118,46 @@ impl DockerBackend {
         if let Some(p) = t.pids_limit {
             host_config["PidsLimit"] = json!(p);
         }
-        if let Some(w) = &t.workspace {
+        if let (Some(w), Some(source)) = (&t.workspace, workspace) {
             host_config["Mounts"] = json!([{
                 "Type": "volume",
-                "Source": workspace::name(&self.controller_id, &spec.scope, &spec.task),
+                "Source": source,
                 "Target": w.path,
             }]);
         }
+        json!({
+            "ExposedPorts": { port_key: {} },
+            "HostConfig": host_config,
+        })
+    }
+
+    fn container_config(
+        &self,
+        spec: &CreateSpec,
+        url: &str,
+        host_port: Option<u16>,
+    ) -> Result<Value, BackendError> {
+        let t = &spec.template;
+        let source = workspace::name(&self.controller_id, &spec.scope, &spec.task);
+        let mut config = self.host_config(t, host_port, Some(source));
         let env = worker_env::environment(
             spec,
             url,
             &self.container,
             self.anthropic_auth_token.as_deref(),
         )?;
-        Ok(json!({
-            "Image": t.image,
-            "Env": worker_env::as_docker_env(&env),
-            "Labels": labels::for_worker(&self.controller_id, &spec.worker_id, &spec.task, &spec.scope, &t.name, spec.expires_at, &spec.metadata),
-            "ExposedPorts": { port_key: {} },
-            "HostConfig": host_config,
-        }))
+        config["Image"] = json!(t.image);
+        config["Env"] = json!(worker_env::as_docker_env(&env));
+        config["Labels"] = json!(labels::for_worker(
+            &self.controller_id,
+            &spec.worker_id,
+            &spec.task,
+            &spec.scope,
+            &t.name,
+            spec.expires_at,
+            &spec.metadata
+        ));
+        Ok(config)
     }
 
     /// Removes a container on a failure path; a failure to remove is logged (the container
@@ -153,13 +176,25 @@ impl DockerBackend {
         loop {
             match self.engine.inspect(name) {
                 Ok(Some(found)) => {
+                    let state = state_of(found.state.as_ref().map_or("", |s| s.status.as_str()));
                     let labels = found.config.and_then(|c| c.labels);
-                    return match labels::owned(labels, &self.controller_id) {
-                        Some(owned) => BackendError::WorkerExists {
+                    // A member claimed for the task: its binding names the worker (made before
+                    // the rename, so a moment's look again finds it).
+                    let pooled = labels.as_ref().and_then(|l| {
+                        l.member(&self.controller_id)?;
+                        Some(self.pooled_worker_id(l, name))
+                    });
+                    return match (pooled, labels::owned(labels, &self.controller_id)) {
+                        (Some(None), _) if Instant::now() < deadline => {
+                            thread::sleep(Duration::from_millis(50));
+                            continue;
+                        }
+                        (Some(Some(worker_id)), _) => BackendError::WorkerExists { worker_id, state },
+                        (None, Some(owned)) => BackendError::WorkerExists {
                             worker_id: owned.worker_id,
-                            state: state_of(found.state.as_ref().map_or("", |s| s.status.as_str())),
+                            state,
                         },
-                        None => BackendError::Internal(format!(
+                        _ => BackendError::Internal(format!(
                             "the container name {name} is taken by a container this controller does not own"
                         )),
                     };
@@ -178,8 +213,7 @@ impl DockerBackend {
     /// Waits until the worker answers its Agent Card, or fails with why it did not.
     /// In network mode the worker is probed at its address on that network (the controller
     /// must share it): its `a2a_url` names the container, which needs the engine's DNS.
-    fn wait_ready(&self, id: &str, url: &str, spec: &CreateSpec) -> Result<(), BackendError> {
-        let t = &spec.template;
+    fn wait_ready(&self, id: &str, url: &str, t: &Template) -> Result<(), BackendError> {
         self.probe.wait(url, &t.ready_path, || {
             let Some(inspect) = self.engine.inspect(id).map_err(engine_error)? else {
                 return Err(BackendError::NotReady(
@@ -203,32 +237,45 @@ impl DockerBackend {
         })
     }
 
-    /// The container id of a worker this controller owns, and the worker; `NotFound` otherwise.
-    fn owned_container(&self, worker_id: &str) -> Result<(String, Worker), BackendError> {
+    /// The container id of a worker this controller owns, the worker, and (a pooled worker)
+    /// its binding's volume; `NotFound` otherwise.
+    fn owned_container(
+        &self,
+        worker_id: &str,
+    ) -> Result<(String, Worker, Option<String>), BackendError> {
         let listing = self
             .engine
             .list(&labels::worker_selector(&self.controller_id, worker_id))
             .map_err(engine_error)?;
         let containers = listing.containers().map_err(engine_error)?;
-        containers
-            .into_iter()
-            .find_map(|mut c| {
-                let w = self
-                    .worker_of(&mut c)
-                    .ok()
-                    .flatten()
-                    .filter(|w| w.worker_id == worker_id)?;
-                Some((c.id.into_owned(), w))
-            })
-            .ok_or(BackendError::NotFound)
+        let cold = containers.into_iter().find_map(|mut c| {
+            let w = self
+                .worker_of(&mut c)
+                .ok()
+                .flatten()
+                .filter(|w| w.worker_id == worker_id)?;
+            Some((c.id.into_owned(), w, None))
+        });
+        if let Some(found) = cold {
+            return Ok(found);
+        }
+        match self.pooled_container(worker_id)? {
+            Some((id, w, binding)) => Ok((id, w, Some(binding))),
+            None => Err(BackendError::NotFound),
+        }
     }
 
     /// A listed container as a worker; `None` for containers this controller does not own.
     /// Its labels are taken out of the summary (they move into the worker).
     fn worker_of(&self, c: &mut Summary) -> Result<Option<Worker>, BackendError> {
-        let Some(owned) = labels::owned(c.labels.take(), &self.controller_id) else {
-            return Ok(None);
-        };
+        match labels::owned(c.labels.take(), &self.controller_id) {
+            Some(owned) => self.worker_from(c, owned).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// A listed container as the worker `owned` (its labels, or its binding's) says.
+    fn worker_from(&self, c: &Summary, owned: labels::Owned) -> Result<Worker, BackendError> {
         let name = c.name();
         let state = state_of(&c.state);
         // The worker's port as the engine lists it: published (a public port) or, on a
@@ -244,7 +291,7 @@ impl DockerBackend {
         }
         let (port, host_port) = port.unwrap_or((self.container.port, None));
         let created_at = rfc3339_secs(c.created.max(0) as u64);
-        Ok(Some(Worker {
+        Ok(Worker {
             a2a_url: self.url_for(name, port, host_port),
             reason,
             ..Worker::new(
@@ -258,7 +305,7 @@ impl DockerBackend {
             .tagged(owned.metadata)
             .scoped(owned.scope)
             .templated(owned.template)
-        }))
+        })
     }
 }
 
@@ -304,7 +351,7 @@ impl DockerBackend {
                 WorkerState::Starting
             } else {
                 spec.progress.step("waiting for the worker's Agent Card");
-                if let Err(e) = self.wait_ready(&id, &url, spec) {
+                if let Err(e) = self.wait_ready(&id, &url, t) {
                     self.remove_quietly(&id);
                     return Err(redact(e));
                 }
@@ -375,8 +422,17 @@ impl Backend for DockerBackend {
             .map_err(engine_error)?;
         let mut containers = listing.containers().map_err(engine_error)?;
         let mut workers = Vec::with_capacity(containers.len());
+        let mut bindings = None;
         for c in &mut containers {
-            if let Some(w) = self.worker_of(c)? {
+            let member = c
+                .labels
+                .as_ref()
+                .and_then(|l| l.member(&self.controller_id));
+            let worker = match member {
+                Some(m) => self.pooled_worker(c, &m, &mut bindings)?,
+                None => self.worker_of(c)?,
+            };
+            if let Some(w) = worker {
                 let c: &Summary = c;
                 workers.push((c.created, c.name(), w));
             }
@@ -386,16 +442,23 @@ impl Backend for DockerBackend {
     }
 
     fn stop(&self, worker_id: &str) -> Result<Worker, BackendError> {
-        let (container, worker) = self.owned_container(worker_id)?;
+        let (container, worker, binding) = self.owned_container(worker_id)?;
         self.engine
             .stop(&container, STOP_GRACE_SECS)
             .map_err(engine_error)?;
         self.engine.remove(&container).map_err(engine_error)?;
+        if let Some(volume) = binding {
+            if let Err(e) = self.engine.remove_volume(&volume) {
+                log::warn!(
+                    "the binding {volume} of a stopped worker was left (the pool sweeps it): {e}"
+                );
+            }
+        }
         Ok(worker)
     }
 
     fn logs(&self, worker_id: &str, lines: u32) -> Result<Logs, BackendError> {
-        let (container, _) = self.owned_container(worker_id)?;
+        let (container, _, _) = self.owned_container(worker_id)?;
         self.engine.logs(&container, lines).map_err(engine_error)
     }
 
@@ -431,6 +494,44 @@ impl Backend for DockerBackend {
 
     fn workspaces(&self) -> Result<Vec<TaskWorkspace>, BackendError> {
         self.workspace_volumes()
+    }
+
+    /// An image present that does not say it speaks the activation contract stops startup
+    /// for a pooled template (one not there yet is `check`'s to say).
+    fn validate(&self, t: &Template) -> Result<(), String> {
+        match self.pool_image_refusal(t) {
+            Ok(Some(why)) => Err(why),
+            _ => Ok(()),
+        }
+    }
+
+    fn pools(&self) -> bool {
+        true
+    }
+
+    fn pool_members(&self) -> Result<Vec<PoolMember>, BackendError> {
+        self.pool_member_list()
+    }
+
+    fn start_member(&self, member: &MemberSpec) -> Result<(), BackendError> {
+        self.start_pool_member(member)
+    }
+
+    fn claim_member(
+        &self,
+        member: &PoolMember,
+        spec: &CreateSpec,
+        activation: &Activation,
+    ) -> Result<Worker, ClaimError> {
+        self.claim_pool_member(member, spec, activation)
+    }
+
+    fn remove_member(&self, member: &PoolMember) -> Result<(), BackendError> {
+        self.remove_pool_member(member)
+    }
+
+    fn sweep_pool(&self) -> Result<usize, BackendError> {
+        self.sweep_bindings()
     }
 
     fn delete_workspace(&self, scope: &str, task: &str) -> Result<TaskWorkspace, BackendError> {
@@ -475,8 +576,19 @@ impl Backend for DockerBackend {
             return Finding::failed(why);
         }
         let limits = limits_text(t);
+        match self.pool_image_refusal(t) {
+            Ok(Some(why)) => return Finding::failed(why),
+            Err(e) => {
+                return Finding::failed(format!("image {} could not be looked up: {e}", t.image))
+            }
+            Ok(None) => {}
+        }
+        let pool = match t.pool {
+            0 => String::new(),
+            n => format!(", speaks the activation contract, pool of {n}"),
+        };
         match self.engine.image_present(&t.image) {
-            Ok(true) => Finding::ok(format!("image {} is present{limits}", t.image)),
+            Ok(true) => Finding::ok(format!("image {} is present{limits}{pool}", t.image)),
             Ok(false) => Finding::failed(format!(
                 "image {} is not on the engine: creates do not pull; `docker pull {}` (or build it) first",
                 t.image, t.image

@@ -1,0 +1,242 @@
+//! Warm pools, as they cross the seam: a pool member as a backend lists it, what starting one
+//! takes, how a claim can fail, and the activation contract's client, which every container
+//! backend speaks the same way.
+//!
+//! **The activation contract** (what a worker image must do to be pooled; the README says it
+//! for image authors):
+//! - Started as a member, its environment has `A2A_POOL_MEMBER` (its name) and
+//!   `A2A_ACTIVATION_SHA256` (SHA-256, hex, of its activation secret) and no task, worker id or
+//!   token. It answers `GET /.well-known/agent-card.json` with a card whose
+//!   `capabilities.extensions` lists [`ACTIVATION_EXTENSION`], and 401 to every other A2A call.
+//! - `POST /activate` with `Authorization: Bearer <secret>` and the JSON body
+//!   `{"worker_id", "task", "token", "a2a_url", "agent_name", "env"}` binds it: it answers 200
+//!   only once it serves as that worker (its card's URL `a2a_url`, the bearer token `token`);
+//!   `env` is the environment a worker started cold would have had. A wrong secret is 401, a
+//!   second activation 409.
+//! - A Docker image says it speaks the contract with the image label [`IMAGE_LABEL`]`=v1`.
+//!
+//! The secret is derived by the control layer from the pool key and the member's name and
+//! nonce (labels hold the nonce and the key's id, never the secret); the member holds only its
+//! hash, so nothing in the engine opens a member.
+
+use std::time::{Duration, Instant};
+
+use super::BackendError;
+use crate::settings::templates::Template;
+use crate::token::Token;
+
+/// What a member's unbound Agent Card lists in `capabilities.extensions` (by `uri`).
+pub const ACTIVATION_EXTENSION: &str = "urn:a2a-worker-controller:activation:v1";
+/// The image label (Docker) with which an image says it speaks the contract (`v1`).
+pub const IMAGE_LABEL: &str = "a2a-worker-controller.activation";
+
+/// How a member is, as its engine shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemberState {
+    /// Made, not running yet (or not answering: the pool's own record says).
+    Starting,
+    /// Running, unclaimed.
+    Ready,
+    /// Being claimed by a create (this replica's or another's).
+    Claiming,
+    /// Ended (exited, failed): removed and replaced.
+    Ended,
+}
+
+impl MemberState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MemberState::Starting => "starting",
+            MemberState::Ready => "ready",
+            MemberState::Claiming => "claiming",
+            MemberState::Ended => "ended",
+        }
+    }
+}
+
+/// An unbound (or being claimed) member of a template's pool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolMember {
+    /// Its name when started (its slot's name), which its label keeps.
+    pub name: String,
+    /// The engine's id of it (container id, pod uid).
+    pub id: String,
+    /// Where the controller reaches it (`http://host:port`); `""` when only a look at the
+    /// engine at the claim says (a Docker network's address).
+    pub address: String,
+    pub template: String,
+    /// The template's fingerprint it was started from.
+    pub revision: String,
+    /// The id of the pool key its secret comes from.
+    pub key_id: String,
+    pub nonce: String,
+    pub state: MemberState,
+    /// When the engine made it (Unix milliseconds).
+    pub created_ms: u64,
+}
+
+/// What starting a member takes.
+#[derive(Debug, Clone)]
+pub struct MemberSpec {
+    /// Its slot's name ([`super::labels::member_name`]).
+    pub name: String,
+    pub template: std::sync::Arc<Template>,
+    pub revision: String,
+    pub key_id: String,
+    pub nonce: String,
+    /// SHA-256, hex, of its activation secret.
+    pub activation_sha256: String,
+}
+
+/// How a member is activated at a claim.
+#[derive(Debug, Clone)]
+pub struct Activation {
+    /// The member's secret (derived from the pool key, its name and nonce).
+    pub secret: Token,
+    /// How long the member has to answer.
+    pub timeout: Duration,
+}
+
+/// Why a claim did not give a worker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClaimError {
+    /// Another create took the member first: try another.
+    Lost,
+    /// The member could not be bound (it did not answer its activation in time, refused it,
+    /// ended): it has been removed; try another.
+    Broken(String),
+    /// The task's own answer (it has a worker already, the engine refused): no other member
+    /// would do better.
+    Task(BackendError),
+}
+
+/// `POST <base>/activate` until the member answers or `timeout` passes: a member that is
+/// still starting refuses connections for a moment. `body` is the JSON the contract names.
+pub fn activate(
+    agent: &ureq::Agent,
+    base: &str,
+    activation: &Activation,
+    body: &serde_json::Value,
+) -> Result<(), String> {
+    let deadline = Instant::now() + activation.timeout;
+    let url = format!("{base}/activate");
+    let text = body.to_string();
+    let mut pause = Duration::from_millis(2);
+    loop {
+        let sent = agent
+            .post(&url)
+            .header(
+                "Authorization",
+                &format!("Bearer {}", activation.secret.expose()),
+            )
+            .header("Content-Type", "application/json")
+            .send(text.as_str());
+        match sent {
+            Ok(r) => {
+                return match r.status().as_u16() {
+                    200 => Ok(()),
+                    401 => Err("the member refused its activation secret (401): it was started with another pool key".into()),
+                    409 => Err("the member was activated already (409)".into()),
+                    404 | 405 => Err(format!(
+                        "the member does not speak the activation contract ({} at /activate)",
+                        r.status().as_u16()
+                    )),
+                    other => Err(format!("the member answered its activation with {other}")),
+                }
+            }
+            Err(e) if Instant::now() + pause < deadline && is_not_yet(&e) => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(20));
+            }
+            Err(e) => {
+                return Err(format!(
+                    "the member did not answer its activation within {}s: {e}",
+                    activation.timeout.as_secs_f32()
+                ))
+            }
+        }
+    }
+}
+
+/// A member that is not listening yet (its connection refused): asked again.
+fn is_not_yet(e: &ureq::Error) -> bool {
+    matches!(e, ureq::Error::Io(io) if matches!(io.kind(), std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::ConnectionReset))
+        || matches!(e, ureq::Error::ConnectionFailed)
+}
+
+/// Whether an unbound member's Agent Card (its JSON) says it speaks the contract.
+pub fn speaks_contract(card: &serde_json::Value) -> bool {
+    card["capabilities"]["extensions"]
+        .as_array()
+        .is_some_and(|exts| {
+            exts.iter()
+                .any(|e| e["uri"].as_str() == Some(ACTIVATION_EXTENSION))
+        })
+}
+
+/// `GET <base><card path>` of a started member, and whether it speaks the contract; `Err`
+/// when it does not answer (yet).
+pub fn member_card(agent: &ureq::Agent, base: &str) -> Result<bool, String> {
+    let url = format!("{base}{}", crate::settings::templates::DEFAULT_READY_PATH);
+    let mut r = agent.get(&url).call().map_err(|e| e.to_string())?;
+    if r.status().as_u16() != 200 {
+        return Err(format!("its card answered {}", r.status().as_u16()));
+    }
+    let card: serde_json::Value = r
+        .body_mut()
+        .with_config()
+        .limit(1 << 20)
+        .read_json()
+        .map_err(|e| format!("its card is not JSON: {e}"))?;
+    Ok(speaks_contract(&card))
+}
+
+/// The activation's body: who the member is from now on, and the environment a cold worker
+/// would have had (the template's own, the contract's variables).
+pub fn activation_body(
+    spec: &super::CreateSpec,
+    a2a_url: &str,
+    env: &[(String, String)],
+) -> serde_json::Value {
+    let env: serde_json::Map<String, serde_json::Value> = env
+        .iter()
+        .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
+        .collect();
+    serde_json::json!({
+        "worker_id": spec.worker_id,
+        "task": spec.task,
+        "token": spec.token.expose(),
+        "a2a_url": a2a_url,
+        "agent_name": format!("claude-interactive-{}", spec.worker_id),
+        "env": env,
+    })
+}
+
+/// The agent activations and member cards are asked with: plain HTTP, no proxy, no
+/// redirects, no call longer than `timeout` (the activation's).
+pub fn agent(timeout: Duration) -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(timeout))
+        .timeout_connect(Some(Duration::from_secs(1)))
+        .proxy(None)
+        .max_redirects(0)
+        .build()
+        .new_agent()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_card_says_whether_it_speaks_the_contract() {
+        let yes = serde_json::json!({"capabilities": {"extensions": [
+            {"uri": "urn:other"}, {"uri": ACTIVATION_EXTENSION}]}});
+        assert!(speaks_contract(&yes));
+        assert!(!speaks_contract(
+            &serde_json::json!({"capabilities": {"streaming": true}})
+        ));
+        assert!(!speaks_contract(&serde_json::json!({})));
+    }
+}

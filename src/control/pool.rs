@@ -1,0 +1,519 @@
+//! Warm pools: each template with `pool: N` keeps N started, unbound members per controller
+//! id, and a create of it takes one and binds it to its task (the backend's
+//! [`Backend::claim_member`]); with none free it is made cold, as without a pool.
+//!
+//! - **Slots, not counts.** Member `i` of a template's revision has one name
+//!   ([`labels::member_name`]) for every replica, and the engine keeps names unique: two
+//!   replicas (or a restart) fill the same N slots, adopt what they find, and never make 2N.
+//! - **Nothing secret kept or labelled.** A member's activation secret is derived from the pool
+//!   key, its name and its nonce (a label): any replica with the key opens any member, one
+//!   member's secret opens no other, and the member holds only its hash.
+//! - **Drained on change.** The template's revision (a hash of what its workers are made from)
+//!   and the key's id are in each member's labels; members of another revision or key, of a
+//!   template gone or no longer pooled, or beyond N, are removed, and their slots refilled.
+//! - **In the background.** One thread looks every second (at once after a claim), removes
+//!   ended members and claims that did not finish, and refills free slots two at a time; an
+//!   engine that refuses backs the template off (1 s doubling to 60 s), said once per streak.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use ring::hmac;
+
+use crate::backend::labels;
+use crate::backend::{
+    Activation, Backend, BackendError, ClaimError, CreateSpec, MemberSpec, MemberState, PoolMember,
+    Template, Worker,
+};
+use crate::metrics::Metrics;
+use crate::settings::templates::TemplatesFile;
+use crate::token::{self, Token};
+
+/// How often the pool looks at its members without being asked.
+const LOOK_EVERY: Duration = Duration::from_secs(1);
+/// How many members are started at once (per pass).
+const STARTS_AT_ONCE: usize = 2;
+/// The longest back-off after the engine refused a member.
+const MAX_BACKOFF: Duration = Duration::from_secs(60);
+/// How long a claim that did not finish (or a member made and never started) is left to its
+/// claimer before the pool removes it, beyond the activation deadline.
+const STUCK_GRACE: Duration = Duration::from_secs(30);
+/// Every how many passes bindings of members that are gone are swept.
+const SWEEP_EVERY: u64 = 10;
+
+/// The key members' activation secrets come from, and its id (in labels; not the key).
+#[derive(Clone)]
+pub struct PoolKey {
+    key: hmac::Key,
+    id: String,
+}
+
+impl PoolKey {
+    /// A key of `secret`'s bytes (`POOL_KEY_FILE`).
+    pub fn new(secret: &[u8]) -> PoolKey {
+        let key = hmac::Key::new(hmac::HMAC_SHA256, secret);
+        let id = token::hex(&hmac::sign(&key, b"a2a-worker-controller pool key id").as_ref()[..8]);
+        PoolKey { key, id }
+    }
+
+    /// A key derived from the admin token (`A2A_AUTH_TOKEN`), which every replica of one
+    /// controller id has.
+    pub fn derived_from(admin_token: &str) -> PoolKey {
+        let outer = hmac::Key::new(hmac::HMAC_SHA256, admin_token.as_bytes());
+        PoolKey::new(hmac::sign(&outer, b"a2a-worker-controller pool key").as_ref())
+    }
+
+    /// Its id: 16 hex digits that say which key, and nothing of it.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Member `name`'s activation secret (with its `nonce`).
+    pub fn secret(&self, name: &str, nonce: &str) -> Token {
+        let tag = hmac::sign(
+            &self.key,
+            format!("a2a-pool-member\n{name}\n{nonce}").as_bytes(),
+        );
+        Token::from_secret(token::hex(tag.as_ref()))
+    }
+}
+
+/// A template's revision: 12 hex digits of a hash of what its workers are made from (image,
+/// program, environment, limits, port, readiness, pod template, network).
+pub fn revision(t: &Template) -> String {
+    let text = format!(
+        "{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{}|{:?}|{:?}|{:?}",
+        t.image,
+        t.command,
+        t.env,
+        t.env_files,
+        t.memory_bytes,
+        t.nano_cpus,
+        t.pids_limit,
+        t.port,
+        t.ready_path,
+        t.pod_template,
+        t.network
+    );
+    token::hex(&crate::hash::sha256(text.as_bytes())[..6])
+}
+
+/// What the pool says of a template now (for `check`, the status page).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PoolStatus {
+    pub template: String,
+    /// `pool` in the template.
+    pub size: u32,
+    pub ready: u32,
+    pub starting: u32,
+}
+
+struct Shared {
+    /// Members ready to be claimed, by template (of its current revision and key).
+    ready: HashMap<String, Vec<PoolMember>>,
+    status: Vec<PoolStatus>,
+    /// When each claim that did not finish (by engine id) was first seen.
+    stuck_since: HashMap<String, Instant>,
+    /// Per template: when it may be refilled again, the back-off, and whether it was said.
+    backoff: HashMap<String, (Instant, Duration)>,
+    poked: bool,
+    /// Whether the last look found members (`None`: not looked yet). With no pooled template
+    /// and none found, the pool does not ask the engine again until a template keeps one.
+    found_members: Option<bool>,
+}
+
+/// The pools of every pooled template of one controller.
+pub struct Pool {
+    backend: Arc<dyn Backend>,
+    templates: Arc<TemplatesFile>,
+    metrics: Arc<Metrics>,
+    controller_id: String,
+    key: PoolKey,
+    activation_timeout: Duration,
+    shared: Mutex<Shared>,
+    wake: Condvar,
+    stopping: AtomicBool,
+}
+
+/// The running pool; dropped, its thread ends after its pass.
+pub struct PoolHandle(Arc<Pool>);
+
+impl Drop for PoolHandle {
+    fn drop(&mut self) {
+        self.0.stopping.store(true, Ordering::SeqCst);
+        self.0.wake.notify_all();
+    }
+}
+
+impl PoolHandle {
+    pub fn pool(&self) -> &Arc<Pool> {
+        &self.0
+    }
+}
+
+impl Pool {
+    pub fn new(
+        backend: Arc<dyn Backend>,
+        templates: Arc<TemplatesFile>,
+        metrics: Arc<Metrics>,
+        controller_id: &str,
+        key: PoolKey,
+        activation_timeout: Duration,
+    ) -> Arc<Pool> {
+        Arc::new(Pool {
+            backend,
+            templates,
+            metrics,
+            controller_id: controller_id.to_string(),
+            key,
+            activation_timeout,
+            shared: Mutex::new(Shared {
+                ready: HashMap::new(),
+                status: Vec::new(),
+                stuck_since: HashMap::new(),
+                backoff: HashMap::new(),
+                poked: false,
+                found_members: None,
+            }),
+            wake: Condvar::new(),
+            stopping: AtomicBool::new(false),
+        })
+    }
+
+    /// Starts the pool's thread; it runs until the handle drops.
+    pub fn start(pool: &Arc<Pool>) -> PoolHandle {
+        let run = Arc::clone(pool);
+        let spawned = thread::Builder::new()
+            .name("pool".into())
+            .spawn(move || run.run());
+        if let Err(e) = spawned {
+            log::error!("the pool's thread could not start: {e}; creates are made cold");
+        }
+        PoolHandle(Arc::clone(pool))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Shared> {
+        self.shared.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Asks for a look now (after a claim: its slot is free).
+    pub fn poke(&self) {
+        self.lock().poked = true;
+        self.wake.notify_all();
+    }
+
+    /// Each pooled template's pool as last seen.
+    pub fn status(&self) -> Vec<PoolStatus> {
+        self.lock().status.clone()
+    }
+
+    /// A worker for `spec` from its template's pool: `None` when the template keeps none or
+    /// none is free (the create is then made cold); the task's own refusal (it has a worker)
+    /// is the answer.
+    pub fn claim(&self, spec: &CreateSpec) -> Option<Result<Worker, BackendError>> {
+        if spec.template.pool == 0 {
+            return None;
+        }
+        let revision = revision(&spec.template);
+        loop {
+            let member = {
+                let mut shared = self.lock();
+                let ready = shared.ready.get_mut(&spec.template.name)?;
+                ready.retain(|m| m.revision == revision && m.key_id == self.key.id);
+                if ready.is_empty() {
+                    None
+                } else {
+                    let at = pick(ready.len());
+                    Some(ready.swap_remove(at))
+                }
+            };
+            let Some(member) = member else {
+                self.poke();
+                return None;
+            };
+            let activation = Activation {
+                secret: self.key.secret(&member.name, &member.nonce),
+                timeout: self.activation_timeout,
+            };
+            match self.backend.claim_member(&member, spec, &activation) {
+                Ok(worker) => {
+                    self.poke();
+                    return Some(Ok(worker));
+                }
+                Err(ClaimError::Lost) => continue,
+                Err(ClaimError::Broken(why)) => {
+                    log::warn!(
+                        "pool of template {}: a member could not be bound and was removed: {why}",
+                        spec.template.name
+                    );
+                    continue;
+                }
+                Err(ClaimError::Task(e)) => {
+                    self.poke();
+                    return Some(Err(e));
+                }
+            }
+        }
+    }
+
+    fn run(&self) {
+        let mut passes = 0u64;
+        while !self.stopping.load(Ordering::SeqCst) {
+            let again = match self.pass(passes.is_multiple_of(SWEEP_EVERY)) {
+                Ok(started) => started,
+                Err(e) => {
+                    log::warn!("the pool could not look at its members: {e}");
+                    false
+                }
+            };
+            passes += 1;
+            if again {
+                continue;
+            }
+            let mut shared = self.lock();
+            if !shared.poked && !self.stopping.load(Ordering::SeqCst) {
+                shared = self
+                    .wake
+                    .wait_timeout(shared, LOOK_EVERY)
+                    .map(|(g, _)| g)
+                    .unwrap_or_else(|p| p.into_inner().0);
+            }
+            shared.poked = false;
+        }
+    }
+
+    /// One look: the members as the engine has them, what is removed, the ready lists, then
+    /// free slots refilled. Whether members were started (another look follows at once).
+    fn pass(&self, sweep: bool) -> Result<bool, BackendError> {
+        let templates = self.templates.current();
+        let wanted: HashMap<&str, (&Arc<Template>, String)> = templates
+            .all()
+            .filter(|t| t.pool > 0)
+            .map(|t| (t.name.as_str(), (t, revision(t))))
+            .collect();
+        if wanted.is_empty() && self.lock().found_members == Some(false) {
+            return Ok(false);
+        }
+        let members = self.backend.pool_members()?;
+        self.lock().found_members = Some(!members.is_empty());
+        let mut ready: HashMap<String, Vec<PoolMember>> = HashMap::new();
+        let mut taken: HashSet<String> = HashSet::new();
+        let mut counts: BTreeMap<(String, &'static str), u64> = BTreeMap::new();
+        let mut remove: Vec<(PoolMember, &'static str)> = Vec::new();
+        let now = Instant::now();
+        let stuck_after = self.activation_timeout + STUCK_GRACE;
+        let stuck_since = std::mem::take(&mut self.lock().stuck_since);
+        let mut still_stuck = HashMap::new();
+        for m in members {
+            *counts
+                .entry((m.template.clone(), m.state.as_str()))
+                .or_default() += 1;
+            let current = wanted.get(m.template.as_str()).is_some_and(|(t, rev)| {
+                *rev == m.revision
+                    && m.key_id == self.key.id
+                    && (0..t.pool).any(|slot| {
+                        labels::member_name(&self.controller_id, &t.name, rev, slot) == m.name
+                    })
+            });
+            match m.state {
+                MemberState::Ended => remove.push((m, "it ended")),
+                MemberState::Claiming | MemberState::Starting => {
+                    let since = *stuck_since.get(&m.id).unwrap_or(&now);
+                    if now.duration_since(since) > stuck_after {
+                        remove.push((m, "it was left half-claimed or never started"));
+                    } else {
+                        if m.state == MemberState::Starting && current {
+                            taken.insert(m.name.clone());
+                        }
+                        still_stuck.insert(m.id.clone(), since);
+                    }
+                }
+                MemberState::Ready if !current => {
+                    remove.push((m, "its template, revision or pool key changed"))
+                }
+                MemberState::Ready => {
+                    taken.insert(m.name.clone());
+                    ready.entry(m.template.clone()).or_default().push(m);
+                }
+            }
+        }
+        for (m, why) in &remove {
+            log::info!("pool: removing member {} ({why})", m.name);
+            if let Err(e) = self.backend.remove_member(m) {
+                log::warn!("pool: member {} could not be removed: {e}", m.name);
+            }
+        }
+        let mut status: Vec<PoolStatus> = wanted
+            .values()
+            .map(|(t, _)| PoolStatus {
+                template: t.name.clone(),
+                size: t.pool,
+                ready: ready.get(&t.name).map_or(0, |r| r.len() as u32),
+                starting: counts
+                    .get(&(t.name.clone(), MemberState::Starting.as_str()))
+                    .map_or(0, |n| *n as u32),
+            })
+            .collect();
+        status.sort_by(|a, b| a.template.cmp(&b.template));
+        for t in wanted.keys() {
+            for state in ["ready", "starting", "claiming", "ended"] {
+                counts.entry((t.to_string(), state)).or_default();
+            }
+        }
+        self.metrics.pool_members(counts);
+        {
+            let mut shared = self.lock();
+            shared.ready = ready;
+            shared.status = status;
+            shared.stuck_since = still_stuck;
+            shared
+                .backoff
+                .retain(|t, _| wanted.contains_key(t.as_str()));
+        }
+        if sweep {
+            match self.backend.sweep_pool() {
+                Ok(0) => {}
+                Ok(n) => log::info!("pool: {n} bindings of claims that did not happen were swept"),
+                Err(e) => log::warn!("pool: bindings could not be swept: {e}"),
+            }
+        }
+        let mut started = false;
+        for (t, rev) in wanted.values() {
+            started |= self.refill(t, rev, &taken);
+        }
+        Ok(started)
+    }
+
+    /// Starts members in template `t`'s free slots, [`STARTS_AT_ONCE`] at a time, unless it
+    /// is backing off; whether any started.
+    fn refill(&self, t: &Arc<Template>, rev: &str, taken: &HashSet<String>) -> bool {
+        if let Some((until, _)) = self.lock().backoff.get(&t.name) {
+            if Instant::now() < *until {
+                return false;
+            }
+        }
+        let free: Vec<String> = (0..t.pool)
+            .map(|slot| labels::member_name(&self.controller_id, &t.name, rev, slot))
+            .filter(|name| !taken.contains(name))
+            .take(STARTS_AT_ONCE)
+            .collect();
+        if free.is_empty() {
+            return false;
+        }
+        let results: Vec<Result<(), BackendError>> = thread::scope(|s| {
+            let handles: Vec<_> = free
+                .iter()
+                .map(|name| s.spawn(|| self.start_one(t, rev, name)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        Err(BackendError::Internal("a member's start panicked".into()))
+                    })
+                })
+                .collect()
+        });
+        let mut started = false;
+        let mut refused = None;
+        for r in results {
+            match r {
+                Ok(()) => started = true,
+                // Another replica filled the slot first.
+                Err(BackendError::WorkerExists { .. }) => {}
+                Err(e) => refused = Some(e),
+            }
+        }
+        let mut shared = self.lock();
+        match refused {
+            None => {
+                if shared.backoff.remove(&t.name).is_some() {
+                    log::info!("pool of template {}: members start again", t.name);
+                }
+            }
+            Some(e) => {
+                let (first, next) = match shared.backoff.get(&t.name) {
+                    Some((_, d)) => (false, (*d * 2).min(MAX_BACKOFF)),
+                    None => (true, Duration::from_secs(1)),
+                };
+                if first {
+                    log::warn!(
+                        "pool of template {}: a member could not be started: {e}; trying again with back-off (up to {}s)",
+                        t.name,
+                        MAX_BACKOFF.as_secs()
+                    );
+                }
+                shared
+                    .backoff
+                    .insert(t.name.clone(), (Instant::now() + next, next));
+            }
+        }
+        started
+    }
+
+    fn start_one(&self, t: &Arc<Template>, rev: &str, name: &str) -> Result<(), BackendError> {
+        let nonce = token::random_hex(8)
+            .map_err(|e| BackendError::Internal(format!("the random generator failed: {e}")))?;
+        let secret = self.key.secret(name, &nonce);
+        let spec = MemberSpec {
+            name: name.to_string(),
+            template: Arc::clone(t),
+            revision: rev.to_string(),
+            key_id: self.key.id.clone(),
+            nonce,
+            activation_sha256: token::hex(&crate::hash::sha256(secret.expose().as_bytes())),
+        };
+        self.backend.start_member(&spec)
+    }
+}
+
+/// A random index below `len` (which member a claim tries first: replicas racing for one
+/// pool then mostly try different ones).
+fn pick(len: usize) -> usize {
+    let mut b = [0u8; 8];
+    match token::os_random(&mut b) {
+        Ok(()) => (u64::from_le_bytes(b) % len as u64) as usize,
+        Err(_) => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_are_per_member_and_ids_say_nothing_of_the_key() {
+        let key = PoolKey::derived_from("an admin token of enough length");
+        let a = key.secret("m-0", "n1");
+        assert_eq!(a.expose(), key.secret("m-0", "n1").expose());
+        assert_ne!(a.expose(), key.secret("m-1", "n1").expose());
+        assert_ne!(a.expose(), key.secret("m-0", "n2").expose());
+        assert_eq!(a.expose().len(), 64);
+        assert_eq!(key.id().len(), 16);
+        let other = PoolKey::derived_from("another admin token of enough length");
+        assert_ne!(key.id(), other.id());
+        assert_ne!(a.expose(), other.secret("m-0", "n1").expose());
+    }
+
+    #[test]
+    fn a_revision_changes_with_what_workers_are_made_from() {
+        let t = Template::new("coder", "img:1", 9090);
+        let mut u = t.clone();
+        assert_eq!(revision(&t), revision(&u));
+        u.pool = 3;
+        u.description = "other words".into();
+        assert_eq!(
+            revision(&t),
+            revision(&u),
+            "neither the pool size nor words"
+        );
+        u.image = "img:2".into();
+        assert_ne!(revision(&t), revision(&u));
+        let mut v = t.clone();
+        v.env.push(("A".into(), "b".into()));
+        assert_ne!(revision(&t), revision(&v));
+    }
+}
