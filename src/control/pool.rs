@@ -218,7 +218,9 @@ impl Pool {
             return None;
         }
         let revision = revision(&spec.template);
-        loop {
+        // At most as many members as the pool holds are tried (members started meanwhile
+        // are for later creates): a template whose members all fail is made cold.
+        for _ in 0..spec.template.pool {
             let member = {
                 let mut shared = self.lock();
                 let ready = shared.ready.get_mut(&spec.template.name)?;
@@ -257,6 +259,8 @@ impl Pool {
                 }
             }
         }
+        self.poke();
+        None
     }
 
     fn run(&self) {

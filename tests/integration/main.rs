@@ -29,6 +29,7 @@ mod local_support;
 mod observability;
 mod oidc;
 mod panic_policy;
+mod pool;
 mod push;
 mod replicas;
 mod rest;

@@ -365,7 +365,7 @@ fn volumes(socket: &Path, id: &str) -> Vec<String> {
 }
 
 /// Removes a controller id's volumes whatever happens to the test.
-struct VolumeCleanup(PathBuf, String);
+pub struct VolumeCleanup(pub PathBuf, pub String);
 
 impl Drop for VolumeCleanup {
     fn drop(&mut self) {
