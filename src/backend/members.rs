@@ -117,7 +117,28 @@ pub fn activate(
     base: &str,
     activation: &Activation,
     body: &serde_json::Value,
-) -> Result<(), String> {
+) -> Result<(), ActivateError> {
+    activate_once(agent, base, activation, body).map_err(|(status, why)| match status {
+        Some(409) => ActivateError::Taken,
+        _ => ActivateError::Failed(why),
+    })
+}
+
+/// Why an activation was not taken.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ActivateError {
+    /// The member was activated already (409): by a claim that raced this one, or earlier.
+    Taken,
+    /// It refused otherwise, or did not answer in time (one line why).
+    Failed(String),
+}
+
+fn activate_once(
+    agent: &ureq::Agent,
+    base: &str,
+    activation: &Activation,
+    body: &serde_json::Value,
+) -> Result<(), (Option<u16>, String)> {
     let deadline = Instant::now() + activation.timeout;
     let url = format!("{base}/activate");
     let text = body.to_string();
@@ -133,25 +154,29 @@ pub fn activate(
             .send(text.as_str());
         match sent {
             Ok(r) => {
-                return match r.status().as_u16() {
-                    200 => Ok(()),
-                    401 => Err("the member refused its activation secret (401): it was started with another pool key".into()),
-                    409 => Err("the member was activated already (409)".into()),
-                    404 | 405 => Err(format!(
-                        "the member does not speak the activation contract ({} at /activate)",
-                        r.status().as_u16()
-                    )),
-                    other => Err(format!("the member answered its activation with {other}")),
-                }
+                let status = r.status().as_u16();
+                let why = match status {
+                    200 => return Ok(()),
+                    401 => "the member refused its activation secret (401): it was started with another pool key".to_string(),
+                    409 => "the member was activated already (409)".to_string(),
+                    404 | 405 => format!(
+                        "the member does not speak the activation contract ({status} at /activate)"
+                    ),
+                    other => format!("the member answered its activation with {other}"),
+                };
+                return Err((Some(status), why));
             }
             Err(e) if Instant::now() + pause < deadline && is_not_yet(&e) => {
                 std::thread::sleep(pause);
                 pause = (pause * 2).min(Duration::from_millis(20));
             }
             Err(e) => {
-                return Err(format!(
-                    "the member did not answer its activation within {}s: {e}",
-                    activation.timeout.as_secs_f32()
+                return Err((
+                    None,
+                    format!(
+                        "the member did not answer its activation within {}s: {e}",
+                        activation.timeout.as_secs_f32()
+                    ),
                 ))
             }
         }

@@ -473,6 +473,38 @@ fn print_for_people(
     }
 }
 
+/// `check`'s pool line: each pooled template's size and its members found now, and where the
+/// members' key comes from (its id, never the key); `None` without pooled templates.
+fn pool_line(
+    settings: &settings::Settings,
+    backend: &dyn crate::backend::Backend,
+    templates: &crate::settings::templates::Templates,
+) -> Result<Option<String>, String> {
+    let pooled: Vec<_> = templates.all().filter(|t| t.pool > 0).collect();
+    if pooled.is_empty() {
+        return Ok(None);
+    }
+    let (key, source) = crate::pool_key(settings)
+        .map_err(|e| e.to_string())?
+        .ok_or("a pooled template needs POOL_KEY_FILE or A2A_AUTH_TOKEN")?;
+    let members = backend.pool_members().map_err(|e| e.to_string())?;
+    let sizes: Vec<String> = pooled
+        .iter()
+        .map(|t| {
+            let ready = members
+                .iter()
+                .filter(|m| m.template == t.name && m.state == crate::backend::MemberState::Ready)
+                .count();
+            format!("{} keeps {} ({ready} ready now)", t.name, t.pool)
+        })
+        .collect();
+    Ok(Some(format!(
+        "{}; members' key {source}, id {}",
+        sizes.join(", "),
+        key.id()
+    )))
+}
+
 /// `check`: the controller's settings as it would read them, then the backend it would build,
 /// asked whether it answers. Prints what it found.
 fn check(
@@ -555,6 +587,16 @@ fn check(
         } else {
             failed = true;
             let _ = writeln!(err, "template {}: FAILED: {}", t.name, f.what);
+        }
+    }
+    match pool_line(&settings, backend.as_ref(), &templates) {
+        Ok(Some(line)) => {
+            let _ = writeln!(out, "pool: {line}");
+        }
+        Ok(None) => {}
+        Err(why) => {
+            failed = true;
+            let _ = writeln!(err, "pool: FAILED: {why}");
         }
     }
     u8::from(failed)

@@ -117,6 +117,9 @@ struct Shared {
     status: Vec<PoolStatus>,
     /// When each claim that did not finish (by engine id) was first seen.
     stuck_since: HashMap<String, Instant>,
+    /// When a claim here first lost a member that is still unclaimed (by engine id): one
+    /// that stays so was activated by a claim that never finished, and is removed.
+    lost_since: HashMap<String, Instant>,
     /// Per template: when it may be refilled again, the back-off, and whether it was said.
     backoff: HashMap<String, (Instant, Duration)>,
     poked: bool,
@@ -174,6 +177,7 @@ impl Pool {
                 ready: HashMap::new(),
                 status: Vec::new(),
                 stuck_since: HashMap::new(),
+                lost_since: HashMap::new(),
                 backoff: HashMap::new(),
                 poked: false,
                 found_members: None,
@@ -245,7 +249,13 @@ impl Pool {
                     self.poke();
                     return Some(Ok(worker));
                 }
-                Err(ClaimError::Lost) => continue,
+                Err(ClaimError::Lost) => {
+                    self.lock()
+                        .lost_since
+                        .entry(member.id.clone())
+                        .or_insert_with(Instant::now);
+                    continue;
+                }
                 Err(ClaimError::Broken(why)) => {
                     log::warn!(
                         "pool of template {}: a member could not be bound and was removed: {why}",
@@ -309,8 +319,15 @@ impl Pool {
         let mut remove: Vec<(PoolMember, &'static str)> = Vec::new();
         let now = Instant::now();
         let stuck_after = self.activation_timeout + STUCK_GRACE;
-        let stuck_since = std::mem::take(&mut self.lock().stuck_since);
+        let (stuck_since, lost_since) = {
+            let mut shared = self.lock();
+            (
+                std::mem::take(&mut shared.stuck_since),
+                shared.lost_since.clone(),
+            )
+        };
         let mut still_stuck = HashMap::new();
+        let mut still_lost = HashMap::new();
         for m in members {
             *counts
                 .entry((m.template.clone(), m.state.as_str()))
@@ -338,10 +355,18 @@ impl Pool {
                 MemberState::Ready if !current => {
                     remove.push((m, "its template, revision or pool key changed"))
                 }
-                MemberState::Ready => {
-                    taken.insert(m.name.clone());
-                    ready.entry(m.template.clone()).or_default().push(m);
-                }
+                MemberState::Ready => match lost_since.get(&m.id) {
+                    Some(since) if now.duration_since(*since) > stuck_after => {
+                        remove.push((m, "it was activated by a claim that never finished"))
+                    }
+                    lost => {
+                        if let Some(since) = lost {
+                            still_lost.insert(m.id.clone(), *since);
+                        }
+                        taken.insert(m.name.clone());
+                        ready.entry(m.template.clone()).or_default().push(m);
+                    }
+                },
             }
         }
         for (m, why) in &remove {
@@ -373,6 +398,10 @@ impl Pool {
             shared.ready = ready;
             shared.status = status;
             shared.stuck_since = still_stuck;
+            // Lost since this pass's list began stay too.
+            shared
+                .lost_since
+                .retain(|id, since| still_lost.contains_key(id) || *since >= now);
             shared
                 .backoff
                 .retain(|t, _| wanted.contains_key(t.as_str()));

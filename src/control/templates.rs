@@ -34,6 +34,14 @@ pub struct TemplateInfo {
     pub port: u16,
     /// The workspace's path and size, when the template has one.
     pub workspace: Option<WorkspaceInfo>,
+    /// Its warm pool, when it keeps one: the members it keeps and those ready now.
+    pub pool: Option<PoolInfo>,
+}
+
+#[derive(Serialize)]
+pub struct PoolInfo {
+    pub size: u32,
+    pub ready: u32,
 }
 
 #[derive(Serialize)]
@@ -61,6 +69,10 @@ impl TemplateInfo {
             workspace: t.workspace.as_ref().map(|w| WorkspaceInfo {
                 path: w.path.clone(),
                 size: w.size.clone(),
+            }),
+            pool: (t.pool > 0).then_some(PoolInfo {
+                size: t.pool,
+                ready: 0,
             }),
         }
     }
@@ -206,10 +218,20 @@ impl Control {
 
     /// `templates`: what `caller` may create from.
     pub(super) fn template_list(&self, caller: &Caller) -> Outcome {
+        let pools = self.pool_status();
         let templates = self
             .templates_for(caller)
             .iter()
-            .map(|t| TemplateInfo::of(t))
+            .map(|t| {
+                let mut info = TemplateInfo::of(t);
+                if let Some(p) = &mut info.pool {
+                    p.ready = pools
+                        .iter()
+                        .find(|s| s.template == t.name)
+                        .map_or(0, |s| s.ready);
+                }
+                info
+            })
             .collect();
         completed(&TemplateList { templates }, None, 0)
     }

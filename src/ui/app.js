@@ -258,6 +258,7 @@ function describeTemplate() {
   if (t.memory_bytes) parts.push(`${Math.round(t.memory_bytes / 1048576)} MiB`);
   if (t.cpus) parts.push(`${t.cpus} CPUs`);
   if (t.workspace) parts.push(`workspace ${t.workspace.path} (${t.workspace.size})`);
+  if (t.pool) parts.push(`warm pool of ${t.pool.size}`);
   if (t.description) parts.unshift(t.description);
   text($('template-about'), parts.join(' · '));
 }
@@ -277,6 +278,19 @@ async function loadTemplates() {
     select.append(option);
   }
   describeTemplate();
+  renderPools(templates);
+}
+
+// The header's warm pools: the members ready of those each pooled template keeps, asked
+// again every 5 s.
+function renderPools(list) {
+  const pooled = list.filter((t) => t.pool);
+  text($('pools'), pooled.length ? `warm pool: ${pooled.map((t) => `${t.name} ${t.pool.ready}/${t.pool.size} ready`).join(' · ')}` : '');
+}
+async function refreshPools() {
+  try {
+    renderPools((await control({ operation: 'templates' })).templates || []);
+  } catch (_) { /* the header is a nicety */ }
 }
 
 async function showLogs(w) {
@@ -324,6 +338,7 @@ async function start() {
   connection('connecting…');
   header();
   loadTemplates();
+  setInterval(refreshPools, 5000);
   if (!watching) watching = follow();
 }
 

@@ -83,6 +83,14 @@ fn wait_members(socket: &Path, id: &str, n: usize) -> Vec<(String, String)> {
     found
 }
 
+/// Waits until controller `p` has seen `n` ready members of template `warm` (its metric).
+fn wait_ready_here(p: &Proc, n: usize) {
+    let line = format!("a2a_pool_members{{template=\"warm\",state=\"ready\"}} {n}\n");
+    wait_for(&format!("{n} ready members seen"), || {
+        p.get("/metrics").text().contains(&line)
+    });
+}
+
 /// The published address (`127.0.0.1:port`) of container `cid`.
 fn published(socket: &Path, cid: &str) -> std::net::SocketAddr {
     let out = docker_cli(socket, &["port", cid], None);
@@ -144,11 +152,7 @@ fn a_warm_pool_on_the_real_engine() {
     // Two members, started and unbound: never listed as workers.
     let first = wait_members(&socket, &id, 2);
     assert!(listed(&p).is_empty());
-    wait_for("the metric says two ready", || {
-        p.get("/metrics")
-            .text()
-            .contains("a2a_pool_members{template=\"warm\",state=\"ready\"} 2")
-    });
+    wait_ready_here(&p, 2);
 
     // Before activation: the card (listing the contract), 401 for the rest, and nothing
     // secret in the engine.
@@ -302,6 +306,8 @@ fn a_warm_pool_on_the_real_engine() {
     );
     q.terminate();
     drop(q);
+    // This controller has seen the members the other one started.
+    wait_ready_here(&p, 2);
 
     // A burst of 2N against a pool of N: N from the pool, N cold, all succeed; then full.
     let burst: Vec<Value> = std::thread::scope(|s| {
@@ -435,4 +441,143 @@ fn a_backend_without_pools_refuses_a_pooled_template() {
         "{refused}"
     );
     assert!(refused.contains("keeps no warm pools"), "{refused}");
+}
+
+/// The `q`-quantile (0..=1) of `samples`, nearest rank.
+fn quantile(mut samples: Vec<Duration>, q: f64) -> Duration {
+    samples.sort();
+    let rank = ((samples.len() as f64 * q).ceil() as usize).clamp(1, samples.len());
+    samples[rank - 1]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// scripts/bench.sh: creates from a pool of 4 (refilled between) against cold creates of the
+/// same image in the same run, a burst of 2N against N, and two replicas racing for one task.
+#[test]
+#[ignore]
+fn docker_bench_pool() {
+    let Some(socket) = docker_socket() else {
+        return;
+    };
+    let rounds = rounds("BENCH_CREATE_ROUNDS", 20).max(1);
+    let id = controller_id("pool-bench");
+    let _cleanup = Cleanup::new(&socket, &id);
+    let _volumes = crate::templates::VolumeCleanup(socket.clone(), id.clone());
+    let dir = test_dir("pool-bench");
+    let file = dir.join("templates.json");
+    write_templates(&file, pooled_templates(&worker_image(), 4, "bench"));
+    let flag = format!("-worker-templates-file={}", file.display());
+    let p = Proc::start(&socket, &id, &[&flag]);
+    let (mut pooled, mut cold) = (Vec::new(), Vec::new());
+    for i in 0..rounds {
+        wait_members(&socket, &id, 4);
+        wait_ready_here(&p, 4);
+        for (template, times) in [("warm", &mut pooled), ("cold", &mut cold)] {
+            let started = Instant::now();
+            let made = create(&p, &format!("bench {template} {i}"), template);
+            times.push(started.elapsed());
+            let wid = made["worker"]["worker_id"].as_str().unwrap().to_string();
+            if template == "warm" {
+                assert!(was_pooled(&socket, &wid, &id), "round {i} from the pool");
+            }
+            reply_data(&p.control(json!({"operation": "stop", "worker_id": wid})));
+        }
+    }
+    let (p50, p99, cold50) = (
+        quantile(pooled.clone(), 0.5),
+        quantile(pooled, 0.99),
+        quantile(cold, 0.5),
+    );
+    println!("BENCH pool: create from the pool p50 {p50:?} p99 {p99:?}, cold p50 {cold50:?} ({rounds} each)");
+    println!(
+        "ROW|Docker: create from the pool, p50 / p99 ({rounds} creates, pool 4, refilled between)|{:.1} / {:.1} ms, ×{:.3} of a cold create ({:.1} ms)|≤ 30 / ≤ 60 ms, ≤ ×0.15",
+        ms(p50),
+        ms(p99),
+        p50.as_secs_f64() / cold50.as_secs_f64(),
+        ms(cold50)
+    );
+
+    // A burst of 2N against N.
+    wait_members(&socket, &id, 4);
+    wait_ready_here(&p, 4);
+    let started = Instant::now();
+    let burst: Vec<Value> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..8)
+            .map(|i| {
+                let p = &p;
+                s.spawn(move || create(p, &format!("burst {i}"), "warm"))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let took = started.elapsed();
+    let from_pool = burst
+        .iter()
+        .filter(|d| was_pooled(&socket, d["worker"]["worker_id"].as_str().unwrap(), &id))
+        .count();
+    let refill = Instant::now();
+    wait_members(&socket, &id, 4);
+    println!(
+        "ROW|a burst of 2N creates against a pool of N (N = 4)|{} succeeded in {:.0} ms: {from_pool} from the pool, {} cold; the pool full again {:.1} s later|N from the pool, N cold, all succeed, then full",
+        burst.len(),
+        ms(took),
+        burst.len() - from_pool,
+        refill.elapsed().as_secs_f64()
+    );
+    for d in &burst {
+        let stopped =
+            p.control(json!({"operation": "stop", "worker_id": d["worker"]["worker_id"]}));
+        assert_eq!(
+            stopped["status"]["state"],
+            "TASK_STATE_COMPLETED",
+            "{stopped}\n{d}\n{}",
+            p.log_text()
+        );
+    }
+
+    // Two replicas × 10 racing creates of one task.
+    let q = Proc::start(&socket, &id, &[&flag]);
+    wait_members(&socket, &id, 4);
+    wait_ready_here(&p, 4);
+    wait_ready_here(&q, 4);
+    let before = members(&socket, &id);
+    let results: Vec<Value> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..20)
+            .map(|i| {
+                let (p, q) = (&p, &q);
+                s.spawn(move || {
+                    let c = if i % 2 == 0 { p } else { q };
+                    c.control(
+                        json!({"operation": "create", "task": "one task", "template": "warm"}),
+                    )
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let winner = std::panic::catch_unwind(|| one_winner(&results)).unwrap_or_else(|_| {
+        panic!(
+            "the race went wrong; the controllers said:\n{}\n---\n{}",
+            p.log_text(),
+            q.log_text()
+        )
+    });
+    let tokens = results
+        .iter()
+        .filter(|t| t["status"]["state"] == "TASK_STATE_COMPLETED")
+        .count();
+    wait_members(&socket, &id, 4);
+    let after = all_containers(&socket, &id).len();
+    let taken = before
+        .iter()
+        .filter(|m| !members(&socket, &id).contains(m))
+        .count();
+    println!(
+        "ROW|two replicas × 10 racing creates for one task|{} worker ({winner}), {tokens} token handed out; {taken} member taken and replaced, {after} containers (4 members + 1 worker)|exactly one worker and one token; no member lost",
+        listed(&q).len()
+    );
+    assert_eq!(after, 5);
 }

@@ -3,16 +3,19 @@
 //! nonce) and started with [`worker_env::member_environment`]: no task, worker id or token.
 //!
 //! A container's labels cannot change, so a claim writes the worker's identity beside it:
+//! - first the **activation** ([`members::activate`]): a member takes one, so of claims
+//!   racing for it (from any replica) one is answered 200 and the others 409 (they lost, and
+//!   try another member). Docker's rename is no such test: a rename by name looks the
+//!   container up before it locks it, so two renames of one name can both succeed. A member
+//!   that does not answer in time, or refuses, is removed;
 //! - a **binding**, a volume named `<member>-binding-<worker id>` whose labels are the ones a
 //!   cold worker's container has (owner, worker id, task, scope, template, expiry, metadata)
 //!   and [`labels::BINDING`]` = <member>/<nonce>`;
-//! - then a **rename** of the member, by its name, to the task's container name
-//!   ([`labels::container_name`]). The rename is the commit, and the engine makes it atomic:
-//!   of two claims of one member only one still finds it by that name (the other's 404: it
-//!   lost, and tries another), and the task's name is refused (409) when a cold container or
-//!   another claim holds it, so one task has one worker across replicas as before;
-//! - then the activation ([`members::activate`]); a member that does not take it in time is
-//!   removed with its binding.
+//! - then the **commit**, a rename (by id) to the task's container name
+//!   ([`labels::container_name`]): the engine refuses it (409) when a cold container or another
+//!   claim holds the name, so one task has one worker across replicas as before (the member,
+//!   bound for nothing, is then removed with its binding). A look at that name first spares a
+//!   member when the task plainly has its worker.
 //!
 //! A container with member labels whose name is not its member name is a worker when a
 //! binding of its member and nonce names its task and scope; otherwise it is a claim that did
@@ -326,6 +329,39 @@ impl DockerBackend {
             self.anthropic_auth_token.as_deref(),
         )
         .map_err(ClaimError::Task)?;
+        // The task has its worker already: no member is taken for it.
+        let there = self
+            .engine
+            .inspect(&target)
+            .map_err(|e| ClaimError::Task(engine_error(e)))?;
+        if there.is_some() {
+            return Err(ClaimError::Task(self.existing(&target)));
+        }
+        // 1. The activation, which the member takes once: of claims racing for it (from any
+        //    replica) one is answered 200, the others 409 (lost: they try another).
+        let base = match &t.network {
+            Some(_) => self
+                .reach(&member.id, t, &a2a_url)
+                .map_err(|e| ClaimError::Broken(format!("member {}: {e}", member.name)))?,
+            None => member.address.clone(),
+        };
+        let body = members::activation_body(spec, &a2a_url, &env);
+        match members::activate(
+            &members::agent(activation.timeout),
+            &base,
+            activation,
+            &body,
+        ) {
+            Ok(()) => {}
+            Err(members::ActivateError::Taken) => return Err(ClaimError::Lost),
+            Err(members::ActivateError::Failed(why)) => {
+                self.remove_quietly(&member.id);
+                return Err(ClaimError::Broken(format!("member {}: {why}", member.name)));
+            }
+        }
+        spec.progress
+            .step("a started worker from the pool took its task");
+        // 2. Its binding: the worker's identity, beside it (a container's labels are fixed).
         let volume = format!("{}-binding-{}", member.name, spec.worker_id);
         let mut binding = labels::for_worker(
             &self.controller_id,
@@ -340,49 +376,24 @@ impl DockerBackend {
             labels::BINDING.to_string(),
             key_of(&member.name, &member.nonce),
         );
-        self.engine
-            .create_volume(&volume, &json!(binding))
-            .map_err(|e| ClaimError::Task(engine_error(e)))?;
-        let unbind = || {
+        if let Err(e) = self.engine.create_volume(&volume, &json!(binding)) {
+            self.remove_quietly(&member.id);
+            return Err(ClaimError::Task(engine_error(e)));
+        }
+        // 3. The commit: the task's name, which the engine gives one container (a cold one or
+        //    another claim's may hold it: then this one goes).
+        if let Err(e) = self.engine.rename(&member.id, &target) {
+            self.remove_quietly(&member.id);
             if let Err(e) = self.engine.remove_volume(&volume) {
                 log::warn!("the binding {volume} of a claim that did not happen was left (the pool sweeps it): {e}");
             }
-        };
-        match self.engine.rename(&member.name, &target) {
-            Ok(()) => {}
-            Err(e) if e.status() == Some(404) => {
-                unbind();
-                return Err(ClaimError::Lost);
-            }
-            Err(e) if is_name_conflict(&e) => {
-                unbind();
-                return Err(ClaimError::Task(self.existing(&target)));
-            }
-            Err(e) => {
-                unbind();
-                return Err(ClaimError::Task(engine_error(e)));
-            }
+            return Err(ClaimError::Task(if is_name_conflict(&e) {
+                self.existing(&target)
+            } else {
+                engine_error(e)
+            }));
         }
-        spec.progress
-            .step("a started worker was taken from the pool");
-        let activated = self
-            .reach(&target, t, &a2a_url)
-            .map_err(|e| e.to_string())
-            .and_then(|base| {
-                let body = members::activation_body(spec, &a2a_url, &env);
-                members::activate(
-                    &members::agent(activation.timeout),
-                    &base,
-                    activation,
-                    &body,
-                )
-            });
-        if let Err(why) = activated {
-            self.remove_quietly(&target);
-            unbind();
-            return Err(ClaimError::Broken(format!("member {}: {why}", member.name)));
-        }
-        spec.progress.step("it took its task: ready");
+        spec.progress.step("ready");
         Ok(Worker {
             a2a_url,
             ..Worker::new(
