@@ -15,6 +15,8 @@
 #   watch: docker kill → the watch event against the engine's own /events (p50 of
 #   BENCH_WATCH_ROUNDS, default 5), and 64 idle watchers' memory, threads and engine
 #   connections against none (docker_bench_watch, run with the docker benchmarks).
+#   pool: creates from a warm pool of 4 against cold creates of the same image, a burst of 2N
+#   against N, two replicas racing for one task (pool::docker_bench_pool, with the docker ones).
 #   k8s: create+stop and list through the controller against the same calls made directly to
 #   the stand-in Kubernetes API server (TLS, client certificate); a pod deleted by hand → the
 #   watch event against the stand-in's pod watch read directly. Needs python3 and openssl.

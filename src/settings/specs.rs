@@ -35,7 +35,7 @@ impl Section {
             Section::General => "General",
             Section::Http => "HTTP",
             Section::Push => "Push notifications (webhooks the controller calls)",
-            Section::Templates => "Worker templates and workspaces",
+            Section::Templates => "Worker templates, workspaces and warm pools",
             Section::Container => "Container workers (docker and k8s backends)",
             Section::Docker => "Docker (BACKEND=docker)",
             Section::K8s => "Kubernetes (BACKEND=k8s)",
@@ -257,7 +257,7 @@ pub(super) const SPECS: &[Spec] = &[
         Templates,
         "WORKER_POOL",
         "0",
-        "warm pool of the default template: started, unbound members kept per controller id, bound to a task at create (docker, k8s; a templates file says pool per template)",
+        "warm pool of the default template: started, unbound members kept per controller id, bound to a task at create (docker; a templates file says pool per template)",
     ),
     s(
         Templates,

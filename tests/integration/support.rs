@@ -32,6 +32,10 @@ pub struct FakeBackend {
     pub tokens: Mutex<Vec<String>>,
     /// How many times the workers were listed.
     pub lists: std::sync::atomic::AtomicU64,
+    /// Whether it keeps warm pools: then members "started" are held here, always ready, and
+    /// a claim of one is refused (the create is made cold), for the layers above the seam.
+    pub pooling: AtomicBool,
+    members: Mutex<Vec<a2a_worker_controller::backend::PoolMember>>,
     clock: Mutex<u64>,
 }
 
@@ -171,6 +175,51 @@ impl Backend for FakeBackend {
             tail.push(format!("{worker_id} line {i}\n").as_bytes());
         }
         Ok(tail.finish(lines))
+    }
+
+    fn pools(&self) -> bool {
+        self.pooling.load(Ordering::SeqCst)
+    }
+
+    fn pool_members(
+        &self,
+    ) -> Result<Vec<a2a_worker_controller::backend::PoolMember>, BackendError> {
+        self.check_up()?;
+        Ok(self.members.lock().unwrap().clone())
+    }
+
+    fn start_member(
+        &self,
+        m: &a2a_worker_controller::backend::MemberSpec,
+    ) -> Result<(), BackendError> {
+        self.check_up()?;
+        let mut members = self.members.lock().unwrap();
+        if members.iter().any(|x| x.name == m.name) {
+            return Err(BackendError::WorkerExists {
+                worker_id: String::new(),
+                state: WorkerState::Starting,
+            });
+        }
+        members.push(a2a_worker_controller::backend::PoolMember {
+            name: m.name.clone(),
+            id: m.name.clone(),
+            address: String::new(),
+            template: m.template.name.clone(),
+            revision: m.revision.clone(),
+            key_id: m.key_id.clone(),
+            nonce: m.nonce.clone(),
+            state: a2a_worker_controller::backend::MemberState::Ready,
+            created_ms: 0,
+        });
+        Ok(())
+    }
+
+    fn remove_member(
+        &self,
+        m: &a2a_worker_controller::backend::PoolMember,
+    ) -> Result<(), BackendError> {
+        self.members.lock().unwrap().retain(|x| x.id != m.id);
+        Ok(())
     }
 
     fn health(&self) -> Result<(), BackendError> {

@@ -138,10 +138,16 @@ fn the_page_in_a_real_chromium() {
     let file = dir.join("templates.json");
     crate::templates::write_templates(
         &file,
-        serde_json::json!({"reviewer": {"image": "reviewer:1", "description": "reads pull requests"}}),
+        serde_json::json!({"reviewer": {"image": "reviewer:1", "description": "reads pull requests", "pool": 2}}),
     );
     let templates = format!("-worker-templates-file={}", file.display());
+    // A backend that keeps pools: the header says the reviewer's pool is full.
+    let pooling = std::sync::Arc::new(FakeBackend::default());
+    pooling
+        .pooling
+        .store(true, std::sync::atomic::Ordering::SeqCst);
     let c = Builder::default()
+        .backend(pooling)
         .flag(&templates)
         .start_with_public_url_of_listener();
     let port = c.addr.port();

@@ -90,6 +90,9 @@ for (const h of ['Worker', 'Task', 'Template', 'State', 'Expires', 'Actions']) {
   check(headers.includes(`columnheader "${h}"`), `a column header named ${h}: ${headers}`);
 }
 
+// The header says the warm pool (members ready of those kept), asked again every 5 s.
+await page.locator('#pools').filter({ hasText: 'warm pool: reviewer 2/2 ready' }).waitFor({ timeout: 15000 });
+
 // Create from the page with the keyboard (Tab, and a visible focus on the button): the token
 // shown once.
 // The templates this caller may use are offered (default always); the last one is chosen.
