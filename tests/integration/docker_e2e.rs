@@ -872,7 +872,7 @@ fn the_status_page_on_the_real_engine() {
     let cleanup = Cleanup::new(&socket, &id);
     let mut p = Proc::start(&socket, &id, &[]);
     let url = format!("http://{}", p.addr);
-    crate::ui::drive_page(&url, |line| {
+    crate::ui::drive_page(&url, "", |line| {
         if let Some(worker) = line.strip_prefix("EXIT ") {
             let container = cleanup
                 .owned()

@@ -17,9 +17,9 @@ use crate::docker_support::*;
 use crate::support::*;
 use crate::templates::{test_dir, write_templates};
 
-/// The unclaimed members of controller `id`: (container id, name), by name.
-fn members(socket: &Path, id: &str) -> Vec<(String, String)> {
-    let out = docker_cli(
+/// `docker ps -a` of controller `id`'s containers that carry label `label`, as `format`.
+fn ps(socket: &Path, id: &str, label: &str, format: &str) -> String {
+    docker_cli(
         socket,
         &[
             "ps",
@@ -27,11 +27,21 @@ fn members(socket: &Path, id: &str) -> Vec<(String, String)> {
             "--filter",
             &format!("label=a2a-worker-controller/owner={id}"),
             "--filter",
-            "label=a2a-worker-controller/pool-member",
+            &format!("label={label}"),
             "--format",
-            "{{.ID}} {{.Names}} {{.State}}",
+            format,
         ],
         None,
+    )
+}
+
+/// The unclaimed members of controller `id`: (container id, name), by name.
+fn members(socket: &Path, id: &str) -> Vec<(String, String)> {
+    let out = ps(
+        socket,
+        id,
+        "a2a-worker-controller/pool-member",
+        "{{.ID}} {{.Names}} {{.State}}",
     );
     // A member's name: the controller id (at most 20 characters), `-pool-`, ...
     let prefix = format!("{}-pool-", &id[..id.len().min(20)]);
@@ -50,16 +60,11 @@ fn members(socket: &Path, id: &str) -> Vec<(String, String)> {
 
 /// Every container of controller id `id` (members, pooled and cold workers).
 fn all_containers(socket: &Path, id: &str) -> Vec<String> {
-    let out = docker_cli(
+    let out = ps(
         socket,
-        &[
-            "ps",
-            "-a",
-            "-q",
-            "--filter",
-            &format!("label=a2a-worker-controller/owner={id}"),
-        ],
-        None,
+        id,
+        &format!("a2a-worker-controller/owner={id}"),
+        "{{.ID}}",
     );
     out.lines().map(str::to_string).collect()
 }
@@ -109,22 +114,14 @@ fn listed(p: &Proc) -> Vec<Value> {
         .clone()
 }
 
-/// Whether the container of worker `url` (published at its port) was a pool member.
+/// Whether worker `worker_id`'s container was a pool member (a cold one carries its id).
 fn was_pooled(socket: &Path, worker_id: &str, id: &str) -> bool {
-    let out = docker_cli(
+    let out = ps(
         socket,
-        &[
-            "ps",
-            "-a",
-            "--filter",
-            &format!("label=a2a-worker-controller/owner={id}"),
-            "--filter",
-            &format!("label=a2a-worker-controller/worker-id={worker_id}"),
-            "-q",
-        ],
-        None,
+        id,
+        &format!("a2a-worker-controller/worker-id={worker_id}"),
+        "{{.ID}}",
     );
-    // A cold worker's container carries its worker id; a pooled one's binding does.
     out.trim().is_empty()
 }
 
@@ -396,27 +393,14 @@ fn an_image_without_the_contract_is_refused_for_a_pool() {
     let file = dir.join("templates.json");
     write_templates(&file, json!({"warm": {"image": plain, "pool": 1}}));
     let flag = format!("-worker-templates-file={}", file.display());
-    let args = vec![
-        format!("-docker-host=unix://{}", socket.display()),
-        format!("-worker-image={}", worker_image()),
-        flag.clone(),
-    ];
+    let args = crate::templates::engine_args(&socket, &flag);
     let (code, out, err) = crate::cli_client::check(&args, &crate::cli_client::CHECK_ENV);
     assert_eq!(code, Some(1), "{out}{err}");
     assert!(
         err.contains("template warm: FAILED: pool: image a2a-echo-worker:no-contract does not say it speaks the activation contract"),
         "{err}"
     );
-    let (code, log) = Proc::prepare(
-        &id,
-        vec![
-            format!("-docker-host=unix://{}", socket.display()),
-            format!("-worker-image={}", worker_image()),
-            flag,
-        ],
-        Vec::new(),
-    )
-    .run_to_exit();
+    let (code, log) = Proc::prepare(&id, args, Vec::new()).run_to_exit();
     assert_ne!(code, Some(0));
     assert!(
         log.contains("does not say it speaks the activation contract"),

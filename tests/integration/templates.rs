@@ -314,11 +314,7 @@ fn two_templates_on_the_real_engine() {
         &file,
         json!({"small": {"image": worker_image()}, "broken": {"image": "a2a-echo-worker:no-such-tag"}}),
     );
-    let args = vec![
-        format!("-docker-host=unix://{}", socket.display()),
-        format!("-worker-image={}", worker_image()),
-        flag.clone(),
-    ];
+    let args = engine_args(&socket, &flag);
     let (code, out, err) = crate::cli_client::check(&args, &crate::cli_client::CHECK_ENV);
     assert_eq!(code, Some(1), "{out}{err}");
     assert!(
@@ -334,6 +330,15 @@ fn two_templates_on_the_real_engine() {
         ),
         "{err}"
     );
+}
+
+/// The flags of a controller on the test engine with the templates file `flag` names.
+pub fn engine_args(socket: &Path, flag: &str) -> Vec<String> {
+    vec![
+        format!("-docker-host=unix://{}", socket.display()),
+        format!("-worker-image={}", worker_image()),
+        flag.to_string(),
+    ]
 }
 
 /// SendMessage to a worker with its token; the text it answered.

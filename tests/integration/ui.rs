@@ -85,9 +85,10 @@ fn the_page_is_served_with_strict_headers_and_can_be_turned_off() {
 }
 
 /// Runs `tests/js/ui.mjs` against the controller at `url` in Debian's chromium; `on` carries
-/// out what the script asks of the test's side (`EXIT <worker_id>`, `STOP`, `START`).
+/// out what the script asks of the test's side (`EXIT <worker_id>`, `STOP`, `START`);
+/// `pools` is what the header must say of warm pools (`""`: none).
 /// `None` when the browser or the script's packages are not there (skipped, said).
-pub fn drive_page(url: &str, mut on: impl FnMut(&str)) -> Option<()> {
+pub fn drive_page(url: &str, pools: &str, mut on: impl FnMut(&str)) -> Option<()> {
     env_or_skip("A2A_TEST_CHROMIUM", "A2A_REQUIRE_UI")?;
     let dir = env_or_skip("A2A_TEST_JS_DIR", "A2A_REQUIRE_JS")?;
     let script = PathBuf::from(&dir).join("ui.mjs");
@@ -103,6 +104,7 @@ pub fn drive_page(url: &str, mut on: impl FnMut(&str)) -> Option<()> {
         .arg(url)
         .arg(TOKEN)
         .arg(&shots)
+        .arg(pools)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -162,7 +164,7 @@ fn the_page_in_a_real_chromium() {
     };
     let url = c.url();
     let mut c = Some(c);
-    drive_page(&url, |line| {
+    drive_page(&url, "warm pool: reviewer 2/2 ready", |line| {
         if let Some(id) = line.strip_prefix("EXIT ") {
             backend.set_state(id, WorkerState::Exited, "exited with code 1");
         } else if let Some(task) = line.strip_prefix("SCOPED ") {

@@ -629,17 +629,7 @@ impl Engine {
 
     /// Whether the engine holds image `reference` (a create does not pull).
     pub fn image_present(&self, reference: &str) -> Result<bool, EngineError> {
-        let (status, body) = self.call(
-            Method::Get,
-            &format!("/images/{}/json", percent_encode(reference)),
-            None,
-            DEFAULT_TIMEOUT,
-        )?;
-        match status {
-            200 => Ok(true),
-            404 => Ok(false),
-            _ => Err(status_error(status, &body)),
-        }
+        self.image_labels(reference).map(|labels| labels.is_some())
     }
 
     /// A container by id or name; `None` when it does not exist.

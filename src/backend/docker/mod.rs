@@ -131,6 +131,19 @@ impl DockerBackend {
         })
     }
 
+    /// The labels of `spec`'s worker: its container's, or a pooled worker's binding's.
+    fn worker_labels(&self, spec: &CreateSpec) -> std::collections::BTreeMap<String, String> {
+        labels::for_worker(
+            &self.controller_id,
+            &spec.worker_id,
+            &spec.task,
+            &spec.scope,
+            &spec.template.name,
+            spec.expires_at,
+            &spec.metadata,
+        )
+    }
+
     fn container_config(
         &self,
         spec: &CreateSpec,
@@ -148,15 +161,7 @@ impl DockerBackend {
         )?;
         config["Image"] = json!(t.image);
         config["Env"] = json!(worker_env::as_docker_env(&env));
-        config["Labels"] = json!(labels::for_worker(
-            &self.controller_id,
-            &spec.worker_id,
-            &spec.task,
-            &spec.scope,
-            &t.name,
-            spec.expires_at,
-            &spec.metadata
-        ));
+        config["Labels"] = json!(self.worker_labels(spec));
         Ok(config)
     }
 

@@ -363,15 +363,7 @@ impl DockerBackend {
             .step("a started worker from the pool took its task");
         // 2. Its binding: the worker's identity, beside it (a container's labels are fixed).
         let volume = format!("{}-binding-{}", member.name, spec.worker_id);
-        let mut binding = labels::for_worker(
-            &self.controller_id,
-            &spec.worker_id,
-            &spec.task,
-            &spec.scope,
-            &t.name,
-            spec.expires_at,
-            &spec.metadata,
-        );
+        let mut binding = self.worker_labels(spec);
         binding.insert(
             labels::BINDING.to_string(),
             key_of(&member.name, &member.nonce),
