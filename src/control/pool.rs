@@ -328,10 +328,8 @@ impl Pool {
         };
         let mut still_stuck = HashMap::new();
         let mut still_lost = HashMap::new();
+        let mut kept_states: Vec<(String, &'static str)> = Vec::new();
         for m in members {
-            *counts
-                .entry((m.template.clone(), m.state.as_str()))
-                .or_default() += 1;
             let current = wanted.get(m.template.as_str()).is_some_and(|(t, rev)| {
                 *rev == m.revision
                     && m.key_id == self.key.id
@@ -349,6 +347,7 @@ impl Pool {
                         if m.state == MemberState::Starting && current {
                             taken.insert(m.name.clone());
                         }
+                        kept_states.push((m.template.clone(), m.state.as_str()));
                         still_stuck.insert(m.id.clone(), since);
                     }
                 }
@@ -368,6 +367,13 @@ impl Pool {
                     }
                 },
             }
+        }
+        // What stays is counted (what is removed now is gone after this pass).
+        for m in ready.values().flatten() {
+            *counts.entry((m.template.clone(), "ready")).or_default() += 1;
+        }
+        for (template, state) in &kept_states {
+            *counts.entry((template.clone(), *state)).or_default() += 1;
         }
         for (m, why) in &remove {
             log::info!("pool: removing member {} ({why})", m.name);

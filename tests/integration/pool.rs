@@ -224,16 +224,19 @@ fn a_warm_pool_on_the_real_engine() {
     );
     assert_eq!(twice.status, 409);
     // Nothing secret in the engine after the claim either.
-    let cid = docker_cli(
+    // (Podman's `docker ps` has no `publish` filter: the ports are read instead.)
+    let published_at = format!(":{}->", worker_addr.port());
+    let cid = ps(
         &socket,
-        &[
-            "ps",
-            "-q",
-            "--filter",
-            &format!("publish={}", worker_addr.port()),
-        ],
-        None,
-    );
+        &id,
+        "a2a-worker-controller/pool-member",
+        "{{.ID}} {{.Ports}}",
+    )
+    .lines()
+    .find(|l| l.contains(&published_at))
+    .and_then(|l| l.split(' ').next())
+    .expect("the pooled worker's container")
+    .to_string();
     let inspect = docker_cli(&socket, &["inspect", &cid], None);
     assert!(
         !inspect.contains(token),
@@ -331,6 +334,7 @@ fn a_warm_pool_on_the_real_engine() {
         let now = members(&socket, &id);
         now.len() == 2 && now.iter().all(|m| !old.contains(m))
     });
+    wait_ready_here(&p, 2);
     let changed = create(&p, "after the change", "warm");
     let inspect = docker_cli(&socket, &["inspect", &members(&socket, &id)[0].0], None);
     assert!(inspect.contains("POOL_TEST=two"), "{inspect}");
@@ -356,6 +360,7 @@ fn a_member_that_never_answers_its_activation_is_removed() {
     let flag = format!("-worker-templates-file={}", file.display());
     let p = Proc::start(&socket, &id, &[&flag, "-pool-activation-timeout=2s"]);
     let member = wait_members(&socket, &id, 1);
+    wait_ready_here(&p, 1);
     // The member is removed and the create made cold: it never fails for want of a member.
     let made =
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| create(&p, "hung", "warm")))
@@ -368,7 +373,8 @@ fn a_member_that_never_answers_its_activation_is_removed() {
     assert!(
         !all.iter()
             .any(|c| member[0].0.starts_with(c.as_str()) || c.starts_with(&member[0].0)),
-        "the hung member is gone"
+        "the hung member is gone: {all:?} (it was {member:?})\n{}",
+        p.log_text()
     );
     assert!(p.log_text().contains("could not be bound and was removed"));
 }

@@ -639,14 +639,15 @@ fn engine_error(e: EngineError) -> BackendError {
     }
 }
 
-/// 409 is Docker's name conflict; Podman answers 500 with "already in use".
+/// 409 is Docker's name conflict; Podman answers 500 with "already in use" to a create, and
+/// with `name "X" is in use: container already exists` to a rename.
 fn is_name_conflict(e: &EngineError) -> bool {
     match e {
         EngineError::Status { status: 409, .. } => true,
         EngineError::Status {
             status: 500,
             message,
-        } => message.contains("already in use"),
+        } => message.contains("already in use") || message.contains("container already exists"),
         _ => false,
     }
 }
