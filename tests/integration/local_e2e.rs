@@ -441,6 +441,13 @@ fn startup_refuses_a_wezterm_that_is_not_an_executable_file_and_a_missing_task_d
     let (code, out) = wez.prepared(&[&flag]).run_to_exit();
     assert_eq!(code, Some(1));
     assert!(out.contains("LOCAL_TASK_DIR"), "{out}");
+    // A warm pool is refused in one line: tabs are not started ahead of their task.
+    let (code, out) = wez.prepared(&["-worker-pool=2"]).run_to_exit();
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("pool: the local backend keeps no warm pools"),
+        "{out}"
+    );
 }
 
 #[test]
