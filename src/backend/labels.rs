@@ -42,7 +42,7 @@ pub const KEY_ID: &str = "a2a-worker-controller/pool-key";
 /// On a member: the random part of what its activation secret is derived from.
 pub const NONCE: &str = "a2a-worker-controller/pool-nonce";
 /// On a claimed member's binding (a Docker volume whose labels are the worker's identity):
-/// the id of the container it binds.
+/// the member it binds, `<member name>/<nonce>`.
 pub const BINDING: &str = "a2a-worker-controller/binding";
 /// A caller's metadata key `k` is the label (Docker) or annotation (Kubernetes) `META + k`.
 pub const META: &str = "a2a-worker-controller.meta/";
@@ -191,8 +191,11 @@ pub fn member_selector(controller_id: &str) -> Vec<String> {
 pub fn member_name(controller_id: &str, template: &str, revision: &str, slot: u32) -> String {
     let prefix = dns_slug(controller_id, 20);
     let t = dns_slug(template, 16);
-    let rev = &revision[..revision.len().min(8)];
-    format!("{prefix}-pool-{t}-{rev}-{slot}")
+    // Of the whole template name and the revision: two templates whose names share their
+    // first 16 characters never share a slot.
+    let of = format!("{template}/{revision}");
+    let hash = crate::hash::fnv1a64(crate::hash::FNV_OFFSET, of.bytes()) as u32;
+    format!("{prefix}-pool-{t}-{hash:08x}-{slot}")
 }
 
 impl<'de> Deserialize<'de> for Ours {
@@ -415,6 +418,19 @@ fn dns_slug(text: &str, max: usize) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn member_names_are_dns_labels_and_apart_for_templates_alike_at_first() {
+        let a = member_name("ctl", "reviewer-frontend-a", "0123456789ab", 3);
+        let b = member_name("ctl", "reviewer-frontend-b", "0123456789ab", 3);
+        assert_ne!(a, b);
+        assert!(
+            a.starts_with("ctl-pool-reviewer-fronten-") && a.ends_with("-3"),
+            "{a}"
+        );
+        let long = member_name(&"c".repeat(60), &"t".repeat(32), "0123456789ab", 63);
+        assert!(long.len() <= 63, "{long}");
+    }
+
     use super::*;
 
     #[test]

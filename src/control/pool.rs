@@ -308,6 +308,16 @@ impl Pool {
             .filter(|t| t.pool > 0)
             .map(|t| (t.name.as_str(), (t, revision(t))))
             .collect();
+        // Every slot's name now, by template: a member elsewhere is drained.
+        let slots: HashMap<&str, Vec<String>> = wanted
+            .iter()
+            .map(|(name, (t, rev))| {
+                let names = (0..t.pool)
+                    .map(|slot| labels::member_name(&self.controller_id, name, rev, slot))
+                    .collect();
+                (*name, names)
+            })
+            .collect();
         if wanted.is_empty() && self.lock().found_members == Some(false) {
             return Ok(false);
         }
@@ -330,13 +340,13 @@ impl Pool {
         let mut still_lost = HashMap::new();
         let mut kept_states: Vec<(String, &'static str)> = Vec::new();
         for m in members {
-            let current = wanted.get(m.template.as_str()).is_some_and(|(t, rev)| {
-                *rev == m.revision
-                    && m.key_id == self.key.id
-                    && (0..t.pool).any(|slot| {
-                        labels::member_name(&self.controller_id, &t.name, rev, slot) == m.name
-                    })
-            });
+            let current = m.key_id == self.key.id
+                && wanted
+                    .get(m.template.as_str())
+                    .is_some_and(|(_, rev)| *rev == m.revision)
+                && slots
+                    .get(m.template.as_str())
+                    .is_some_and(|names| names.contains(&m.name));
             match m.state {
                 MemberState::Ended => remove.push((m, "it ended")),
                 MemberState::Claiming | MemberState::Starting => {
@@ -420,23 +430,29 @@ impl Pool {
             }
         }
         let mut started = false;
-        for (t, rev) in wanted.values() {
-            started |= self.refill(t, rev, &taken);
+        for (name, (t, rev)) in &wanted {
+            started |= self.refill(t, rev, &slots[name], &taken);
         }
         Ok(started)
     }
 
     /// Starts members in template `t`'s free slots, [`STARTS_AT_ONCE`] at a time, unless it
     /// is backing off; whether any started.
-    fn refill(&self, t: &Arc<Template>, rev: &str, taken: &HashSet<String>) -> bool {
+    fn refill(
+        &self,
+        t: &Arc<Template>,
+        rev: &str,
+        slots: &[String],
+        taken: &HashSet<String>,
+    ) -> bool {
         if let Some((until, _)) = self.lock().backoff.get(&t.name) {
             if Instant::now() < *until {
                 return false;
             }
         }
-        let free: Vec<String> = (0..t.pool)
-            .map(|slot| labels::member_name(&self.controller_id, &t.name, rev, slot))
-            .filter(|name| !taken.contains(name))
+        let free: Vec<&String> = slots
+            .iter()
+            .filter(|name| !taken.contains(*name))
             .take(STARTS_AT_ONCE)
             .collect();
         if free.is_empty() {

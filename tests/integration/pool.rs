@@ -250,18 +250,11 @@ fn a_warm_pool_on_the_real_engine() {
     let stopped = reply_data(&p.control(json!({"operation": "stop", "worker_id": wid})));
     assert_eq!(stopped["worker"]["worker_id"], wid.as_str());
     assert!(listed(&p).is_empty());
-    let bindings = docker_cli(
-        &socket,
-        &[
-            "volume",
-            "ls",
-            "-q",
-            "--filter",
-            &format!("label=a2a-worker-controller/owner={id}"),
-        ],
-        None,
+    let bindings = crate::templates::volumes(&socket, &id);
+    assert!(
+        bindings.is_empty(),
+        "the binding went with the worker: {bindings:?}"
     );
-    assert_eq!(bindings, "", "the binding went with the worker");
 
     // A member killed by hand is replaced.
     let before = wait_members(&socket, &id, 2);

@@ -352,7 +352,7 @@ fn tell(url: &str, token: &str, text: &str) -> String {
 }
 
 /// The Docker volumes of a controller id, by name.
-fn volumes(socket: &Path, id: &str) -> Vec<String> {
+pub fn volumes(socket: &Path, id: &str) -> Vec<String> {
     let out = docker_cli(
         socket,
         &[

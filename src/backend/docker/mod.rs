@@ -84,6 +84,20 @@ impl DockerBackend {
         url
     }
 
+    /// The host port a container of `t` is published on now: none on a network, else one the
+    /// OS considers free on `WORKER_PUBLISH_HOST`.
+    fn host_port(&self, t: &Template) -> Result<Option<u16>, BackendError> {
+        if t.network.is_some() {
+            return Ok(None);
+        }
+        free_port(self.docker.publish_host).map(Some).map_err(|e| {
+            BackendError::Internal(format!(
+                "no free port on {} to publish a worker: {e}",
+                self.docker.publish_host
+            ))
+        })
+    }
+
     /// What every container of template `t` is made with: its port, its host settings
     /// (network or published port, limits) and, for a worker with a workspace, its mount.
     fn host_config(
@@ -321,15 +335,7 @@ impl DockerBackend {
         let redact = |e: BackendError| e.redact(&spec.token);
         let t = &spec.template;
         for attempt in 1..=PORT_ATTEMPTS {
-            let host_port = match t.network {
-                Some(_) => None,
-                None => Some(free_port(self.docker.publish_host).map_err(|e| {
-                    BackendError::Internal(format!(
-                        "no free port on {} to publish the worker: {e}",
-                        self.docker.publish_host
-                    ))
-                })?),
-            };
+            let host_port = self.host_port(t)?;
             let url = self.url_for(&name, t.port, host_port);
             let config = self.container_config(spec, &url, host_port)?;
             let id = match self.engine.create(&name, &config) {

@@ -25,7 +25,7 @@
 use serde_json::{json, Value};
 
 use super::engine::Summary;
-use super::{engine_error, free_port, is_name_conflict, DockerBackend};
+use super::{engine_error, is_name_conflict, DockerBackend};
 use crate::backend::labels::{self, MemberLabels, Ours, Owned};
 use crate::backend::members::{self, IMAGE_LABEL};
 use crate::backend::{
@@ -67,10 +67,15 @@ impl DockerBackend {
             .collect())
     }
 
-    fn binding_selector(&self) -> Vec<String> {
+    /// Selectors of this controller's bindings: all of them (`key` `None`), or those of one
+    /// member (`<member>/<nonce>`).
+    fn binding_selector(&self, key: Option<&str>) -> Vec<String> {
         vec![
             format!("{}={}", labels::OWNER, self.controller_id),
-            labels::BINDING.to_string(),
+            match key {
+                Some(key) => format!("{}={key}", labels::BINDING),
+                None => labels::BINDING.to_string(),
+            },
         ]
     }
 
@@ -102,7 +107,7 @@ impl DockerBackend {
             return Ok(None);
         }
         if bindings.is_none() {
-            *bindings = Some(self.bindings(&self.binding_selector())?);
+            *bindings = Some(self.bindings(&self.binding_selector(None))?);
         }
         let found = bindings
             .as_deref()
@@ -149,9 +154,7 @@ impl DockerBackend {
     pub(super) fn pooled_worker_id(&self, found: &Ours, name: &str) -> Option<String> {
         let m = found.member(&self.controller_id)?;
         let key = key_of(&m.member, &m.nonce);
-        let mut selectors = self.binding_selector();
-        selectors[1] = format!("{}={key}", labels::BINDING);
-        let bindings = self.bindings(&selectors).ok()?;
+        let bindings = self.bindings(&self.binding_selector(Some(&key))).ok()?;
         self.binding_for(&m, name, &bindings)
             .map(|b| b.owned.worker_id.clone())
     }
@@ -196,15 +199,7 @@ impl DockerBackend {
 
     pub(super) fn start_pool_member(&self, m: &MemberSpec) -> Result<(), BackendError> {
         let t = &m.template;
-        let host_port = match t.network {
-            Some(_) => None,
-            None => Some(free_port(self.docker.publish_host).map_err(|e| {
-                BackendError::Internal(format!(
-                    "no free port on {} to publish a pool member: {e}",
-                    self.docker.publish_host
-                ))
-            })?),
-        };
+        let host_port = self.host_port(t)?;
         let url = self.url_for(&m.name, t.port, host_port);
         let id = match self
             .engine
@@ -269,7 +264,7 @@ impl DockerBackend {
                 }
             } else {
                 if bindings.is_none() {
-                    bindings = Some(self.bindings(&self.binding_selector())?);
+                    bindings = Some(self.bindings(&self.binding_selector(None))?);
                 }
                 let bound = bindings
                     .as_deref()
@@ -411,9 +406,8 @@ impl DockerBackend {
         };
         self.engine.remove(target).map_err(engine_error)?;
         if m.state == MemberState::Claiming {
-            let mut selectors = self.binding_selector();
-            selectors[1] = format!("{}={}", labels::BINDING, key_of(&m.name, &m.nonce));
-            for b in self.bindings(&selectors)? {
+            let key = key_of(&m.name, &m.nonce);
+            for b in self.bindings(&self.binding_selector(Some(&key)))? {
                 let _ = self.engine.remove_volume(&b.volume);
             }
         }
@@ -423,7 +417,7 @@ impl DockerBackend {
     /// Removes bindings whose member is gone (volumes read first, then the containers, so a
     /// binding made meanwhile is not looked at).
     pub(super) fn sweep_bindings(&self) -> Result<usize, BackendError> {
-        let bindings = self.bindings(&self.binding_selector())?;
+        let bindings = self.bindings(&self.binding_selector(None))?;
         if bindings.is_empty() {
             return Ok(0);
         }
