@@ -148,6 +148,24 @@ impl Watch {
     }
 }
 
+impl Watch {
+    /// The removal of `task`'s worker, its reason saying `why`. Before it only that worker's own
+    /// `changed` events may come: a removal on a real engine passes through a state of its own
+    /// (Docker's and Podman's `removing`, a running container's stop), and a list may catch it.
+    pub fn removal_of(&mut self, task: &str, why: &str) -> Value {
+        loop {
+            let e = self
+                .event()
+                .unwrap_or_else(|| panic!("the stream ended before {task} was removed"));
+            if e["type"] == "removed" {
+                assert_removed(&e, task, why);
+                return e;
+            }
+            assert_eq!(kind_and_task(&e), ("changed".into(), task.into()), "{e}");
+        }
+    }
+}
+
 /// `e` is the removal of `task`'s worker, its reason saying `why`.
 pub fn assert_removed(e: &Value, task: &str, why: &str) {
     assert_eq!(
