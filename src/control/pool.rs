@@ -321,8 +321,11 @@ impl Pool {
         if wanted.is_empty() && self.lock().found_members == Some(false) {
             return Ok(false);
         }
-        let members = self.backend.pool_members()?;
+        let mut members = self.backend.pool_members()?;
         self.lock().found_members = Some(!members.is_empty());
+        // Oldest first: of two members in one slot (two replicas filled it at once on an
+        // engine whose names are not the slots, Kubernetes), the older stays.
+        members.sort_by(|a, b| (a.created_ms, &a.id).cmp(&(b.created_ms, &b.id)));
         let mut ready: HashMap<String, Vec<PoolMember>> = HashMap::new();
         let mut taken: HashSet<String> = HashSet::new();
         let mut counts: BTreeMap<(String, &'static str), u64> = BTreeMap::new();
@@ -349,6 +352,11 @@ impl Pool {
                     .is_some_and(|names| names.contains(&m.name));
             match m.state {
                 MemberState::Ended => remove.push((m, "it ended")),
+                MemberState::Starting | MemberState::Ready
+                    if current && taken.contains(&m.name) =>
+                {
+                    remove.push((m, "its slot has an older member (filled twice at once)"))
+                }
                 MemberState::Claiming | MemberState::Starting => {
                     let since = *stuck_since.get(&m.id).unwrap_or(&now);
                     if now.duration_since(since) > stuck_after {

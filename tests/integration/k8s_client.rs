@@ -230,6 +230,19 @@ fn pods_through_a_rotating_token_and_status_reasons() {
     );
     assert_eq!(list("a2a-worker-controller%2Fowner%3Dme"), ["w-1"]);
 
+    // Only a pod on a node has a grace period: wait for the scheduler to bind it.
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, body) = api
+            .call(K8sMethod::Get, &format!("{pods}/w-1"), None)
+            .unwrap();
+        let pod: Value = serde_json::from_slice(&body).unwrap();
+        if pod["spec"]["nodeName"].is_string() {
+            break;
+        }
+        assert!(std::time::Instant::now() < until, "never bound: {pod}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     // Graceful deletion, as the real server does it (delete200.b, get_after_delete.b): 200
     // with the pod still there and deletionTimestamp set; a second DELETE is 200 too; the
     // pod is gone only once the kubelet confirms. Grace 0 removes it at once.

@@ -21,6 +21,7 @@ mod k8s_client;
 mod k8s_e2e;
 mod k8s_faults;
 mod k8s_manifests;
+mod k8s_pool;
 mod k8s_support;
 mod lifetime;
 mod load;

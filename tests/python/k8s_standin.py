@@ -34,6 +34,11 @@ What it mimics, and from where:
 | an API server restart (`outage S`): the port refuses connections for S s, open streams are cut, the store survives | rec s23-apiserver-restart.txt |
 | discovery for kubectl (`/api`, `/api/v1`, `/apis`, `/version`) | kubectl's legacy discovery |
 | events: `GET .../events?fieldSelector=involvedObject.name=P,type=Warning` | core v1 Event |
+| pods: merge patch of labels and annotations (`application/merge-patch+json`, else 415); a changed `metadata.uid` is 422 `Invalid` `metadata.uid: Invalid value: "U": field is immutable`; a stale `metadata.resourceVersion` is 409 `Conflict` `the object has been modified; please apply your changes to the latest version and try again`; label values validated | apiserver registry/store.go, apimachinery validation/objectmeta.go |
+| delete `preconditions.resourceVersion` mismatch: 409 `Conflict` `Precondition failed: ResourceVersion in precondition: A, ResourceVersion in object meta: B` | storage/interfaces.go (Preconditions.Check) |
+| `spec.schedulingGates`: the pod is stored with `PodScheduled=False` reason `SchedulingGated` and never scheduled; gate names must be qualified names; nodeName set with gates is 422 | registry/core/pod/strategy.go, core/validation |
+| the garbage collector: a pod whose `ownerReferences` name a pod (by uid) that is gone is deleted in the background | kube-controller-manager garbagecollector |
+| --run-workers PATH: the kubelet runs each bound pod as a real process of PATH with its container's environment, listening on a loopback address of its own (`LISTEN=127.0.N.M:port`, the pod's `podIP`); Ready when its readiness probe's httpGet answers 200; a process that exits ends the container (exit code, phase Failed or Succeeded); a deletion sends SIGTERM and is confirmed when the process has exited (SIGKILL after the grace period) | a real kubelet's pod lifecycle (rec node/s29-*.json) |
 | persistentvolumeclaims: create 201 (the `kubernetes.io/pvc-protection` finalizer, `volumeMode: Filesystem`, phase Pending), 409 `persistentvolumeclaims "x" already exists` (`object is being deleted: ...` while it goes), 422 without `spec.resources[storage]` or access modes, 400 strict decoding error; get / list by label; merge patch (415 `Unsupported Media Type` for another patch type); delete: a claim a pod uses stays with `deletionTimestamp` until no pod uses it, then 404 | rec s30-workspace-claims.txt |
 | a provisioner (as a default StorageClass's, e.g. k3s local-path) binds a new claim on the next tick (phase Bound, capacity = request); `claims no-provisioner` leaves them Pending. The scheduler keeps a pod whose claim is missing (`0/1 nodes are available: persistentvolumeclaim "x" not found. not found`) or unbound (`... pod has unbound immediate PersistentVolumeClaims. not found`) Unschedulable | rec s30-workspace-claims.txt |
 
@@ -48,7 +53,7 @@ when stdin closes.
 
 Usage: k8s_standin.py --cert F --key F --ca F [--token-file F] [--deny VERB,...] [--ready-after S]
     [--confirm-after S] [--schedulable-after S] [--throttle-once] [--psa LEVEL] [--record DIR]
-    [--log-lines N]
+    [--log-lines N] [--run-workers PATH]
 Prints `listening https://127.0.0.1:PORT` once it serves.
 """
 
@@ -58,7 +63,10 @@ import copy
 import json
 import os
 import re
+import signal
 import socket
+import subprocess
+import urllib.request
 import ssl
 import sys
 import threading
@@ -83,6 +91,12 @@ UNSCHEDULABLE = ("0/1 nodes are available: 1 Insufficient memory. preemption: 0/
 def claims_of(pod):
     return [v["persistentVolumeClaim"]["claimName"] for v in (pod.get("spec", {}).get("volumes") or [])
             if isinstance(v.get("persistentVolumeClaim"), dict)]
+
+
+def die_with_parent():
+    """A worker process (--run-workers) is killed when the stand-in goes (PR_SET_PDEATHSIG)."""
+    import ctypes
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
 
 
 def rfc3339(t=None):
@@ -291,6 +305,8 @@ class Store:
         self.version = 400  # like a server that has run a while (rec watchbm.b)
         self.oldest = self.version
         self.node_up = True
+        self.procs = {}  # uid -> the worker process (--run-workers)
+        self.addresses = int.from_bytes(os.urandom(4), "big")
         self.schedulable = False
         self.schedulable_at = time.monotonic() + (opts.schedulable_after or 0)
 
@@ -314,6 +330,115 @@ class Store:
         del self.pods[(pod["metadata"]["namespace"], pod["metadata"]["name"])]
         pod["metadata"]["resourceVersion"] = self.bump()
         self.record("DELETED", pod)
+        proc = self.procs.pop(pod["metadata"]["uid"], None)
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+
+    def collect_garbage(self):
+        """The garbage collector: pods owned by a pod that is gone are deleted (background
+        propagation; an unbound dependent goes at once)."""
+        uids = {p["metadata"]["uid"] for p in self.pods.values()}
+        for pod in list(self.pods.values()):
+            owners = [o for o in pod["metadata"].get("ownerReferences") or [] if o.get("kind") == "Pod"]
+            if owners and not any(o.get("uid") in uids for o in owners) and not pod["metadata"].get("deletionTimestamp"):
+                if not pod["spec"].get("nodeName"):
+                    pod["metadata"]["deletionTimestamp"] = rfc3339()
+                    pod["metadata"]["deletionGracePeriodSeconds"] = 0
+                    self.remove(pod)
+                else:
+                    self.begin_deletion(pod, pod["spec"].get("terminationGracePeriodSeconds", 30))
+
+    def begin_deletion(self, pod, grace):
+        md = pod["metadata"]
+        md["deletionTimestamp"] = rfc3339(datetime.now(timezone.utc) + timedelta(seconds=grace))
+        md["deletionGracePeriodSeconds"] = grace
+        md["generation"] = md.get("generation", 1) + 1
+        m = self.meta.setdefault(md["uid"], {})
+        m["deleted"] = time.monotonic()
+        m["grace"] = grace
+        proc = self.procs.get(md["uid"])
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        self.put(pod)
+
+    def free_address(self, port):
+        """A loopback address whose `port` is free: from a random start (stand-ins of tests
+        that run at once share the machine), skipping any another process holds."""
+        while True:
+            self.addresses += 1
+            n = self.addresses % (254 * 254 * 250)
+            ip = f"127.{1 + n // (254 * 250)}.{1 + n // 250 % 254}.{1 + n % 250}"
+            probe = socket.socket()
+            try:
+                probe.bind((ip, port))
+                return ip
+            except OSError:
+                continue
+            finally:
+                probe.close()
+
+    def run_worker(self, pod, conds, not_ready):
+        """--run-workers: the pod's worker as a real process on a loopback address of its own."""
+        md, spec, st = pod["metadata"], pod["spec"], pod["status"]
+        c = spec["containers"][0]
+        port = ((c.get("ports") or [{}])[0]).get("containerPort", 9090)
+        ip = self.free_address(port)
+        env = {e["name"]: e.get("value", "") for e in c.get("env") or [] if e.get("name")}
+        env["LISTEN"] = f"{ip}:{port}"
+        proc = subprocess.Popen([self.opts.run_workers] + list(c.get("args") or []), env=env,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                preexec_fn=die_with_parent)
+        self.procs[md["uid"]] = proc
+        started = rfc3339()
+        st.update(phase="Running", podIP=ip, podIPs=[{"ip": ip}], startTime=started, conditions=conds + not_ready)
+        st["containerStatuses"] = [{"name": c.get("name", "worker"), "ready": False, "restartCount": 0,
+                                    "image": c.get("image", ""), "imageID": "", "started": True,
+                                    "state": {"running": {"startedAt": started}}}]
+        self.put(pod)
+        probe = (c.get("readinessProbe") or {}).get("httpGet") or {}
+        url = f"http://{ip}:{probe.get('port', port)}{probe.get('path', '/')}"
+        key = (md["namespace"], md["name"])
+        threading.Thread(target=self.follow_worker, args=(key, md["uid"], proc, url), daemon=True).start()
+
+    def follow_worker(self, key, uid, proc, url):
+        """The kubelet's readiness probe and its record of how the container ended."""
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        ready = False
+        while proc.poll() is None:
+            if not ready:
+                try:
+                    with opener.open(url, timeout=1) as r:
+                        ready = r.status == 200
+                except OSError:
+                    pass
+                if ready:
+                    with self.lock:
+                        pod = self.pods.get(key)
+                        if pod and pod["metadata"]["uid"] == uid and not pod["metadata"].get("deletionTimestamp"):
+                            st = pod["status"]
+                            st["conditions"] = [c for c in st["conditions"] if c["type"] not in ("Ready", "ContainersReady")] + [
+                                {"type": "Ready", "status": "True"}, {"type": "ContainersReady", "status": "True"}]
+                            st["containerStatuses"][0]["ready"] = True
+                            self.put(pod)
+            time.sleep(0.02 if not ready else 0.05)
+        code = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
+        with self.lock:
+            pod = self.pods.get(key)
+            if not pod or pod["metadata"]["uid"] != uid:
+                return
+            if pod["metadata"].get("deletionTimestamp"):
+                self.remove(pod)  # the kubelet confirms: the container has stopped
+                return
+            st = pod["status"]
+            cs = st["containerStatuses"][0]
+            cs.update(ready=False, started=False, state={"terminated": {
+                "exitCode": code, "reason": "Completed" if code == 0 else "Error",
+                "startedAt": st.get("startTime"), "finishedAt": rfc3339()}})
+            st["phase"] = "Succeeded" if code == 0 else "Failed"
+            st["conditions"] = [c for c in st["conditions"] if c["type"] not in ("Ready", "ContainersReady")] + [
+                {"type": "Ready", "status": "False", "reason": "PodFailed"},
+                {"type": "ContainersReady", "status": "False", "reason": "PodFailed"}]
+            self.put(pod)
 
     def event(self, pod, reason, message):
         md = pod["metadata"]
@@ -354,6 +479,7 @@ class Store:
         """One step of the scheduler, the kubelet and the node controller."""
         now = time.monotonic()
         self.tick_claims()
+        self.collect_garbage()
         if not self.schedulable and now >= self.schedulable_at and self.opts.schedulable_after is not None:
             self.schedulable = True
         for pod in list(self.pods.values()):
@@ -362,9 +488,17 @@ class Store:
             image = spec["containers"][0].get("image", "")
             name = spec["containers"][0].get("name", "worker")
             if md.get("deletionTimestamp"):
-                if self.node_up and now - m.get("deleted", now) >= self.opts.confirm_after:
+                proc = self.procs.get(md["uid"])
+                if proc is not None:
+                    # confirmed when the process has exited (follow_worker); killed at the end
+                    # of its grace period
+                    if proc.poll() is None and now - m.get("deleted", now) >= m.get("grace", 30):
+                        proc.kill()
+                elif self.node_up and now - m.get("deleted", now) >= self.opts.confirm_after:
                     self.remove(pod)
                 continue
+            if not spec.get("nodeName") and spec.get("schedulingGates"):
+                continue  # the scheduler skips a gated pod
             if not spec.get("nodeName"):
                 trouble = self.claim_trouble(pod)
                 if trouble:
@@ -408,6 +542,19 @@ class Store:
                     {"type": "Ready", "status": "False", "reason": "PodFailed"},
                     {"type": "ContainersReady", "status": "False", "reason": "PodFailed"}]
                 self.put(pod)
+                continue
+            if self.opts.run_workers and not m.get("kubelet") and not any(
+                    k in image for k in ("pull-fails", "config-error", "crashes", "never-ready", "oom")):
+                m["kubelet"] = (image, self.node_up)
+                self.run_worker(pod, [{"type": "PodReadyToStartContainers", "status": "True"},
+                                      {"type": "Initialized", "status": "True"},
+                                      {"type": "PodScheduled", "status": "True"}],
+                                [{"type": "Ready", "status": "False", "reason": "ContainersNotReady",
+                                  "message": f"containers with unready status: [{name}]"},
+                                 {"type": "ContainersReady", "status": "False", "reason": "ContainersNotReady",
+                                  "message": f"containers with unready status: [{name}]"}])
+                continue
+            if md["uid"] in self.procs:
                 continue
             if now - m.get("bound", now) < self.opts.ready_after or m.get("kubelet") == (image, self.node_up):
                 continue
@@ -463,6 +610,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def setup(self):
         super().setup()
+        # As Go's net/http does: without it a body written after its headers waits for the
+        # client's delayed ACK (40 ms a call).
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         with self.server.state.conns_lock:
             self.server.state.conns.add(self.connection)
 
@@ -543,7 +693,8 @@ class Handler(BaseHTTPRequestHandler):
         if (log or kind == "events") and method != "GET":
             return self.send_json(*status(405, "MethodNotAllowed", "the server does not allow this method on the requested resource"))
         watching = method == "GET" and not name and query.get("watch") in ("1", "true")
-        verb = "watch" if watching else {"GET": "get" if name else "list", "POST": "create", "DELETE": "delete"}.get(method, "")
+        verb = "watch" if watching else {"GET": "get" if name else "list", "POST": "create", "DELETE": "delete",
+                                         "PATCH": "patch"}.get(method, "")
         resource = "pods/log" if log else kind
         if opts.record:
             with state.record_lock:
@@ -580,7 +731,45 @@ class Handler(BaseHTTPRequestHandler):
                 return self.send_json(200, pod)
             if method == "DELETE":
                 return self.delete(pod, query, raw)
+            if method == "PATCH":
+                return self.patch(pod, raw)
         return self.send_json(*status(405, "MethodNotAllowed", "the server does not allow this method on the requested resource"))
+
+    def patch(self, pod, raw):
+        """A merge patch of a pod's labels and annotations (what the controller patches)."""
+        store = self.server.store
+        if (self.headers.get("Content-Type") or "").split(";")[0].strip() != "application/merge-patch+json":
+            return self.send_json(*status(415, "UnsupportedMediaType", "415: Unsupported Media Type", {}))
+        try:
+            patch = json.loads(raw or b"{}")
+        except ValueError as e:
+            return self.send_json(*status(400, "BadRequest", f"error decoding patch: {e}"))
+        md, pmd = pod["metadata"], patch.get("metadata") or {}
+        if pmd.get("resourceVersion") not in (None, md["resourceVersion"]):
+            return self.send_json(*status(409, "Conflict",
+                f'Operation cannot be fulfilled on pods "{md["name"]}": the object has been modified; please apply your changes to the latest version and try again',
+                {"name": md["name"], "kind": "pods"}))
+        new = copy.deepcopy(md)
+        for key in ("annotations", "labels"):
+            for k, v in (pmd.get(key) or {}).items():
+                target = new.setdefault(key, {})
+                if v is None:
+                    target.pop(k, None)
+                else:
+                    target[k] = v
+        causes = []
+        if pmd.get("uid") not in (None, md["uid"]):
+            causes.append(("metadata.uid", "FieldValueInvalid", f'Invalid value: "{pmd["uid"]}": field is immutable'))
+        for k, v in (new.get("labels") or {}).items():
+            if not isinstance(v, str) or len(v) > 63 or not re.match(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$", v):
+                causes.append((f"metadata.labels", "FieldValueInvalid", f'Invalid value: "{v}": a valid label must be an empty string or consist of alphanumeric characters'))
+        if causes:
+            return self.send_json(*status(422, "Invalid",
+                f'Pod "{md["name"]}" is invalid: ' + ", ".join(f"{f}: {m}" for f, _, m in causes),
+                {"name": md["name"], "kind": "Pod", "causes": [{"reason": r, "message": m, "field": f} for f, r, m in causes]}))
+        pod["metadata"] = new
+        store.put(pod)
+        return self.send_json(200, pod)
 
     def claims(self, method, user, ns, name, query, raw):
         """persistentvolumeclaims, as rec s30-workspace-claims.txt answered."""
@@ -699,6 +888,12 @@ class Handler(BaseHTTPRequestHandler):
         for i, c in enumerate(pod.get("spec", {}).get("containers") or []):
             if not c.get("image"):
                 causes.append((f"spec.containers[{i}].image", "FieldValueRequired", "Required value"))
+        gates = pod.get("spec", {}).get("schedulingGates") or []
+        for i, g in enumerate(gates):
+            if not re.match(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$", g.get("name", "")):
+                causes.append((f"spec.schedulingGates[{i}]", "FieldValueInvalid", f'Invalid value: "{g.get("name", "")}": name part must consist of alphanumeric characters'))
+        if gates and pod.get("spec", {}).get("nodeName"):
+            causes.append(("spec.nodeName", "FieldValueForbidden", "Forbidden: cannot be set until all schedulingGates have been cleared"))
         if causes:
             return self.send_json(*status(422, "Invalid",
                 f'Pod "{pname}" is invalid: ' + ", ".join(f"{f}: {m}" for f, _, m in causes),
@@ -740,6 +935,10 @@ class Handler(BaseHTTPRequestHandler):
         spec.setdefault("serviceAccountName", "default")
         spec.setdefault("restartPolicy", "Always")
         pod["status"] = {"phase": "Pending", "qosClass": "BestEffort"}
+        if gates:
+            pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "SchedulingGated",
+                                            "message": "Scheduling is blocked due to non-empty scheduling gates",
+                                            "lastTransitionTime": rfc3339()}]
         if query.get("dryRun") == "All":
             md["resourceVersion"] = ""
             return self.send_json(201, pod, warnings)
@@ -781,6 +980,11 @@ class Handler(BaseHTTPRequestHandler):
             return self.send_json(*status(409, "Conflict",
                 f'Operation cannot be fulfilled on Pod "{md["name"]}": Precondition failed: UID in precondition: {want}, UID in object meta: {md["uid"]}',
                 {"name": md["name"], "kind": "Pod"}))
+        want_rv = (options.get("preconditions") or {}).get("resourceVersion")
+        if want_rv and want_rv != md["resourceVersion"]:
+            return self.send_json(*status(409, "Conflict",
+                f'Operation cannot be fulfilled on Pod "{md["name"]}": Precondition failed: ResourceVersion in precondition: {want_rv}, ResourceVersion in object meta: {md["resourceVersion"]}',
+                {"name": md["name"], "kind": "Pod"}))
         grace = query.get("gracePeriodSeconds", options.get("gracePeriodSeconds"))
         grace = int(grace) if grace is not None else pod["spec"].get("terminationGracePeriodSeconds", 30)
         finished = pod["status"].get("phase") in ("Failed", "Succeeded")
@@ -791,11 +995,7 @@ class Handler(BaseHTTPRequestHandler):
             if current and grace >= current:
                 return self.send_json(200, pod)  # only a shorter grace period changes anything
         if grace > 0:
-            md["deletionTimestamp"] = rfc3339(datetime.now(timezone.utc) + timedelta(seconds=grace))
-            md["deletionGracePeriodSeconds"] = grace
-            md["generation"] = md.get("generation", 1) + 1
-            store.meta.setdefault(md["uid"], {})["deleted"] = time.monotonic()
-            store.put(pod)
+            store.begin_deletion(pod, grace)
             return self.send_json(200, pod)
         md.setdefault("deletionTimestamp", rfc3339())
         md["deletionGracePeriodSeconds"] = 0
@@ -919,7 +1119,7 @@ class Handler(BaseHTTPRequestHandler):
             return {"major": "1", "minor": "36", "gitVersion": "v1.36.2+standin", "platform": "linux/amd64"}
         return {"kind": "APIResourceList", "groupVersion": "v1", "resources": [
             {"name": "pods", "singularName": "pod", "namespaced": True, "kind": "Pod",
-             "verbs": ["create", "delete", "get", "list", "watch"], "shortNames": ["po"], "categories": ["all"]},
+             "verbs": ["create", "delete", "get", "list", "patch", "watch"], "shortNames": ["po"], "categories": ["all"]},
             {"name": "events", "singularName": "event", "namespaced": True, "kind": "Event",
              "verbs": ["list"], "shortNames": ["ev"]},
             {"name": "persistentvolumeclaims", "singularName": "persistentvolumeclaim", "namespaced": True,
@@ -1004,6 +1204,7 @@ def main():
     p.add_argument("--psa", default="privileged")
     p.add_argument("--record")
     p.add_argument("--log-lines", type=int, default=0)
+    p.add_argument("--run-workers")
     opts = p.parse_args()
     store, state, schema = Store(opts), State(opts), Schema()
     holder = [serve(opts, 0, store, state, schema)]

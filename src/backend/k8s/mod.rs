@@ -9,6 +9,7 @@
 //! - `status`: what a pod's status says about its worker (state, reason, failure);
 //! - `watch`: following one pod until it is ready, failed or gone;
 //! - `check`: what `check` and startup ask the API (access reviews, a dry-run create);
+//! - `pool`: warm pools (member pods, claims bound by a gated binding pod);
 //! - `refusals`: the API's refusals as the seam's errors.
 //!
 //! Stopping follows the real API's graceful deletion: `DELETE` answers with the pod still
@@ -20,6 +21,7 @@
 pub(crate) mod api;
 mod check;
 pub(crate) mod pod;
+mod pool;
 mod refusals;
 mod status;
 mod watch;
@@ -33,6 +35,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use self::api::{Api, ApiConfig, ApiError, ConfigError, Method, Reason};
+use self::pool::Holder;
 use self::refusals::{api_error, create_error};
 use self::status::{Pod, Progress};
 use super::api_call::percent_encode;
@@ -294,22 +297,29 @@ impl K8sBackend {
                     self.pod_template(&spec.template).is_some(),
                 ));
             }
-            let Some(mut old) = self.get(name)? else {
-                // It went between the two calls: try again, once.
-                if waited {
+            let holder = match self.get(name)? {
+                Some(old) => self.holder(name, old)?,
+                None => Holder::Freed,
+            };
+            let (pod, uid, reason, previous, binding) = match holder {
+                // It went between the two calls (or held nothing): try again, once.
+                Holder::Freed if waited => {
                     return Err(BackendError::Internal(format!(
                         "pod {name} was being created or deleted by someone else while this create ran; try again"
                     )));
                 }
-                waited = true;
-                continue;
-            };
-            let uid = old.metadata.uid.clone();
-            let reason = old.stopping_reason();
-            let Some(previous) = self.worker_of(&mut old) else {
-                return Err(BackendError::Internal(format!(
-                    "the pod name {name} is taken by a pod this controller does not own"
-                )));
+                Holder::Freed => {
+                    waited = true;
+                    continue;
+                }
+                holder @ Holder::Claiming { .. } => return Err(holder.exists()),
+                Holder::Worker {
+                    pod,
+                    uid,
+                    reason,
+                    worker,
+                    binding,
+                } => (pod, uid, reason, worker, binding),
             };
             let exists = BackendError::WorkerExists {
                 worker_id: previous.worker_id.clone(),
@@ -322,13 +332,17 @@ impl K8sBackend {
                 "waiting for the task's previous worker {} to finish stopping: it is {reason}",
                 previous.worker_id
             ));
-            let gone = self.follow(name, deadline, |p| match p {
+            let gone = self.follow(&pod, deadline, |p| match p {
                 None => Some(()),
                 Some(p) if p.metadata.uid != uid => Some(()),
                 Some(_) => None,
             })?;
             if gone.is_none() {
                 return Err(exists);
+            }
+            // A pooled worker's name was held by its binding: free it too.
+            if let Some(b) = &binding {
+                self.unbind(b)?;
             }
             spec.progress.step("the previous pod is gone");
             waited = true;
@@ -600,11 +614,16 @@ impl Backend for K8sBackend {
         .map_err(api_error)?;
         // Deleted with a grace period, the pod stays until its kubelet confirms; unbound or
         // finished, it is gone at once (and the answer says so).
-        if let Some(p) = answered.filter(|p| {
+        let stopping = answered.filter(|p| {
             p.terminating() && p.metadata.deletion_grace_period_seconds.unwrap_or(0) > 0
-        }) {
+        });
+        if let Some(p) = &stopping {
             worker.state = WorkerState::Stopping;
             worker.reason = p.stopping_reason();
+        }
+        // A pooled worker's pod is its member's, not named after its task: its binding is.
+        if pod.metadata.name != labels::pod_name(&self.controller_id, &worker.scope, &worker.task) {
+            self.release_binding(&pod.metadata.name, &pod.metadata.uid, stopping.is_none());
         }
         Ok(worker)
     }
@@ -733,5 +752,39 @@ impl Backend for K8sBackend {
 
     fn validate(&self, template: &Template) -> Result<(), String> {
         self.validate_template(template)
+    }
+
+    /// Member pods, bound to a task by a gated binding pod and a label patch (`pool.rs`).
+    fn pools(&self) -> bool {
+        true
+    }
+
+    fn pool_members(&self) -> Result<Vec<super::PoolMember>, BackendError> {
+        self.pool_member_list()
+    }
+
+    fn start_member(&self, member: &super::MemberSpec) -> Result<(), BackendError> {
+        self.start_pool_member(member)
+    }
+
+    fn claim_member(
+        &self,
+        member: &super::PoolMember,
+        spec: &CreateSpec,
+        activation: &super::Activation,
+    ) -> Result<Worker, super::ClaimError> {
+        self.claim_pool_member(member, spec, activation)
+            .map_err(|e| match e {
+                super::ClaimError::Task(e) => super::ClaimError::Task(e.redact(&spec.token)),
+                e => e,
+            })
+    }
+
+    fn remove_member(&self, member: &super::PoolMember) -> Result<(), BackendError> {
+        self.remove_pool_member(member)
+    }
+
+    fn sweep_pool(&self) -> Result<usize, BackendError> {
+        self.sweep_bindings()
     }
 }

@@ -191,6 +191,81 @@ pub fn manifest(i: &PodInputs<'_>) -> Value {
     pod
 }
 
+/// The scheduling gate that keeps a binding pod from ever being placed on a node.
+pub const BINDING_GATE: &str = "a2a-worker-controller/binding";
+/// The container name in a binding pod (it never runs).
+pub const BINDING_CONTAINER: &str = "binding";
+
+/// A warm pool's member pod: the worker pod `i` describes (with a member's environment, and no
+/// worker id, task, scope, expiry or metadata) carrying the member's labels instead of a
+/// worker's. A claim adds the worker's labels to it later.
+pub fn member_manifest(i: &PodInputs<'_>, member: &labels::MemberLabels) -> Value {
+    let mut pod = manifest(i);
+    let metadata = object_at(&mut pod, "metadata");
+    let labels = object_in(metadata, "labels");
+    for key in [
+        labels::WORKER_ID,
+        labels::TASK,
+        labels::SCOPE,
+        labels::EXPIRES_AT,
+    ] {
+        labels.remove(key);
+    }
+    for (k, v) in labels::for_member(i.controller_id, member) {
+        labels.insert(k, json!(v));
+    }
+    let annotations = object_in(metadata, "annotations");
+    annotations.remove(labels::TASK);
+    annotations.retain(|k, _| !k.starts_with(labels::META));
+    pod
+}
+
+/// The binding of a claimed member (see `pool.rs`): a pod named after the task's pod, so the
+/// API server's name uniqueness keeps one worker per task against cold creates and other
+/// claims. Held back by a scheduling gate, it is never placed on a node and runs nothing; its
+/// owner reference to the member lets the garbage collector remove it with the member. It
+/// passes the restricted PodSecurity profile and a quota that asks for memory limits.
+pub fn binding_manifest(
+    name: &str,
+    namespace: &str,
+    controller_id: &str,
+    member: (&str, &str),
+    worker_id: &str,
+    image: &str,
+) -> Value {
+    let (member_name, member_uid) = member;
+    let mut container = json!({
+        "name": BINDING_CONTAINER,
+        "image": image,
+        "resources": {"limits": {"memory": "1Mi", "cpu": "1m"}},
+    });
+    restrict(&mut container);
+    json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {labels::OWNER: controller_id, labels::BINDING: member_name},
+            "annotations": {labels::WORKER_ID: worker_id, labels::BINDING: member_uid},
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": member_name, "uid": member_uid}],
+        },
+        "spec": {
+            "schedulingGates": [{"name": BINDING_GATE}],
+            "automountServiceAccountToken": false,
+            "enableServiceLinks": false,
+            "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": 0,
+            "securityContext": {
+                "runAsNonRoot": true,
+                "runAsUser": DEFAULT_RUN_AS_USER,
+                "seccompProfile": {"type": "RuntimeDefault"},
+            },
+            "containers": [container],
+        },
+    })
+}
+
 /// The worker's container: the template's container of that name, if any, with everything
 /// this backend owns set over it.
 fn worker_container(i: &PodInputs<'_>, template: Option<Value>) -> Value {

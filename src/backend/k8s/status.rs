@@ -186,7 +186,7 @@ impl Pod {
         self.status.conditions.iter().find(|c| c.kind == kind)
     }
 
-    fn ready(&self) -> bool {
+    pub fn ready(&self) -> bool {
         self.status.phase == "Running"
             && self.condition("Ready").is_some_and(|c| c.status == "True")
     }

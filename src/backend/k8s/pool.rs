@@ -1,0 +1,647 @@
+//! Warm pools on Kubernetes. A member is a pod labelled as a member of its slot
+//! ([`labels::member_name`]: owner, slot, template, revision, key id, nonce) and named after
+//! the slot and its nonce ([`member_pod_name`]): a claimed member keeps its pod (and so its
+//! name), so the slot's next member needs another. Two replicas that fill one slot at once
+//! make two members; the pool removes the younger.
+//! and started with [`worker_env::member_environment`]: no task, worker id or token. The
+//! controller reaches a member at its pod IP (the activation is the controller's own call).
+//!
+//! A pod's name cannot change, and a task's worker is known by the name of its pod
+//! ([`labels::pod_name`]), which the API server gives one pod. So a claim is:
+//! - first the **activation** ([`members::activate`]): a member takes one, so of claims
+//!   racing for it (from any replica) one is answered 200 and the others 409 (they lost, and
+//!   try another member). A member that does not answer in time, or refuses, is removed;
+//! - then the **binding**, the commit: a pod under the task's pod name that is never scheduled
+//!   (a scheduling gate holds it) and names the member (label [`labels::BINDING`]) and its uid
+//!   and the worker id (annotations). The API server refuses it (409) when a cold pod or another
+//!   claim holds the name, so one task has one worker across replicas as before (the member,
+//!   bound for nothing, is then removed). A cold create that meets a binding is answered with
+//!   the bound worker, and waits for it to go when it is stopping, exactly as for a cold pod;
+//! - last, the member's **labels**: a merge patch adds the worker's labels and annotations
+//!   (owner, worker id, task, scope, expiry, metadata) and repeats the member's uid, which the
+//!   API server keeps immutable (422 when the name is another pod's now). From then on the
+//!   member pod is listed, watched, stopped, logged and reaped as a worker, from any replica.
+//!
+//! A member pod with a binding but no worker labels is a claim that did not finish (listed as
+//! `claiming`, removed by the pool after a deadline). A binding whose member is gone is removed
+//! by the garbage collector (its owner reference), by the next create of its task, and by the
+//! pool's sweep.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use super::api::{ApiError, Method, Reason};
+use super::refusals::{api_error, create_error};
+use super::status::Pod;
+use super::{delete_pod, pod, K8sBackend};
+use crate::backend::api_call::percent_encode;
+use crate::backend::labels::{self, MemberLabels};
+use crate::backend::members;
+use crate::backend::{
+    worker_env, Activation, BackendError, BackendKind, ClaimError, CreateSpec, MemberSpec,
+    MemberState, PoolMember, Worker, WorkerState,
+};
+use crate::time::{parse_rfc3339_millis, rfc3339_secs};
+
+/// The pod name of slot `slot`'s member with nonce `nonce` (at most 61 characters: a slot's
+/// name has at most 54).
+pub(super) fn member_pod_name(slot: &str, nonce: &str) -> String {
+    let part: String = nonce.chars().take(6).collect();
+    format!("{slot}-{part}")
+}
+
+/// What a binding pod says: the member it binds (name and uid) and the worker it makes.
+pub(super) struct Binding {
+    pub name: String,
+    pub uid: String,
+    pub member: String,
+    pub member_uid: String,
+    pub worker_id: String,
+}
+
+impl Binding {
+    /// The binding `pod` is, when it is this controller's.
+    pub(super) fn of(pod: &Pod, controller_id: &str) -> Option<Binding> {
+        let member = pod.metadata.labels.as_ref()?.binding(controller_id)?;
+        let annotation = |key: &str| {
+            pod.metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(key))
+                .cloned()
+                .unwrap_or_default()
+        };
+        Some(Binding {
+            name: pod.metadata.name.clone(),
+            uid: pod.metadata.uid.clone(),
+            member: member.to_string(),
+            member_uid: annotation(labels::BINDING),
+            worker_id: annotation(labels::WORKER_ID),
+        })
+    }
+}
+
+/// What holds a binding's task.
+pub(super) enum Bound {
+    /// The member, claimed: the worker.
+    Worker(Box<Pod>),
+    /// The member, not labelled yet (a claim in progress, or one that did not finish).
+    Claiming,
+    /// The member is gone (or its name is another pod's): the binding holds nothing.
+    Gone,
+}
+
+/// Who holds a task's pod name (a create met it there).
+pub(super) enum Holder {
+    /// A worker: the pod to follow while it stops (its own name and uid), why it is stopping,
+    /// the worker, and the binding that holds the name for it (a pooled worker).
+    Worker {
+        pod: String,
+        uid: String,
+        reason: String,
+        worker: Box<Worker>,
+        binding: Option<Binding>,
+    },
+    /// A claim binding a member that has not labelled it yet.
+    Claiming { worker_id: String },
+    /// A binding whose member is gone: it was removed, the name is free.
+    Freed,
+}
+
+impl Holder {
+    /// The create's answer: the task has this worker.
+    pub(super) fn exists(self) -> BackendError {
+        match self {
+            Holder::Worker { worker, .. } => BackendError::WorkerExists {
+                worker_id: worker.worker_id,
+                state: worker.state,
+            },
+            Holder::Claiming { worker_id } => BackendError::WorkerExists {
+                worker_id,
+                state: WorkerState::Starting,
+            },
+            Holder::Freed => BackendError::Internal(
+                "the task's pod name was held by a claim that did not happen; it was freed, try again".into(),
+            ),
+        }
+    }
+}
+
+impl K8sBackend {
+    /// Who holds pod name `name`, which is `there`: a cold worker's pod, or a binding (its
+    /// member looked up). A pod this controller does not own is an error.
+    pub(super) fn holder(&self, name: &str, mut there: Pod) -> Result<Holder, BackendError> {
+        if let Some(b) = Binding::of(&there, &self.controller_id) {
+            return match self.bound(&b)? {
+                Bound::Worker(mut p) => {
+                    let (pod, uid, reason) = (
+                        p.metadata.name.clone(),
+                        p.metadata.uid.clone(),
+                        p.stopping_reason(),
+                    );
+                    match self.worker_of(&mut p) {
+                        Some(worker) => Ok(Holder::Worker {
+                            pod,
+                            uid,
+                            reason,
+                            worker: Box::new(worker),
+                            binding: Some(b),
+                        }),
+                        None => Ok(Holder::Claiming {
+                            worker_id: b.worker_id,
+                        }),
+                    }
+                }
+                Bound::Claiming => Ok(Holder::Claiming {
+                    worker_id: b.worker_id,
+                }),
+                Bound::Gone => {
+                    self.unbind(&b)?;
+                    Ok(Holder::Freed)
+                }
+            };
+        }
+        let (uid, reason) = (there.metadata.uid.clone(), there.stopping_reason());
+        match self.worker_of(&mut there) {
+            Some(worker) => Ok(Holder::Worker {
+                pod: name.to_string(),
+                uid,
+                reason,
+                worker: Box::new(worker),
+                binding: None,
+            }),
+            None => Err(BackendError::Internal(format!(
+                "the pod name {name} is taken by a pod this controller does not own"
+            ))),
+        }
+    }
+
+    /// The member pod a binding names, as it is now.
+    pub(super) fn bound(&self, b: &Binding) -> Result<Bound, BackendError> {
+        let Some(member) = self.get(&b.member)? else {
+            return Ok(Bound::Gone);
+        };
+        if member.metadata.uid != b.member_uid {
+            return Ok(Bound::Gone);
+        }
+        let claimed = labels::owned(member.metadata.labels.clone(), &self.controller_id)
+            .is_some_and(|o| o.worker_id == b.worker_id);
+        Ok(if claimed {
+            Bound::Worker(Box::new(member))
+        } else {
+            Bound::Claiming
+        })
+    }
+
+    /// Deletes binding `b` (only that pod: its uid), gone already or not.
+    pub(super) fn unbind(&self, b: &Binding) -> Result<(), BackendError> {
+        delete_pod(&self.api, &self.pods_path(), &b.name, 0, Some(&b.uid))
+            .map(|_| ())
+            .map_err(api_error)
+    }
+
+    /// This controller's bindings.
+    fn bindings(&self) -> Result<Vec<Binding>, BackendError> {
+        let pods = self.select(&[
+            format!("{}={}", labels::OWNER, self.controller_id),
+            labels::BINDING.to_string(),
+        ])?;
+        Ok(pods
+            .iter()
+            .filter_map(|p| Binding::of(p, &self.controller_id))
+            .collect())
+    }
+
+    /// The address the controller reaches a member at: its pod IP and port.
+    fn member_address(&self, p: &Pod) -> String {
+        if p.status.pod_ip.is_empty() {
+            return String::new();
+        }
+        let port = p.worker_port().unwrap_or(self.container.port);
+        let ip: Result<std::net::IpAddr, _> = p.status.pod_ip.parse();
+        match ip {
+            Ok(ip) => format!("http://{}", std::net::SocketAddr::new(ip, port)),
+            Err(_) => String::new(),
+        }
+    }
+
+    pub(super) fn pool_member_list(&self) -> Result<Vec<PoolMember>, BackendError> {
+        let pods = self.select(&labels::member_selector(&self.controller_id))?;
+        let mut bindings: Option<Vec<Binding>> = None;
+        let mut out = Vec::new();
+        for p in &pods {
+            let Some(m) = p
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.member(&self.controller_id))
+            else {
+                continue; // a worker now, or not ours
+            };
+            if bindings.is_none() {
+                bindings = Some(self.bindings()?);
+            }
+            let bound = bindings
+                .as_deref()
+                .unwrap_or_default()
+                .iter()
+                .any(|b| b.member == p.metadata.name && b.member_uid == p.metadata.uid);
+            let state =
+                if p.terminating() || matches!(p.status.phase.as_str(), "Failed" | "Succeeded") {
+                    MemberState::Ended
+                } else if bound {
+                    MemberState::Claiming
+                } else if p.ready() {
+                    MemberState::Ready
+                } else {
+                    MemberState::Starting
+                };
+            out.push(PoolMember {
+                name: m.member,
+                id: p.metadata.uid.clone(),
+                address: self.member_address(p),
+                template: m.template,
+                revision: m.revision,
+                key_id: m.key_id,
+                nonce: m.nonce,
+                state,
+                created_ms: parse_rfc3339_millis(&p.metadata.creation_timestamp).unwrap_or(0),
+            });
+        }
+        Ok(out)
+    }
+
+    fn member_body(&self, m: &MemberSpec) -> Value {
+        let t = &m.template;
+        let env = worker_env::member_environment(m, &self.container);
+        let none = crate::backend::Metadata::new();
+        pod::member_manifest(
+            &pod::PodInputs {
+                name: &member_pod_name(&m.name, &m.nonce),
+                namespace: &self.namespace,
+                controller_id: &self.controller_id,
+                worker_id: "",
+                task: "",
+                expires_at: None,
+                scope: "",
+                metadata: &none,
+                env: &env,
+                worker: t,
+                k8s: &self.k8s,
+                pod_template: self.pod_template(t),
+                workspace_claim: None,
+            },
+            &MemberLabels {
+                member: m.name.clone(),
+                template: t.name.clone(),
+                revision: m.revision.clone(),
+                key_id: m.key_id.clone(),
+                nonce: m.nonce.clone(),
+            },
+        )
+    }
+
+    /// Creates the member's pod, waits until it is ready, and asks its card whether it speaks
+    /// the activation contract (the API cannot read an image's labels, so this is where an
+    /// image that does not is found).
+    pub(super) fn start_pool_member(&self, m: &MemberSpec) -> Result<(), BackendError> {
+        let path = format!("{}?fieldValidation=Strict", self.pods_path());
+        let created = match self
+            .api
+            .call(Method::Post, &path, Some(&self.member_body(m)))
+        {
+            Ok((_, bytes)) => Pod::parse(&bytes).map_err(BackendError::Internal)?,
+            Err(ApiError::Status {
+                reason: Reason::AlreadyExists,
+                ..
+            }) => {
+                return Err(BackendError::WorkerExists {
+                    worker_id: String::new(),
+                    state: WorkerState::Starting,
+                })
+            }
+            Err(e) => return Err(create_error(e, self.pod_template(&m.template).is_some())),
+        };
+        let uid = created.metadata.uid.clone();
+        let checked = self.member_ready(m, Instant::now() + self.ready_timeout);
+        if let Err(e) = checked {
+            let name = member_pod_name(&m.name, &m.nonce);
+            let _ = delete_pod(&self.api, &self.pods_path(), &name, 0, Some(&uid));
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    fn member_ready(&self, m: &MemberSpec, deadline: Instant) -> Result<(), BackendError> {
+        let decided = self.follow(&member_pod_name(&m.name, &m.nonce), deadline, |p| match p {
+            None => Some(Err(BackendError::NotReady(
+                "the member's pod disappeared while it started".into(),
+            ))),
+            Some(p) if p.ready() => Some(Ok(self.member_address(p))),
+            Some(p) => match p.progress() {
+                super::status::Progress::ImageFailed(why) => Some(Err(
+                    BackendError::ImageNotFound(format!("{} ({why})", m.template.image)),
+                )),
+                super::status::Progress::Failed(why) | super::status::Progress::Deleted(why) => {
+                    Some(Err(BackendError::NotReady(why)))
+                }
+                _ => None,
+            },
+        })?;
+        let address = match decided {
+            Some(found) => found?,
+            None => {
+                return Err(BackendError::NotReady(format!(
+                    "the member's pod was not ready within {}s",
+                    self.ready_timeout.as_secs_f32()
+                )))
+            }
+        };
+        if address.is_empty() {
+            return Err(BackendError::NotReady("the member's pod has no IP".into()));
+        }
+        match members::member_card(&members::agent(Duration::from_secs(2)), &address) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(BackendError::Internal(format!(
+                "image {} does not speak the activation contract: its card lists no {} extension, so it cannot be pooled",
+                m.template.image,
+                members::ACTIVATION_EXTENSION
+            ))),
+            Err(why) => Err(BackendError::NotReady(format!("its card: {why}"))),
+        }
+    }
+
+    pub(super) fn claim_pool_member(
+        &self,
+        member: &PoolMember,
+        spec: &CreateSpec,
+        activation: &Activation,
+    ) -> Result<Worker, ClaimError> {
+        let t = &spec.template;
+        let target = labels::pod_name(&self.controller_id, &spec.scope, &spec.task);
+        if member.address.is_empty() {
+            return Err(ClaimError::Broken(format!(
+                "member {} has no pod IP",
+                member.name
+            )));
+        }
+        // The task has its worker (or a claim is binding one): no member is taken for it.
+        if let Some(there) = self.get(&target).map_err(ClaimError::Task)? {
+            match self.holder(&target, there).map_err(ClaimError::Task)? {
+                Holder::Freed => {}
+                holder => return Err(ClaimError::Task(holder.exists())),
+            }
+        }
+        let pod_name = member_pod_name(&member.name, &member.nonce);
+        // The pool's list may be a second old: a member another replica claimed or removed
+        // meanwhile is passed over at once (its address may not answer for a while).
+        let current = self.get(&pod_name).map_err(ClaimError::Task)?;
+        let unclaimed = current.is_some_and(|p| {
+            p.metadata.uid == member.id
+                && !p.terminating()
+                && labels::owned(p.metadata.labels, &self.controller_id).is_none()
+        });
+        if !unclaimed {
+            return Err(ClaimError::Lost);
+        }
+        let a2a_url = self.url_for(&pod_name, t.port);
+        let env = worker_env::environment(
+            spec,
+            &a2a_url,
+            &self.container,
+            self.anthropic_auth_token.as_deref(),
+        )
+        .map_err(ClaimError::Task)?;
+        // 1. The activation, which the member takes once.
+        let body = members::activation_body(spec, &a2a_url, &env);
+        match members::activate(
+            &members::agent(activation.timeout),
+            &member.address,
+            activation,
+            &body,
+        ) {
+            Ok(()) => {}
+            Err(members::ActivateError::Taken) => return Err(ClaimError::Lost),
+            Err(members::ActivateError::Failed(why)) => {
+                self.discard_member(member);
+                return Err(ClaimError::Broken(format!("member {}: {why}", member.name)));
+            }
+        }
+        spec.progress
+            .step("a started worker from the pool took its task");
+        // 2. The binding: the task's pod name, which the API server gives one pod.
+        let binding = pod::binding_manifest(
+            &target,
+            &self.namespace,
+            &self.controller_id,
+            (&pod_name, &member.id),
+            &spec.worker_id,
+            &t.image,
+        );
+        let path = format!("{}?fieldValidation=Strict", self.pods_path());
+        let bound = match self.api.call(Method::Post, &path, Some(&binding)) {
+            Ok((_, bytes)) => Pod::parse(&bytes).map_err(|e| {
+                self.discard_member(member);
+                ClaimError::Task(BackendError::Internal(e))
+            })?,
+            Err(ApiError::Status {
+                reason: Reason::AlreadyExists,
+                ..
+            }) => {
+                self.discard_member(member);
+                let answer = match self.get(&target) {
+                    Ok(Some(there)) => match self.holder(&target, there) {
+                        Ok(holder) => holder.exists(),
+                        Err(e) => e,
+                    },
+                    Ok(None) => BackendError::Internal(format!(
+                        "pod {target} was being created or deleted by someone else while this create ran; try again"
+                    )),
+                    Err(e) => e,
+                };
+                return Err(ClaimError::Task(answer));
+            }
+            Err(e) => {
+                self.discard_member(member);
+                return Err(ClaimError::Task(create_error(e, false)));
+            }
+        };
+        // 3. The worker's labels on the member (its uid repeated: immutable, so a member
+        //    replaced meanwhile under the same name refuses the patch).
+        let mut worker_labels = serde_json::Map::new();
+        worker_labels.insert(labels::WORKER_ID.into(), json!(spec.worker_id));
+        worker_labels.insert(
+            labels::TASK.into(),
+            json!(labels::task_label_value(&spec.task)),
+        );
+        worker_labels.insert(labels::SCOPE.into(), json!(spec.scope));
+        worker_labels.insert(labels::TEMPLATE.into(), json!(t.name));
+        if let Some(at) = spec.expires_at {
+            worker_labels.insert(labels::EXPIRES_AT.into(), json!(at.to_string()));
+        }
+        let mut annotations = serde_json::Map::new();
+        annotations.insert(labels::TASK.into(), json!(spec.task));
+        for (k, v) in labels::meta_entries(&spec.metadata) {
+            annotations.insert(k, json!(v));
+        }
+        let patch = json!({"metadata": {
+            "uid": member.id,
+            "labels": worker_labels,
+            "annotations": annotations,
+        }});
+        let patched = self.api.call(
+            Method::Patch,
+            &format!("{}/{pod_name}", self.pods_path()),
+            Some(&patch),
+        );
+        if let Err(e) = patched {
+            self.discard_member(member);
+            if let Some(b) = Binding::of(&bound, &self.controller_id) {
+                if let Err(e) = self.unbind(&b) {
+                    log::warn!("the binding {target} of a claim that did not happen was left (the pool sweeps it): {e}");
+                }
+            }
+            return Err(match e {
+                ApiError::Status {
+                    reason: Reason::NotFound | Reason::Invalid | Reason::Conflict,
+                    ..
+                } => {
+                    ClaimError::Broken(format!("member {} went while it was claimed", member.name))
+                }
+                e => ClaimError::Task(api_error(e)),
+            });
+        }
+        spec.progress.step("ready");
+        Ok(Worker {
+            a2a_url,
+            ..Worker::new(
+                BackendKind::K8s,
+                &spec.worker_id,
+                &spec.task,
+                WorkerState::Running,
+                rfc3339_secs(member.created_ms / 1000),
+            )
+            .expiring(spec.expires_at)
+            .tagged(spec.metadata.clone())
+            .scoped(spec.scope.clone())
+            .templated(t.name.clone())
+        })
+    }
+
+    /// Removes a member a claim took but could not bind (its token was never handed out).
+    fn discard_member(&self, m: &PoolMember) {
+        let name = member_pod_name(&m.name, &m.nonce);
+        if let Err(e) = delete_pod(&self.api, &self.pods_path(), &name, 0, Some(&m.id)) {
+            log::warn!(
+                "pool: member {} could not be removed: {}",
+                m.name,
+                api_error(e)
+            );
+        }
+    }
+
+    /// Removes an unclaimed member, only as the pool saw it: its uid, and (read again now) no
+    /// worker labels, with that version as a precondition, so a claim that labels it meanwhile
+    /// keeps it. A claim that did not finish goes with its binding.
+    pub(super) fn remove_pool_member(&self, m: &PoolMember) -> Result<(), BackendError> {
+        let name = member_pod_name(&m.name, &m.nonce);
+        let Some(p) = self.get(&name)? else {
+            return Ok(());
+        };
+        if p.metadata.uid != m.id {
+            return Ok(());
+        }
+        if labels::owned(p.metadata.labels.clone(), &self.controller_id).is_some() {
+            return Ok(()); // claimed meanwhile: a worker
+        }
+        let options = json!({"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0,
+            "preconditions": {"uid": m.id, "resourceVersion": p.metadata.resource_version}});
+        let path = format!("{}/{name}?gracePeriodSeconds=0", self.pods_path());
+        match self.api.call(Method::Delete, &path, Some(&options)) {
+            Ok(_)
+            | Err(ApiError::Status {
+                reason: Reason::NotFound,
+                ..
+            }) => {}
+            // Changed since it was read: the next pass looks again.
+            Err(ApiError::Status {
+                reason: Reason::Conflict,
+                ..
+            }) => return Ok(()),
+            Err(e) => return Err(api_error(e)),
+        }
+        if m.state == MemberState::Claiming {
+            for b in self.bindings()? {
+                if b.member == name && b.member_uid == m.id {
+                    self.unbind(&b)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes bindings whose member is gone (bindings read first, then the members, so a
+    /// binding made meanwhile is not looked at).
+    pub(super) fn sweep_bindings(&self) -> Result<usize, BackendError> {
+        let bindings = self.bindings()?;
+        if bindings.is_empty() {
+            return Ok(0);
+        }
+        let members = self.select(&labels::member_selector(&self.controller_id))?;
+        let live: std::collections::HashSet<(&str, &str)> = members
+            .iter()
+            .map(|p| (p.metadata.name.as_str(), p.metadata.uid.as_str()))
+            .collect();
+        let mut swept = 0;
+        for b in bindings
+            .iter()
+            .filter(|b| !live.contains(&(b.member.as_str(), b.member_uid.as_str())))
+        {
+            self.unbind(b)?;
+            swept += 1;
+        }
+        Ok(swept)
+    }
+
+    /// After a pooled worker's pod was deleted: its binding, at once when the pod is gone
+    /// already (else the garbage collector, the task's next create or the sweep removes it
+    /// once the pod has finished stopping).
+    pub(super) fn release_binding(&self, worker_pod: &str, uid: &str, gone: bool) {
+        if !gone {
+            return;
+        }
+        let selector = format!(
+            "{}={},{}={}",
+            labels::OWNER,
+            self.controller_id,
+            labels::BINDING,
+            worker_pod
+        );
+        let path = format!(
+            "{}?labelSelector={}",
+            self.pods_path(),
+            percent_encode(&selector)
+        );
+        let found = self.api.call(Method::Get, &path, None).map_err(api_error);
+        let pods = found.and_then(|(_, body)| {
+            super::status::parse_list(&body)
+                .map(|(pods, _)| pods)
+                .map_err(BackendError::Internal)
+        });
+        match pods {
+            Ok(pods) => {
+                for b in pods.iter().filter_map(|p| Binding::of(p, &self.controller_id)) {
+                    if b.member_uid == uid {
+                        if let Err(e) = self.unbind(&b) {
+                            log::warn!("the binding {} of a stopped worker was left (the pool sweeps it): {e}", b.name);
+                        }
+                    }
+                }
+            }
+            Err(e) => log::warn!(
+                "the binding of the stopped worker {worker_pod} could not be read (the pool sweeps it): {e}"
+            ),
+        }
+    }
+}
