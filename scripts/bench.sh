@@ -18,7 +18,8 @@
 #   pool: creates from a warm pool of 4 against cold creates of the same image, a burst of 2N
 #   against N, two replicas racing for one task (pool::docker_bench_pool, with the docker ones).
 #   k8s: create+stop and list through the controller against the same calls made directly to
-#   the stand-in Kubernetes API server (TLS, client certificate); a pod deleted by hand → the
+#   the stand-in Kubernetes API server (TLS, client certificate); creates from a warm pool of 4
+#   against cold ones (k8s_pool::k8s_bench_pool, the stand-in running real workers); a pod deleted by hand → the
 #   watch event against the stand-in's pod watch read directly. Needs python3 and openssl.
 #   local: a tab closed by hand on the WezTerm stand-in → the watch event, against the
 #   reconciliation's 1 s period (WezTerm has no event stream).

@@ -76,9 +76,13 @@ pub mod testing {
         ConfigError as K8sConfigError, Method as K8sMethod, Reason as K8sReason,
         SERVICE_ACCOUNT_DIR as K8S_SERVICE_ACCOUNT_DIR,
     };
-    pub use crate::backend::k8s::pod::{check_template, manifest as k8s_pod, PodInputs};
+    pub use crate::backend::k8s::pod::{
+        binding_manifest as k8s_binding_pod, check_template, manifest as k8s_pod,
+        member_manifest as k8s_member_pod, PodInputs,
+    };
     pub use crate::backend::k8s::workspace::manifest as k8s_claim;
     pub use crate::backend::k8s::K8sBackend;
+    pub use crate::backend::labels::MemberLabels;
     pub use crate::backend::labels::{container_name, owner_selector, pod_name};
     pub use crate::backend::local::store::{Record as LocalRecord, Store as LocalStore};
     pub use crate::backend::local::task::{session_id, task_file};

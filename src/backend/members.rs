@@ -110,6 +110,30 @@ pub enum ClaimError {
     Task(BackendError),
 }
 
+/// The worker a claim of `member` made for `spec`, reached at `a2a_url`: owned exactly like
+/// one created cold (its creation time is the member's).
+pub fn claimed_worker(
+    kind: super::BackendKind,
+    member: &PoolMember,
+    spec: &super::CreateSpec,
+    a2a_url: String,
+) -> super::Worker {
+    super::Worker {
+        a2a_url,
+        ..super::Worker::new(
+            kind,
+            &spec.worker_id,
+            &spec.task,
+            super::WorkerState::Running,
+            crate::time::rfc3339_secs(member.created_ms / 1000),
+        )
+        .expiring(spec.expires_at)
+        .tagged(spec.metadata.clone())
+        .scoped(spec.scope.clone())
+        .templated(spec.template.name.clone())
+    }
+}
+
 /// `POST <base>/activate` until the member answers or `timeout` passes: a member that is
 /// still starting refuses connections for a moment. `body` is the JSON the contract names.
 pub fn activate(
@@ -201,6 +225,18 @@ pub fn speaks_contract(card: &serde_json::Value) -> bool {
 
 /// `GET <base><card path>` of a started member, and whether it speaks the contract; `Err`
 /// when it does not answer (yet).
+/// A started member at `base` (of image `image`) answers its card as an unbound member: it
+/// speaks the contract, or it cannot be pooled (an error saying so).
+pub fn check_member(base: &str, image: &str) -> Result<(), BackendError> {
+    match member_card(&agent(Duration::from_secs(2)), base) {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(BackendError::Internal(format!(
+            "image {image} does not speak the activation contract: its card lists no {ACTIVATION_EXTENSION} extension, so it cannot be pooled"
+        ))),
+        Err(why) => Err(BackendError::NotReady(format!("its card: {why}"))),
+    }
+}
+
 pub fn member_card(agent: &ureq::Agent, base: &str) -> Result<bool, String> {
     let url = format!("{base}{}", crate::settings::templates::DEFAULT_READY_PATH);
     let mut r = agent.get(&url).call().map_err(|e| e.to_string())?;

@@ -257,7 +257,7 @@ pub(super) const SPECS: &[Spec] = &[
         Templates,
         "WORKER_POOL",
         "0",
-        "warm pool of the default template: started, unbound members kept per controller id, bound to a task at create (docker; a templates file says pool per template)",
+        "warm pool of the default template: started, unbound members kept per controller id, bound to a task at create (docker and k8s; a templates file says pool per template)",
     ),
     s(
         Templates,

@@ -59,6 +59,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "backend::k8s::check",
             "backend::k8s::refusals",
             "backend::k8s::workspace",
+            "backend::k8s::pool",
             "backend::local",
             "backend::local::store",
             "backend::local::command",

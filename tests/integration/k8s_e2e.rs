@@ -235,11 +235,12 @@ fn create_list_stop_and_tokens_stay_in_the_pod_environment() {
         ["create", "delete", "get", "get pods/log", "list", "watch"]
     );
     // Events are listed only for a worker that never got ready (k8s_faults records that call);
-    // claims only for a template with a workspace (workspaces_are_claims_made_before_the_pod_and_reused).
+    // claims only for a template with a workspace (workspaces_are_claims_made_before_the_pod_and_reused);
+    // pods are patched only by a warm pool's claims (k8s_pool records that call).
     assert_manifests_ok(&check_manifests(
         &record,
         &format!(
-            "{},list events,{}",
+            "{},patch,list events,{}",
             verbs.join(","),
             ["create", "get", "list", "patch", "delete"]
                 .map(|v| format!("{v} persistentvolumeclaims"))

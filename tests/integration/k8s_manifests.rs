@@ -8,7 +8,8 @@ use a2a_worker_controller::backend::CreateSpec;
 use a2a_worker_controller::settings::templates::{Template, Workspace};
 use a2a_worker_controller::settings::{self, BackendSettings, Command as Cli};
 use a2a_worker_controller::testing::{
-    check_template, k8s_claim, k8s_pod, pod_name, worker_environment, PodInputs,
+    check_template, k8s_binding_pod, k8s_claim, k8s_member_pod, k8s_pod, pod_name,
+    worker_environment, MemberLabels, PodInputs,
 };
 use a2a_worker_controller::token::Token;
 use serde_json::{json, Value};
@@ -16,10 +17,10 @@ use serde_json::{json, Value};
 use crate::k8s_support::{check_manifests, configured};
 
 /// What the backend asks of the API: on pods create, get (name collisions), list, watch
-/// (readiness), delete; get on pods/log (the logs operation); list on events (a not-ready
+/// (readiness), delete, patch (a warm pool's claim); get on pods/log (the logs operation); list on events (a not-ready
 /// worker's probe failure, `k8s_faults` records it); on claims create, get, list, patch, delete
 /// (task workspaces).
-pub const VERBS: &str = "create,get,list,watch,delete,get pods/log,list events,create persistentvolumeclaims,get persistentvolumeclaims,list persistentvolumeclaims,patch persistentvolumeclaims,delete persistentvolumeclaims";
+pub const VERBS: &str = "create,get,list,watch,delete,patch,get pods/log,list events,create persistentvolumeclaims,get persistentvolumeclaims,list persistentvolumeclaims,patch persistentvolumeclaims,delete persistentvolumeclaims";
 
 /// The `workspace` case's template: the settings' default with a workspace of 2Gi.
 fn workspace_template(case: &str, mut t: Template) -> Template {
@@ -112,7 +113,7 @@ fn pods() -> Vec<(String, Value)> {
             );
             let env = worker_environment(&spec, &url, container, Some("anthropic-token"))
                 .expect("no secret files to read");
-            let body = k8s_pod(&PodInputs {
+            let inputs = PodInputs {
                 name: &pod,
                 namespace: "a2a",
                 controller_id: &s.controller_id,
@@ -126,7 +127,33 @@ fn pods() -> Vec<(String, Value)> {
                 k8s,
                 pod_template: template.as_ref(),
                 workspace_claim: claim.as_ref().and_then(|c| c["metadata"]["name"].as_str()),
-            });
+            };
+            let body = k8s_pod(&inputs);
+            if name == "template" {
+                // A warm pool's member pod and a claim's binding pod (issue 31).
+                let member = MemberLabels {
+                    member: "ctl-pool-warm-0123abcd-0".into(),
+                    template: "default".into(),
+                    revision: "4d2af981d031".into(),
+                    key_id: "09b7a294aa19d093".into(),
+                    nonce: "05ae6f92a03f0af5".into(),
+                };
+                claims.push(("member".into(), k8s_member_pod(&inputs, &member)));
+                claims.push((
+                    "binding".into(),
+                    k8s_binding_pod(
+                        &pod,
+                        "a2a",
+                        &s.controller_id,
+                        (
+                            "ctl-pool-warm-0123abcd-0-05ae6f",
+                            "1da633b3-3d63-4fcb-8a42-e07d7bdf55a5",
+                        ),
+                        &spec.worker_id,
+                        &spec.template.image,
+                    ),
+                ));
+            }
             if let Some(c) = claim {
                 claims.push((format!("{name}-claim"), c));
             }

@@ -15,9 +15,12 @@ use std::time::{Duration, Instant};
 use a2a_worker_controller::testing::{pod_name, K8sApi, K8sMethod};
 use serde_json::{json, Value};
 
-use crate::docker_support::{controller_id, Proc};
+use crate::docker_support::controller_id;
 use crate::k8s_e2e::{api, pods, start};
 use crate::k8s_support::{configured, Pki, Standin};
+use crate::pool::{
+    assert_unbound, burst, create, listed, race_for_one_task, wait_for, wait_ready_here,
+};
 use crate::support::*;
 use crate::templates::{test_dir, write_templates};
 
@@ -26,11 +29,19 @@ const MEMBER: &str = "a2a-worker-controller/pool-member";
 const WORKER_ID: &str = "a2a-worker-controller/worker-id";
 const BINDING: &str = "a2a-worker-controller/binding";
 
-/// A stand-in whose kubelet runs the echo worker for every pod.
+/// A stand-in whose kubelet runs the echo worker for every pod (recording the verbs of the
+/// calls it answers and the pods created in `pki`'s `record`).
 fn running_standin(pki: &Pki) -> Standin {
+    let record = pki.dir.join("record");
+    std::fs::create_dir_all(&record).unwrap();
     Standin::start(
         pki,
-        &["--run-workers", env!("CARGO_BIN_EXE_a2a-echo-worker")],
+        &[
+            "--run-workers",
+            env!("CARGO_BIN_EXE_a2a-echo-worker"),
+            "--record",
+            record.to_str().unwrap(),
+        ],
     )
 }
 
@@ -73,15 +84,6 @@ fn bindings(api: &K8sApi) -> Vec<Value> {
         .collect()
 }
 
-/// Waits until `ok` holds (at most 60 s), saying `what` when it never does.
-fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !ok() {
-        assert!(Instant::now() < deadline, "never: {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 fn wait_members(api: &K8sApi, id: &str, n: usize) -> Vec<Value> {
     let mut found = Vec::new();
     wait_for(&format!("{n} ready member pods"), || {
@@ -89,14 +91,6 @@ fn wait_members(api: &K8sApi, id: &str, n: usize) -> Vec<Value> {
         found.len() == n
     });
     found
-}
-
-/// Waits until controller `p` has seen `n` ready members of template `warm` (its metric).
-fn wait_ready_here(p: &Proc, n: usize) {
-    let line = format!("a2a_pool_members{{template=\"warm\",state=\"ready\"}} {n}\n");
-    wait_for(&format!("{n} ready members seen"), || {
-        p.get("/metrics").text().contains(&line)
-    });
 }
 
 /// Where the test reaches a pod's worker: its pod IP (a loopback address of its own).
@@ -118,17 +112,6 @@ fn was_pooled(api: &K8sApi, worker_id: &str) -> bool {
     label(&pod_of(api, worker_id), MEMBER).is_some()
 }
 
-fn create(p: &Proc, task: &str, template: &str) -> Value {
-    reply_data(&p.control(json!({"operation": "create", "task": task, "template": template})))
-}
-
-fn listed(p: &Proc) -> Vec<Value> {
-    reply_data(&p.control(json!({"operation": "list"})))["workers"]
-        .as_array()
-        .unwrap()
-        .clone()
-}
-
 fn templates(pool: u32, env: &str) -> Value {
     json!({
         "warm": {"image": "a2a-echo-worker:dev", "pool": pool, "env": {"POOL_TEST": env}},
@@ -146,7 +129,7 @@ fn delete(api: &K8sApi, name: &str) {
 }
 
 #[test]
-fn a_warm_pool_on_kubernetes() {
+fn kubernetes_keeps_a_warm_pool() {
     if !configured() {
         return;
     }
@@ -168,21 +151,7 @@ fn a_warm_pool_on_kubernetes() {
     // Before activation: the card (listing the contract), 401 for the rest; nothing secret in
     // the pod.
     let addr = address_of(&first[0]);
-    let card = request(addr, "GET", "/.well-known/agent-card.json", &[], b"").json();
-    assert_eq!(
-        card["capabilities"]["extensions"][0]["uri"],
-        "urn:a2a-worker-controller:activation:v1"
-    );
-    let rpc = crate::docker_e2e::send_to_worker(&format!("http://{addr}"), Some("guess"), "hi");
-    assert_eq!(rpc.status, 401);
-    let wrong = request(
-        addr,
-        "POST",
-        "/activate",
-        &[("Authorization", "Bearer not-the-secret")],
-        b"{}",
-    );
-    assert_eq!(wrong.status, 401, "a wrong activation secret");
+    assert_unbound(addr);
     let text = first[0].to_string();
     assert!(text.contains("A2A_ACTIVATION_SHA256"), "{text}");
     for word in ["INTERACTIVE_AUTH_TOKEN", "ANTHROPIC_AUTH_TOKEN", TOKEN] {
@@ -191,6 +160,9 @@ fn a_warm_pool_on_kubernetes() {
 
     // A create takes a member: its pod labelled as the worker, its task's pod name held by a
     // binding that is never scheduled; its token its own; listed like any worker.
+    let mut w = crate::watch::Watch::start(p.addr, json!({"operation": "watch"}));
+    w.task_id();
+    assert!(w.snapshot().is_empty(), "members are never watched");
     let made = create(&p, "pooled task", "warm");
     let (worker, token) = (made["worker"].clone(), made["token"].as_str().unwrap());
     let wid = worker["worker_id"].as_str().unwrap().to_string();
@@ -225,6 +197,13 @@ fn a_warm_pool_on_kubernetes() {
     assert_eq!(answer.status, 200, "{}", answer.text());
     let other = crate::docker_e2e::send_to_worker(&url, Some(TOKEN), "hello pool");
     assert_eq!(other.status, 401, "only the worker's own token opens it");
+    let added = w.event().unwrap();
+    assert_eq!(
+        crate::watch::kind_and_task(&added),
+        ("added".into(), "pooled task".into()),
+        "{added}"
+    );
+    drop(w);
     let workers = listed(&p);
     assert_eq!(workers.len(), 1, "{workers:?}");
     assert_eq!(workers[0]["worker_id"], wid.as_str());
@@ -293,22 +272,7 @@ fn a_warm_pool_on_kubernetes() {
     let mut q = start(&standin, &pki, &id, &[&flag]);
     wait_ready_here(&q, 2);
     assert_eq!(members(&api, &id).len(), 2, "not 2N");
-    let results: Vec<Value> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..10)
-            .map(|i| {
-                let (p, q) = (&p, &q);
-                s.spawn(move || {
-                    let c = if i % 2 == 0 { p } else { q };
-                    c.control(json!({"operation": "create", "task": "raced", "template": "warm"}))
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    });
-    let winner = one_winner(&results);
-    let workers = listed(&q);
-    assert_eq!(workers.len(), 1, "{workers:?}");
-    assert_eq!(workers[0]["worker_id"], winner);
+    race_for_one_task(&p, &q);
     wait_members(&api, &id, 2);
     wait_for("two members, one worker and at most its binding", || {
         let live: Vec<Value> = pods(&api)
@@ -326,15 +290,7 @@ fn a_warm_pool_on_kubernetes() {
     wait_ready_here(&p, 2);
 
     // A burst of 2N against a pool of N: N from the pool, N cold, all succeed; then full.
-    let burst: Vec<Value> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..4)
-            .map(|i| {
-                let p = &p;
-                s.spawn(move || create(p, &format!("burst {i}"), "warm"))
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    });
+    let burst = burst(&p, 4);
     let pooled = burst
         .iter()
         .filter(|d| was_pooled(&api, d["worker"]["worker_id"].as_str().unwrap()))
@@ -361,6 +317,25 @@ fn a_warm_pool_on_kubernetes() {
     assert!(was_pooled(
         &api,
         changed["worker"]["worker_id"].as_str().unwrap()
+    ));
+
+    // The pool's calls are the Role's verbs (patch among them), and every pod it sent (members,
+    // bindings, cold workers) validates against the official schemas.
+    let record = pki.dir.join("record");
+    let verbs: std::collections::BTreeSet<String> = std::fs::read_to_string(record.join("verbs"))
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert!(verbs.contains("patch"), "{verbs:?}");
+    let granted: Vec<&str> = crate::k8s_manifests::VERBS.split(',').collect();
+    assert!(
+        verbs.iter().all(|v| granted.contains(&v.as_str())),
+        "{verbs:?} not all in the Role ({granted:?})"
+    );
+    crate::k8s_support::assert_manifests_ok(&crate::k8s_support::check_manifests(
+        &record,
+        crate::k8s_manifests::VERBS,
     ));
 }
 
@@ -437,10 +412,46 @@ fn k8s_bench_pool() {
         reply_data(&p.control(json!({"operation": "stop", "worker_id": w["worker"]["worker_id"]})));
     }
     let (c, w) = (p50(cold), p50(pooled));
+    let ratio = w.as_secs_f64() / c.as_secs_f64();
     eprintln!(
-        "POOL k8s stand-in: pooled create p50 {:.1} ms, cold p50 {:.1} ms (x{:.3}) over {rounds} each",
+        "K8S pool: pooled create p50 {:.1} ms, cold p50 {:.1} ms (x{ratio:.3}) over {rounds} each",
         w.as_secs_f64() * 1000.0,
         c.as_secs_f64() * 1000.0,
-        w.as_secs_f64() / c.as_secs_f64()
+    );
+    eprintln!(
+        "ROW|Kubernetes stand-in: create from the pool, p50 ({rounds} creates, pool 4)|{:.1} ms, ×{ratio:.3} of a cold create ({:.1} ms)|≤ ×0.3",
+        w.as_secs_f64() * 1000.0,
+        c.as_secs_f64() * 1000.0,
+    );
+}
+
+/// `check` for a pooled template asks whether the Role may patch pods and dry-runs a claim's
+/// binding pod; without patch it says so in one line.
+#[test]
+fn check_asks_what_a_k8s_pool_needs() {
+    if !configured() {
+        return;
+    }
+    let pki = Pki::new("k8s-pool-check");
+    let mut standin = Standin::start(&pki, &["--psa", "restricted"]);
+    let dir = test_dir("k8s-pool-check");
+    let file = dir.join("templates.json");
+    write_templates(&file, templates(2, "check"));
+    let mut args = crate::k8s_e2e::flags(&standin, &pki);
+    args.push(format!("-worker-templates-file={}", file.display()));
+    args.push("-worker-image=a2a-echo-worker:dev".into());
+    let (code, out, err) = crate::cli_client::check(&args, &crate::cli_client::CHECK_ENV);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(
+        out.contains("template warm: image a2a-echo-worker:dev: a worker pod passes")
+            && out.contains("may patch pods, and a claim's binding pod passes too"),
+        "{out}"
+    );
+    standin.send("deny patch");
+    let (code, out, err) = crate::cli_client::check(&args, &crate::cli_client::CHECK_ENV);
+    assert_eq!(code, Some(1), "{out}{err}");
+    assert!(
+        err.contains("template warm: FAILED: its pool needs the Role to allow patch pods"),
+        "{err}"
     );
 }

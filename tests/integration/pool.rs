@@ -70,7 +70,7 @@ fn all_containers(socket: &Path, id: &str) -> Vec<String> {
 }
 
 /// Waits until `ok` holds (at most 60 s), saying `what` when it never does.
-fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
+pub fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(60);
     while !ok() {
         assert!(Instant::now() < deadline, "never: {what}");
@@ -89,7 +89,7 @@ fn wait_members(socket: &Path, id: &str, n: usize) -> Vec<(String, String)> {
 }
 
 /// Waits until controller `p` has seen `n` ready members of template `warm` (its metric).
-fn wait_ready_here(p: &Proc, n: usize) {
+pub fn wait_ready_here(p: &Proc, n: usize) {
     let line = format!("a2a_pool_members{{template=\"warm\",state=\"ready\"}} {n}\n");
     wait_for(&format!("{n} ready members seen"), || {
         p.get("/metrics").text().contains(&line)
@@ -103,11 +103,11 @@ fn published(socket: &Path, cid: &str) -> std::net::SocketAddr {
     line.rsplit(" -> ").next().unwrap().parse().unwrap()
 }
 
-fn create(p: &Proc, task: &str, template: &str) -> Value {
+pub fn create(p: &Proc, task: &str, template: &str) -> Value {
     reply_data(&p.control(json!({"operation": "create", "task": task, "template": template})))
 }
 
-fn listed(p: &Proc) -> Vec<Value> {
+pub fn listed(p: &Proc) -> Vec<Value> {
     reply_data(&p.control(json!({"operation": "list"})))["workers"]
         .as_array()
         .unwrap()
@@ -123,6 +123,57 @@ fn was_pooled(socket: &Path, worker_id: &str, id: &str) -> bool {
         "{{.ID}}",
     );
     out.trim().is_empty()
+}
+
+/// The unbound member at `addr`: its card lists the contract, every A2A call and a wrong
+/// activation secret are 401.
+pub fn assert_unbound(addr: std::net::SocketAddr) {
+    let card = request(addr, "GET", "/.well-known/agent-card.json", &[], b"").json();
+    assert_eq!(
+        card["capabilities"]["extensions"][0]["uri"],
+        "urn:a2a-worker-controller:activation:v1"
+    );
+    let rpc = crate::docker_e2e::send_to_worker(&format!("http://{addr}"), Some("guess"), "hi");
+    assert_eq!(rpc.status, 401);
+    let wrong = request(
+        addr,
+        "POST",
+        "/activate",
+        &[("Authorization", "Bearer not-the-secret")],
+        b"{}",
+    );
+    assert_eq!(wrong.status, 401, "a wrong activation secret");
+}
+
+/// Ten creates of one task racing through two controllers of one id (five through each): one
+/// winner, the others told it exists, and one worker listed. The winner's worker id.
+pub fn race_for_one_task(p: &Proc, q: &Proc) -> Value {
+    let results: Vec<Value> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..10)
+            .map(|i| {
+                s.spawn(move || {
+                    let c = if i % 2 == 0 { p } else { q };
+                    c.control(json!({"operation": "create", "task": "raced", "template": "warm"}))
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let winner = one_winner(&results);
+    let workers = listed(q);
+    assert_eq!(workers.len(), 1, "{workers:?}");
+    assert_eq!(workers[0]["worker_id"], winner);
+    winner
+}
+
+/// `n` creates of template `warm` at once through `p` (tasks `burst <i>`); their replies.
+pub fn burst(p: &Proc, n: usize) -> Vec<Value> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..n)
+            .map(|i| s.spawn(move || create(p, &format!("burst {i}"), "warm")))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
 }
 
 fn pooled_templates(image: &str, pool: u32, env: &str) -> Value {
@@ -154,21 +205,7 @@ fn a_warm_pool_on_the_real_engine() {
     // Before activation: the card (listing the contract), 401 for the rest, and nothing
     // secret in the engine.
     let addr = published(&socket, &first[0].0);
-    let card = request(addr, "GET", "/.well-known/agent-card.json", &[], b"").json();
-    assert_eq!(
-        card["capabilities"]["extensions"][0]["uri"],
-        "urn:a2a-worker-controller:activation:v1"
-    );
-    let rpc = crate::docker_e2e::send_to_worker(&format!("http://{addr}"), Some("guess"), "hi");
-    assert_eq!(rpc.status, 401);
-    let wrong = request(
-        addr,
-        "POST",
-        "/activate",
-        &[("Authorization", "Bearer not-the-secret")],
-        b"{}",
-    );
-    assert_eq!(wrong.status, 401, "a wrong activation secret");
+    assert_unbound(addr);
     let inspect = docker_cli(&socket, &["inspect", &first[0].0], None);
     assert!(inspect.contains("A2A_ACTIVATION_SHA256="), "{inspect}");
     for word in ["INTERACTIVE_AUTH_TOKEN", "ANTHROPIC_AUTH_TOKEN", TOKEN] {
@@ -275,22 +312,7 @@ fn a_warm_pool_on_the_real_engine() {
     let mut q = Proc::start(&socket, &id, &[&flag]);
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(members(&socket, &id).len(), 2, "not 2N");
-    let results: Vec<Value> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..10)
-            .map(|i| {
-                let (p, q) = (&p, &q);
-                s.spawn(move || {
-                    let c = if i % 2 == 0 { p } else { q };
-                    c.control(json!({"operation": "create", "task": "raced", "template": "warm"}))
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    });
-    let winner = one_winner(&results);
-    let workers = listed(&q);
-    assert_eq!(workers.len(), 1, "{workers:?}");
-    assert_eq!(workers[0]["worker_id"], winner);
+    race_for_one_task(&p, &q);
     wait_members(&socket, &id, 2);
     assert_eq!(
         all_containers(&socket, &id).len(),
@@ -303,15 +325,7 @@ fn a_warm_pool_on_the_real_engine() {
     wait_ready_here(&p, 2);
 
     // A burst of 2N against a pool of N: N from the pool, N cold, all succeed; then full.
-    let burst: Vec<Value> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..4)
-            .map(|i| {
-                let p = &p;
-                s.spawn(move || create(p, &format!("burst {i}"), "warm"))
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    });
+    let burst = burst(&p, 4);
     let pooled = burst
         .iter()
         .filter(|d| was_pooled(&socket, d["worker"]["worker_id"].as_str().unwrap(), &id))

@@ -110,6 +110,11 @@ def main(manifest_dir, pod_dir, verbs):
             check(pod["metadata"]["labels"].get(OWNER) == controller_id,
                   f"{os.path.basename(path)}: the claim is not owned by {controller_id}")
             continue
+        if "a2a-worker-controller/binding" in pod["metadata"].get("labels", {}):
+            # a warm pool claim's binding: owned, never scheduled, so it needs no DNS name
+            check(pod["metadata"]["labels"].get(OWNER) and pod["spec"].get("schedulingGates"),
+                  f"{os.path.basename(path)}: a binding pod must be owned and gated")
+            continue
         check(pod["spec"]["subdomain"] == worker_service,
               f"{os.path.basename(path)}: subdomain is not the worker Service")
 

@@ -32,7 +32,6 @@ use crate::backend::{
     worker_env, Activation, BackendError, BackendKind, ClaimError, CreateSpec, MemberSpec,
     MemberState, PoolMember, Template, Worker, WorkerState,
 };
-use crate::time::rfc3339_secs;
 
 /// A claimed member's binding: which member (and nonce) it binds, and the worker it makes.
 pub(super) struct Binding {
@@ -223,15 +222,7 @@ impl DockerBackend {
             }
             self.wait_ready(&id, &url, t)?;
             let base = self.reach(&id, t, &url)?;
-            match members::member_card(&members::agent(std::time::Duration::from_secs(2)), &base) {
-                Ok(true) => Ok(()),
-                Ok(false) => Err(BackendError::Internal(format!(
-                    "image {} does not speak the activation contract: its card lists no {} extension, so it cannot be pooled",
-                    t.image,
-                    members::ACTIVATION_EXTENSION
-                ))),
-                Err(why) => Err(BackendError::NotReady(format!("its card: {why}"))),
-            }
+            members::check_member(&base, &t.image)
         });
         if let Err(e) = started {
             self.remove_quietly(&id);
@@ -332,6 +323,19 @@ impl DockerBackend {
         if there.is_some() {
             return Err(ClaimError::Task(self.existing(&target)));
         }
+        // The pool's list may be a second old: a member another replica took (renamed) or
+        // removed meanwhile is passed over at once, not activated until the deadline.
+        let current = self
+            .engine
+            .inspect(&member.id)
+            .map_err(|e| ClaimError::Task(engine_error(e)))?;
+        let unclaimed = current.is_some_and(|i| {
+            i.name.trim_start_matches('/') == member.name
+                && i.state.as_ref().is_some_and(|s| s.running)
+        });
+        if !unclaimed {
+            return Err(ClaimError::Lost);
+        }
         // 1. The activation, which the member takes once: of claims racing for it (from any
         //    replica) one is answered 200, the others 409 (lost: they try another).
         let base = match &t.network {
@@ -381,20 +385,12 @@ impl DockerBackend {
             }));
         }
         spec.progress.step("ready");
-        Ok(Worker {
+        Ok(members::claimed_worker(
+            BackendKind::Docker,
+            member,
+            spec,
             a2a_url,
-            ..Worker::new(
-                BackendKind::Docker,
-                &spec.worker_id,
-                &spec.task,
-                WorkerState::Running,
-                rfc3339_secs(member.created_ms / 1000),
-            )
-            .expiring(spec.expires_at)
-            .tagged(spec.metadata.clone())
-            .scoped(spec.scope.clone())
-            .templated(t.name.clone())
-        })
+        ))
     }
 
     /// Removes an unclaimed member by its name (if a claim renamed it meanwhile, it is that

@@ -35,7 +35,6 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use self::api::{Api, ApiConfig, ApiError, ConfigError, Method, Reason};
-use self::pool::Holder;
 use self::refusals::{api_error, create_error};
 use self::status::{Pod, Progress};
 use super::api_call::percent_encode;
@@ -299,21 +298,21 @@ impl K8sBackend {
             }
             let holder = match self.get(name)? {
                 Some(old) => self.holder(name, old)?,
-                None => Holder::Freed,
+                None => pool::Holder::Freed,
             };
             let (pod, uid, reason, previous, binding) = match holder {
                 // It went between the two calls (or held nothing): try again, once.
-                Holder::Freed if waited => {
+                pool::Holder::Freed if waited => {
                     return Err(BackendError::Internal(format!(
                         "pod {name} was being created or deleted by someone else while this create ran; try again"
                     )));
                 }
-                Holder::Freed => {
+                pool::Holder::Freed => {
                     waited = true;
                     continue;
                 }
-                holder @ Holder::Claiming { .. } => return Err(holder.exists()),
-                Holder::Worker {
+                holder @ pool::Holder::Claiming { .. } => return Err(holder.exists()),
+                pool::Holder::Worker {
                     pod,
                     uid,
                     reason,
@@ -740,11 +739,34 @@ impl Backend for K8sBackend {
                 }
             }
         }
+        if template.pool > 0 {
+            match self.may("patch", "pods", "") {
+                Ok((true, _)) => {}
+                Ok((false, why)) => {
+                    return Finding::failed(format!(
+                    "its pool needs the Role to allow patch pods (a claim labels its member){why}"
+                ))
+                }
+                Err(e) => {
+                    return Finding::failed(format!("cannot ask whether it may patch pods: {e}"))
+                }
+            }
+            if let Err(e) = self.dry_run_binding(template) {
+                return Finding::failed(format!(
+                    "the dry run of a pool claim's binding pod was refused: {e}"
+                ));
+            }
+        }
         match self.dry_run(template) {
             Ok(name) => Finding::ok(format!(
-                "image {}: a worker pod passes validation and admission (dry run of {name}: nothing created){}",
+                "image {}: a worker pod passes validation and admission (dry run of {name}: nothing created){}{}",
                 template.image,
-                if template.workspace.is_some() { "; may keep its workspace claims" } else { "" }
+                if template.workspace.is_some() { "; may keep its workspace claims" } else { "" },
+                if template.pool > 0 {
+                    "; may patch pods, and a claim's binding pod passes too (whether the image speaks the activation contract is asked of each member's card: the API cannot read image labels)"
+                } else {
+                    ""
+                }
             )),
             Err(e) => Finding::failed(format!("the dry run of a worker pod was refused: {e}")),
         }

@@ -518,6 +518,66 @@ mod tests {
     }
 
     #[test]
+    fn a_member_pod_carries_a_members_labels_and_a_binding_is_gated() {
+        let (worker, k8s) = settings();
+        let env = vec![("A2A_POOL_MEMBER".to_string(), "ctl-pool-w-1-0".to_string())];
+        let member = labels::MemberLabels {
+            member: "ctl-pool-w-1-0".into(),
+            template: "w".into(),
+            revision: "r1".into(),
+            key_id: "k1".into(),
+            nonce: "n1".into(),
+        };
+        let p = member_manifest(
+            &PodInputs {
+                name: "ctl-pool-w-1-0-abcdef",
+                namespace: "workers",
+                controller_id: "ctl",
+                worker_id: "",
+                task: "",
+                scope: "",
+                expires_at: None,
+                metadata: &Default::default(),
+                env: &env,
+                worker: &worker,
+                k8s: &k8s,
+                pod_template: None,
+                workspace_claim: None,
+            },
+            &member,
+        );
+        let l = &p["metadata"]["labels"];
+        assert_eq!(l[labels::OWNER], "ctl");
+        assert_eq!(l[labels::MEMBER], "ctl-pool-w-1-0");
+        assert_eq!(l[labels::NONCE], "n1");
+        for key in [labels::WORKER_ID, labels::TASK, labels::SCOPE] {
+            assert!(l.get(key).is_none(), "{key} on a member: {l}");
+        }
+        assert!(p["metadata"]["annotations"].get(labels::TASK).is_none());
+        assert_eq!(p["spec"]["hostname"], "ctl-pool-w-1-0-abcdef");
+
+        let b = binding_manifest(
+            "ctl-task-1",
+            "workers",
+            "ctl",
+            ("m", "uid-1"),
+            "w1",
+            "img:1",
+        );
+        assert_eq!(b["metadata"]["labels"][labels::BINDING], "m");
+        assert!(
+            b["metadata"]["labels"].get(labels::WORKER_ID).is_none(),
+            "never listed"
+        );
+        assert_eq!(b["metadata"]["annotations"][labels::WORKER_ID], "w1");
+        assert_eq!(b["metadata"]["ownerReferences"][0]["uid"], "uid-1");
+        assert_eq!(b["spec"]["schedulingGates"][0]["name"], BINDING_GATE);
+        let c = &b["spec"]["containers"][0];
+        assert_eq!(c["securityContext"]["capabilities"]["drop"][0], "ALL");
+        assert_eq!(c["resources"]["limits"]["memory"], "1Mi");
+    }
+
+    #[test]
     fn templates_that_would_escape_are_refused() {
         for (bad, why) in [
             (json!([]), "object"),

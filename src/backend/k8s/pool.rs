@@ -27,7 +27,7 @@
 //! by the garbage collector (its owner reference), by the next create of its task, and by the
 //! pool's sweep.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde_json::{json, Value};
 
@@ -42,7 +42,7 @@ use crate::backend::{
     worker_env, Activation, BackendError, BackendKind, ClaimError, CreateSpec, MemberSpec,
     MemberState, PoolMember, Worker, WorkerState,
 };
-use crate::time::{parse_rfc3339_millis, rfc3339_secs};
+use crate::time::parse_rfc3339_millis;
 
 /// The pod name of slot `slot`'s member with nonce `nonce` (at most 61 characters: a slot's
 /// name has at most 54).
@@ -361,15 +361,7 @@ impl K8sBackend {
         if address.is_empty() {
             return Err(BackendError::NotReady("the member's pod has no IP".into()));
         }
-        match members::member_card(&members::agent(Duration::from_secs(2)), &address) {
-            Ok(true) => Ok(()),
-            Ok(false) => Err(BackendError::Internal(format!(
-                "image {} does not speak the activation contract: its card lists no {} extension, so it cannot be pooled",
-                m.template.image,
-                members::ACTIVATION_EXTENSION
-            ))),
-            Err(why) => Err(BackendError::NotReady(format!("its card: {why}"))),
-        }
+        members::check_member(&address, &m.template.image)
     }
 
     pub(super) fn claim_pool_member(
@@ -513,20 +505,38 @@ impl K8sBackend {
             });
         }
         spec.progress.step("ready");
-        Ok(Worker {
+        Ok(members::claimed_worker(
+            BackendKind::K8s,
+            member,
+            spec,
             a2a_url,
-            ..Worker::new(
-                BackendKind::K8s,
-                &spec.worker_id,
-                &spec.task,
-                WorkerState::Running,
-                rfc3339_secs(member.created_ms / 1000),
-            )
-            .expiring(spec.expires_at)
-            .tagged(spec.metadata.clone())
-            .scoped(spec.scope.clone())
-            .templated(t.name.clone())
-        })
+        ))
+    }
+
+    /// A claim's binding pod for template `t`, sent as a dry run (nothing is created): what
+    /// `check` asks, so a quota or an admission policy that would refuse it is found there.
+    pub(super) fn dry_run_binding(&self, t: &crate::backend::Template) -> Result<(), BackendError> {
+        let suffix = crate::token::random_hex(4).map_err(|e| {
+            BackendError::Internal(format!("the system random generator failed: {e}"))
+        })?;
+        let name = labels::pod_name(
+            &self.controller_id,
+            crate::backend::ADMIN_SCOPE,
+            &format!("a2a-check-{suffix}"),
+        );
+        let body = pod::binding_manifest(
+            &name,
+            &self.namespace,
+            &self.controller_id,
+            ("a2a-check-member", "00000000-0000-0000-0000-000000000000"),
+            "dryrun",
+            &t.image,
+        );
+        let path = format!("{}?dryRun=All&fieldValidation=Strict", self.pods_path());
+        self.api
+            .call(Method::Post, &path, Some(&body))
+            .map(|_| ())
+            .map_err(|e| create_error(e, false))
     }
 
     /// Removes a member a claim took but could not bind (its token was never handed out).
