@@ -141,7 +141,7 @@ fn kubernetes_keeps_a_warm_pool() {
     let file = dir.join("templates.json");
     write_templates(&file, templates(2, "one"));
     let flag = format!("-worker-templates-file={}", file.display());
-    let mut p = start(&standin, &pki, &id, &[&flag]);
+    let mut p = start(&standin, &pki, &id, &[&flag, "-reap-interval=1s"]);
 
     // Two member pods, started and unbound: never listed as workers.
     let first = wait_members(&api, &id, 2);
@@ -318,6 +318,28 @@ fn kubernetes_keeps_a_warm_pool() {
         &api,
         changed["worker"]["worker_id"].as_str().unwrap()
     ));
+
+    // A pooled worker's TTL is kept like a cold one's: reaped, its binding with it.
+    wait_ready_here(&p, 2);
+    let short =
+        reply_data(&p.control(
+            json!({"operation": "create", "task": "short", "template": "warm", "ttl": "2s"}),
+        ));
+    let short_id = short["worker"]["worker_id"].as_str().unwrap().to_string();
+    assert!(was_pooled(&api, &short_id));
+    assert!(!short["worker"]["expires_at"]
+        .as_str()
+        .unwrap_or("")
+        .is_empty());
+    let short_binding = pod_name(&id, "admin", "short");
+    wait_for(
+        "the pooled worker reaped at its TTL, with its binding",
+        || {
+            pods(&api).iter().all(|p| {
+                label(p, WORKER_ID) != Some(short_id.as_str()) && name_of(p) != short_binding
+            })
+        },
+    );
 
     // The pool's calls are the Role's verbs (patch among them), and every pod it sent (members,
     // bindings, cold workers) validates against the official schemas.
