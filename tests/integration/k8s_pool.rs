@@ -7,8 +7,10 @@
 //! worker, and after a stop waits for it to go; an empty pool falls back to cold creates; a
 //! member deleted by hand is replaced; a restart adopts the members it finds; two controllers
 //! of one id keep N members between them and ten racing creates of one task make one worker;
-//! a template change drains the members; a member that never answers its activation is
-//! removed. `k8s_bench_pool` (scripts/bench.sh) measures pooled against cold creates.
+//! a template change drains the members; a pooled worker's TTL is kept; a member that never
+//! answers its activation is removed; an image without the contract keeps no members; `check`
+//! asks what a pool needs. `k8s_bench_pool` (scripts/bench.sh) measures pooled against cold
+//! creates.
 
 use std::time::{Duration, Instant};
 
@@ -476,4 +478,40 @@ fn check_asks_what_a_k8s_pool_needs() {
         err.contains("template warm: FAILED: its pool needs the Role to allow patch pods"),
         "{err}"
     );
+}
+
+/// An image that does not speak the activation contract (the Kubernetes API cannot read image
+/// labels, so each member's card is asked): its member is removed, the log says why once, the
+/// pool backs off, and creates are made cold.
+#[test]
+fn a_k8s_image_without_the_contract_keeps_no_members() {
+    if !configured() {
+        return;
+    }
+    let pki = Pki::new("k8s-pool-plain");
+    let standin = running_standin(&pki);
+    let api = api(&standin, &pki);
+    let id = controller_id("k8s-pool-plain");
+    let dir = test_dir("k8s-pool-plain");
+    let file = dir.join("templates.json");
+    write_templates(
+        &file,
+        json!({"warm": {"image": "a2a-echo-worker:no-contract", "pool": 1}}),
+    );
+    let flag = format!("-worker-templates-file={}", file.display());
+    let p = start(&standin, &pki, &id, &[&flag]);
+    wait_for("the member refused", || {
+        p.log_text()
+            .contains("image a2a-echo-worker:no-contract does not speak the activation contract")
+    });
+    let made = create(&p, "plain", "warm");
+    let wid = made["worker"]["worker_id"].as_str().unwrap();
+    assert!(!was_pooled(&api, wid), "made cold");
+    let log = p.log_text();
+    assert_eq!(
+        log.matches("a member could not be started").count(),
+        1,
+        "said once while it backs off:\n{log}"
+    );
+    assert!(members(&api, &id).is_empty());
 }

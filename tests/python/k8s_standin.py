@@ -38,7 +38,7 @@ What it mimics, and from where:
 | delete `preconditions.resourceVersion` mismatch: 409 `Conflict` `the ResourceVersion in the precondition (A) does not match the ResourceVersion in record (B). The object might have been modified` | the real kube-apiserver 1.36.2, 2026-12-02 (issue 31's run) |
 | `spec.schedulingGates`: the pod is stored with `PodScheduled=False` reason `SchedulingGated` (message `Scheduling is blocked due to non-empty scheduling gates`) and never scheduled; gate names must be qualified names; nodeName set with gates is 422 | registry/core/pod/strategy.go, core/validation; the real server stored a binding pod so (2026-12-02) |
 | the garbage collector: a pod whose `ownerReferences` name a pod (by uid) that is gone is deleted in the background | kube-controller-manager garbagecollector (the real one removed a binding 0.1 s after its member, 2026-12-02) |
-| --run-workers PATH: the kubelet runs each bound pod as a real process of PATH with its container's environment, listening on a loopback address of its own (`LISTEN=127.0.N.M:port`, the pod's `podIP`); Ready when its readiness probe's httpGet answers 200; a process that exits ends the container (exit code, phase Failed or Succeeded); a deletion sends SIGTERM and is confirmed when the process has exited (SIGKILL after the grace period) | a real kubelet's pod lifecycle (rec node/s29-*.json) |
+| --run-workers PATH: the kubelet runs each bound pod as a real process of PATH with its container's environment, listening on a loopback address of its own (`LISTEN=127.0.N.M:port`, the pod's `podIP`); Ready when its readiness probe's httpGet answers 200; an image named `...no-contract...` runs it as a plain worker that ignores a pool member's variables (an image without the activation contract); a process that exits ends the container (exit code, phase Failed or Succeeded); a deletion sends SIGTERM and is confirmed when the process has exited (SIGKILL after the grace period) | a real kubelet's pod lifecycle (rec node/s29-*.json) |
 | persistentvolumeclaims: create 201 (the `kubernetes.io/pvc-protection` finalizer, `volumeMode: Filesystem`, phase Pending), 409 `persistentvolumeclaims "x" already exists` (`object is being deleted: ...` while it goes), 422 without `spec.resources[storage]` or access modes, 400 strict decoding error; get / list by label; merge patch (415 `Unsupported Media Type` for another patch type); delete: a claim a pod uses stays with `deletionTimestamp` until no pod uses it, then 404 | rec s30-workspace-claims.txt |
 | a provisioner (as a default StorageClass's, e.g. k3s local-path) binds a new claim on the next tick (phase Bound, capacity = request); `claims no-provisioner` leaves them Pending. The scheduler keeps a pod whose claim is missing (`0/1 nodes are available: persistentvolumeclaim "x" not found. not found`) or unbound (`... pod has unbound immediate PersistentVolumeClaims. not found`) Unschedulable | rec s30-workspace-claims.txt |
 
@@ -385,6 +385,13 @@ class Store:
         ip = self.free_address(port)
         env = {e["name"]: e.get("value", "") for e in c.get("env") or [] if e.get("name")}
         env["LISTEN"] = f"{ip}:{port}"
+        if "no-contract" in c.get("image", ""):
+            # an image that does not speak the activation contract: it ignores a member's
+            # variables and serves as a plain worker
+            for k in ("A2A_POOL_MEMBER", "A2A_ACTIVATION_SHA256"):
+                env.pop(k, None)
+            env.setdefault("A2A_PUBLIC_URL", f"http://{ip}:{port}")
+            env.setdefault("INTERACTIVE_AUTH_TOKEN", "no-contract-" + md["uid"])
         proc = subprocess.Popen([self.opts.run_workers] + list(c.get("args") or []), env=env,
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                 preexec_fn=die_with_parent)
