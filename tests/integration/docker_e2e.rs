@@ -9,6 +9,13 @@ use serde_json::{json, Value};
 use crate::docker_support::*;
 use crate::support::{control_error, env_or_skip, reply_data, request, Controls};
 
+fn worker_list(p: &Proc) -> Vec<Value> {
+    reply_data(&p.control(json!({"operation": "list"})))["workers"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
 fn worker_ids(p: &Proc) -> Vec<String> {
     let data = reply_data(&p.control(json!({"operation": "list"})));
     data["workers"]
@@ -1070,4 +1077,57 @@ fn callers_and_scopes_on_the_real_engine() {
     }
     assert!(p.log_text().contains("reaper: stopped worker"));
     assert_eq!(p.terminate(), Some(0));
+}
+
+/// Issue 32: `list` keeps what it inspected of an ended worker while the engine lists it the
+/// same way, and never longer: a worker killed shows its exit code, started again by hand it
+/// runs, ended again by other means it shows the new code, and removed by hand it is gone.
+#[test]
+fn a_list_of_ended_workers_is_never_stale() {
+    let Some(socket) = docker_socket() else {
+        return;
+    };
+    let id = controller_id("records");
+    let cleanup = Cleanup::new(&socket, &id);
+    let p = Proc::start(&socket, &id, &[]);
+    let made = reply_data(&p.control(json!({"operation": "create", "task": "ends"})));
+    crate::secrets::remember(made["token"].as_str().unwrap());
+    let container = cleanup.owned()[0].id.clone();
+    let only = |p: &Proc| {
+        let all = worker_list(p);
+        assert_eq!(all.len(), 1, "{all:?}");
+        (
+            all[0]["state"].as_str().unwrap().to_string(),
+            all[0]["reason"].as_str().unwrap().to_string(),
+        )
+    };
+    let wait_state = |want: &str| {
+        let until = Instant::now() + Duration::from_secs(20);
+        loop {
+            let seen = only(&p);
+            if seen.0 == want {
+                return seen;
+            }
+            assert!(Instant::now() < until, "never {want}: {seen:?}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    cleanup.engine.kill(&container, "KILL").unwrap();
+    let (_, reason) = wait_state("exited");
+    assert!(reason.contains("137"), "{reason}");
+    assert_eq!(
+        only(&p).1,
+        reason,
+        "the same while the engine lists it the same"
+    );
+    cleanup.engine.start(&container).unwrap();
+    wait_state("running");
+    cleanup.engine.kill(&container, "INT").unwrap();
+    let (_, reason) = wait_state("exited");
+    assert!(
+        !reason.contains("137"),
+        "a new end, inspected anew: {reason}"
+    );
+    cleanup.engine.remove(&container).unwrap();
+    assert!(worker_list(&p).is_empty());
 }

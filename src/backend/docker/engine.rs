@@ -73,6 +73,9 @@ pub struct Summary<'a> {
     pub labels: Option<Ours>,
     #[serde(rename = "State", borrow)]
     pub state: Cow<'a, str>,
+    /// `Exited (137) 5 minutes ago`, `Up 2 hours`: the engine's words for its state.
+    #[serde(rename = "Status", borrow)]
+    pub status: Cow<'a, str>,
     #[serde(rename = "Created")]
     pub created: i64,
     #[serde(rename = "Ports", borrow)]

@@ -42,6 +42,37 @@ pub struct DockerBackend {
     probe: Probe,
     /// The time of the last engine event followed (Unix seconds): a reconnect asks from it.
     events_since: std::sync::Mutex<Option<i64>>,
+    /// What an inspect said of a listed container that is not running (or shows no port), by
+    /// container id, kept while the list shows it the same way ([`seen_as`]): a list of many
+    /// exited workers inspects each once, not every time.
+    records: std::sync::Mutex<std::collections::HashMap<String, Record>>,
+}
+
+/// A container's inspected reason and port, and how the list showed it then.
+#[derive(Debug, Clone)]
+struct Record {
+    seen_as: String,
+    reason: String,
+    port: Option<(u16, Option<u16>)>,
+}
+
+/// How a list shows a container, as far as an inspect of it could differ: its state and, for
+/// one that ended, its exit code (`exited|Exited (137)`; the rest of the engine's words is the
+/// time since, which changes by itself). A container started again shows `running` in between,
+/// so its next end is inspected anew, unless both its run and its end fell between two lists
+/// and it ended with the same code again (then the reason kept may say OOM when it was not, or
+/// the other way round; the state is always the list's own).
+fn seen_as(state: &str, status: &str) -> String {
+    match state {
+        "running" => state.to_string(),
+        _ => {
+            let head = match status.find(')') {
+                Some(end) => &status[..=end],
+                None => status,
+            };
+            format!("{state}|{head}")
+        }
+    }
 }
 
 /// How long one `/events` call runs before it is made again (a quiet stream has no
@@ -64,6 +95,7 @@ impl DockerBackend {
             anthropic_auth_token,
             probe: Probe::new(ready_timeout),
             events_since: std::sync::Mutex::new(None),
+            records: std::sync::Mutex::new(std::collections::HashMap::new()),
         }
     }
 
@@ -293,6 +325,41 @@ impl DockerBackend {
         }
     }
 
+    /// The inspected reason and port of listed container `c`: kept from an earlier list that
+    /// showed it the same way, else inspected now (and kept).
+    fn record(&self, c: &Summary) -> Result<Record, BackendError> {
+        let seen = seen_as(&c.state, &c.status);
+        let records = || self.records.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(r) = records().get(c.id.as_ref()).filter(|r| r.seen_as == seen) {
+            return Ok(r.clone());
+        }
+        let record = match self.engine.inspect(&c.id).map_err(engine_error)? {
+            Some(i) => Record {
+                seen_as: seen,
+                reason: i.state.as_ref().and_then(exit_reason).unwrap_or_default(),
+                port: recorded_port(&i),
+            },
+            // Gone since the list: nothing to keep.
+            None => {
+                return Ok(Record {
+                    seen_as: seen,
+                    reason: String::new(),
+                    port: None,
+                })
+            }
+        };
+        records().insert(c.id.to_string(), record.clone());
+        Ok(record)
+    }
+
+    /// Forgets the records of containers a whole list no longer shows.
+    fn keep_records_of(&self, listed: &std::collections::HashSet<String>) {
+        self.records
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|id, _| listed.contains(id));
+    }
+
     /// A listed container as the worker `owned` (its labels, or its binding's) says.
     fn worker_from(&self, c: &Summary, owned: labels::Owned) -> Result<Worker, BackendError> {
         let name = c.name();
@@ -303,10 +370,9 @@ impl DockerBackend {
         let mut reason = String::new();
         let mut port = listed.map(|p| (p.private_port, p.public_port));
         if state != WorkerState::Running || listed.is_none() {
-            if let Some(i) = self.engine.inspect(&c.id).map_err(engine_error)? {
-                reason = i.state.as_ref().and_then(exit_reason).unwrap_or_default();
-                port = port.or_else(|| recorded_port(&i));
-            }
+            let record = self.record(c)?;
+            reason = record.reason;
+            port = port.or(record.port);
         }
         let (port, host_port) = port.unwrap_or((self.container.port, None));
         let created_at = rfc3339_secs(c.created.max(0) as u64);
@@ -432,6 +498,8 @@ impl Backend for DockerBackend {
             .list(&labels::owner_selector(&self.controller_id))
             .map_err(engine_error)?;
         let mut containers = listing.containers().map_err(engine_error)?;
+        let listed: std::collections::HashSet<String> =
+            containers.iter().map(|c| c.id.to_string()).collect();
         let mut workers = Vec::with_capacity(containers.len());
         let mut bindings = None;
         for c in &mut containers {
@@ -448,6 +516,7 @@ impl Backend for DockerBackend {
                 workers.push((c.created, c.name(), w));
             }
         }
+        self.keep_records_of(&listed);
         workers.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
         Ok(workers.into_iter().map(|(_, _, w)| w).collect())
     }
@@ -748,6 +817,19 @@ mod tests {
             oom_killed: oom,
             error: String::new(),
         }
+    }
+
+    #[test]
+    fn a_record_is_kept_while_the_list_shows_the_same_end() {
+        let a = seen_as("exited", "Exited (137) 5 seconds ago");
+        assert_eq!(a, "exited|Exited (137)");
+        assert_eq!(a, seen_as("exited", "Exited (137) 2 hours ago"));
+        assert_ne!(a, seen_as("exited", "Exited (0) 2 hours ago"));
+        assert_eq!(
+            seen_as("running", "Up 3 minutes"),
+            seen_as("running", "Up 2 hours")
+        );
+        assert_ne!(seen_as("created", "Created"), seen_as("exited", "Created"));
     }
 
     #[test]
