@@ -223,8 +223,14 @@ impl Pool {
         }
         let revision = revision(&spec.template);
         // At most as many members as the pool holds are tried (members started meanwhile
-        // are for later creates): a template whose members all fail is made cold.
-        for _ in 0..spec.template.pool {
+        // are for later creates): a template whose members all fail is made cold. A member
+        // found lost (another replica claimed it, someone removed it) costs one look, not a
+        // try: this replica's view of the pool was a second old, the next member may be free.
+        let mut tries = 0;
+        for _ in 0..spec.template.pool.saturating_mul(4) {
+            if tries == spec.template.pool {
+                break;
+            }
             let member = {
                 let mut shared = self.lock();
                 let ready = shared.ready.get_mut(&spec.template.name)?;
@@ -257,6 +263,7 @@ impl Pool {
                     continue;
                 }
                 Err(ClaimError::Broken(why)) => {
+                    tries += 1;
                     log::warn!(
                         "pool of template {}: a member could not be bound and was removed: {why}",
                         spec.template.name

@@ -120,12 +120,12 @@ struct State {
     running: bool,
     /// A thread follows the engine's change stream.
     following: bool,
-    /// Look once more shortly after a poke: an engine tells of a change (Docker's `die`)
-    /// a moment before its list shows it.
+    /// Look once more shortly: a poked look found no change (an engine may tell of one a
+    /// moment before its list shows it).
     settle: bool,
 }
 
-/// How soon after a poke the source looks once more.
+/// How soon the source looks once more after a poked look that found no change.
 const SETTLE: Duration = Duration::from_millis(150);
 
 pub struct Hub {
@@ -302,24 +302,29 @@ impl Hub {
                     .unwrap_or_else(|p| p.into_inner());
                 state = s;
             }
-            // A poked look is followed by one more, a moment later; that one by none.
-            state.settle = state.poked;
-            state.poked = false;
-            if let Err(why) = self.refresh(&mut state) {
-                log::debug!("watch: the workers cannot be listed now: {why}");
-            }
+            // A poked look that found no change is followed by one more, a moment later.
+            let poked = std::mem::take(&mut state.poked);
+            let found = match self.refresh(&mut state) {
+                Ok(n) => n,
+                Err(why) => {
+                    log::debug!("watch: the workers cannot be listed now: {why}");
+                    0
+                }
+            };
+            state.settle = poked && found == 0;
         }
     }
 
-    /// Lists the workers and tells every watcher what changed since the last list.
-    fn refresh(&self, state: &mut State) -> Result<(), String> {
+    /// Lists the workers and tells every watcher what changed since the last list; how many
+    /// changes.
+    fn refresh(&self, state: &mut State) -> Result<usize, String> {
         let listed = self.backend.list().map_err(|e| e.to_string())?;
         let now: BTreeMap<String, Worker> = listed
             .into_iter()
             .map(|w| (w.worker_id.clone(), w))
             .collect();
         let Some(before) = state.known.replace(now.clone()) else {
-            return Ok(());
+            return Ok(0);
         };
         state.reasons.retain(|_, (_, at)| at.elapsed() < REASON_TTL);
         let mut events = Vec::new();
@@ -342,6 +347,7 @@ impl Hub {
                 events.push(Event::new("removed", Some(w.clone()), reason));
             }
         }
+        let found = events.len();
         for event in events {
             for watcher in &state.watchers {
                 let relevant = event
@@ -364,7 +370,7 @@ impl Hub {
         }
         // A cut-off watcher's sender goes, so its reader sees the end after the backlog.
         state.watchers.retain(|w| !w.ended());
-        Ok(())
+        Ok(found)
     }
 }
 

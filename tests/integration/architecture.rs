@@ -51,6 +51,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "backend::docker::unix_socket",
             "backend::docker::workspace",
             "backend::docker::pool",
+            "backend::docker::ended",
             "backend::k8s",
             "backend::k8s::api",
             "backend::k8s::pod",

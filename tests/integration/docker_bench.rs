@@ -561,8 +561,13 @@ fn docker_bench_watch() {
             });
         });
         std::thread::sleep(Duration::from_millis(200));
+        // The kill is sent from another thread: the engine answers it only once it has
+        // handled the exit, which is later than its `die` and the watcher's event.
         let killed = Instant::now();
-        cleanup.engine.kill(&container, "KILL").unwrap();
+        let killer = {
+            let engine = Engine::new(socket.clone());
+            std::thread::spawn(move || engine.kill(&container, "KILL").unwrap())
+        };
         loop {
             let e = first.event().unwrap();
             if e["worker"]["state"] == "exited" {
@@ -574,6 +579,7 @@ fn docker_bench_watch() {
             engine.push(at - killed);
         }
         let _ = reader.join();
+        killer.join().unwrap();
         p.control(json!({"operation": "stop", "worker_id": cleanup_worker(&p)}));
         while first.event().unwrap()["type"] != "removed" {}
     }
@@ -591,7 +597,7 @@ fn docker_bench_watch() {
             ms(engine),
             ms(ours) - ms(engine)
         ),
-        "≤ 1 s",
+        "≤ +50 ms",
     );
 }
 

@@ -321,7 +321,11 @@ fn a_warm_pool_on_the_real_engine() {
     );
     q.terminate();
     drop(q);
-    // This controller has seen the members the other one started.
+    // This controller has seen the members the other one started, in a look that began
+    // after the other one went (an earlier look may still count a member the other one
+    // claimed in the race: this one would find it lost at claim and make that create cold).
+    wait_ready_here(&p, 2);
+    std::thread::sleep(Duration::from_millis(2500));
     wait_ready_here(&p, 2);
 
     // A burst of 2N against a pool of N: N from the pool, N cold, all succeed; then full.

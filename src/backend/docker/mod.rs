@@ -7,6 +7,7 @@
 //! - `workspace`: task workspaces as named volumes;
 //! - `pool`: warm pools (members, claims through a binding and a rename).
 
+mod ended;
 pub(crate) mod engine;
 mod pool;
 mod unix_socket;
@@ -46,6 +47,8 @@ pub struct DockerBackend {
     /// container id, kept while the list shows it the same way ([`seen_as`]): a list of many
     /// exited workers inspects each once, not every time.
     records: std::sync::Mutex<std::collections::HashMap<String, Record>>,
+    /// Containers whose `die` came lately: a list inspects them rather than trust its state.
+    ended: ended::Ended,
 }
 
 /// A container's inspected reason and port, and how the list showed it then.
@@ -96,6 +99,7 @@ impl DockerBackend {
             probe: Probe::new(ready_timeout),
             events_since: std::sync::Mutex::new(None),
             records: std::sync::Mutex::new(std::collections::HashMap::new()),
+            ended: ended::Ended::default(),
         }
     }
 
@@ -329,8 +333,11 @@ impl DockerBackend {
     /// showed it the same way, else inspected now (and kept).
     fn record(&self, c: &Summary) -> Result<Record, BackendError> {
         let seen = seen_as(&c.state, &c.status);
-        let records = || self.records.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(r) = records().get(c.id.as_ref()).filter(|r| r.seen_as == seen) {
+        if let Some(r) = self
+            .records()
+            .get(c.id.as_ref())
+            .filter(|r| r.seen_as == seen)
+        {
             return Ok(r.clone());
         }
         let record = match self.engine.inspect(&c.id).map_err(engine_error)? {
@@ -348,8 +355,39 @@ impl DockerBackend {
                 })
             }
         };
-        records().insert(c.id.to_string(), record.clone());
+        self.records().insert(c.id.to_string(), record.clone());
         Ok(record)
+    }
+
+    /// Listed container `c`, which died lately, as its `die` told: the list still says
+    /// `running` for a moment after it. The end's reason is kept as `c`'s record for this one
+    /// list (the caller forgets it after): the next list inspects the end as usual once the
+    /// engine lists it.
+    fn as_died(&self, c: &mut Summary, died: &ended::Died) -> bool {
+        if c.state != "running" {
+            self.ended.settled(&c.id);
+            return false;
+        }
+        let status = format!("Exited ({})", died.exit_code);
+        let record = Record {
+            seen_as: seen_as("exited", &status),
+            reason: ended_reason(died.oom, died.exit_code),
+            port: c
+                .ports
+                .iter()
+                .flatten()
+                .find(|p| p.kind == "tcp")
+                .map(|p| (p.private_port, p.public_port)),
+        };
+        self.records().insert(c.id.to_string(), record);
+        c.state = std::borrow::Cow::Borrowed("exited");
+        c.status = std::borrow::Cow::Owned(status);
+        c.ports = None;
+        true
+    }
+
+    fn records(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, Record>> {
+        self.records.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Forgets the records of containers a whole list no longer shows.
@@ -502,7 +540,9 @@ impl Backend for DockerBackend {
             containers.iter().map(|c| c.id.to_string()).collect();
         let mut workers = Vec::with_capacity(containers.len());
         let mut bindings = None;
+        let died = self.ended.lately();
         for c in &mut containers {
+            let told = died.get(c.id.as_ref()).is_some_and(|d| self.as_died(c, d));
             let member = c
                 .labels
                 .as_ref()
@@ -511,12 +551,16 @@ impl Backend for DockerBackend {
                 Some(m) => self.pooled_worker(c, &m, &mut bindings)?,
                 None => self.worker_of(c)?,
             };
+            if told {
+                self.records().remove(c.id.as_ref());
+            }
             if let Some(w) = worker {
                 let c: &Summary = c;
                 workers.push((c.created, c.name(), w));
             }
         }
         self.keep_records_of(&listed);
+        self.ended.keep_only(&listed);
         workers.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
         Ok(workers.into_iter().map(|(_, _, w)| w).collect())
     }
@@ -553,6 +597,7 @@ impl Backend for DockerBackend {
         let selectors = labels::owner_selector(&self.controller_id);
         self.engine
             .events(&selectors, since, EVENTS_CALL, &mut |event| {
+                self.ended.saw(event);
                 if let Some(t) = event["time"].as_i64() {
                     *self.events_since.lock().unwrap_or_else(|p| p.into_inner()) = Some(t);
                 }
@@ -765,12 +810,8 @@ fn exit_reason(state: &State) -> Option<String> {
         return None;
     }
     let mut why = match (state.oom_killed, state.status.as_str()) {
-        (true, _) => format!(
-            "was killed for running out of memory (exit code {})",
-            state.exit_code
-        ),
-        (false, "exited" | "dead" | "stopped") => {
-            format!("exited with code {}", state.exit_code)
+        (true, _) | (false, "exited" | "dead" | "stopped") => {
+            ended_reason(state.oom_killed, state.exit_code)
         }
         (false, "created") => return None,
         (false, other) => format!("is {other}"),
@@ -779,6 +820,15 @@ fn exit_reason(state: &State) -> Option<String> {
         why.push_str(&format!(": {}", state.error));
     }
     Some(why)
+}
+
+/// Why a container ended: killed for memory, or its exit code.
+fn ended_reason(oom: bool, exit_code: i64) -> String {
+    if oom {
+        format!("was killed for running out of memory (exit code {exit_code})")
+    } else {
+        format!("exited with code {exit_code}")
+    }
 }
 
 /// The worker's port and the host port it was published on, from a container's record: its
