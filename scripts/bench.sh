@@ -23,8 +23,18 @@
 #   watch event against the stand-in's pod watch read directly. Needs python3 and openssl.
 #   local: a tab closed by hand on the WezTerm stand-in → the watch event, against the
 #   reconciliation's 1 s period (WezTerm has no event stream).
+#   --scale: instead of all that, the scale benchmark (tests/integration/scale_bench.rs):
+#   1,000 Docker workers (BENCH_SCALE_WORKERS; all but BENCH_SCALE_RUNNING, default 200,
+#   exited) — list, create+stop, MAX_WORKERS admission, a reaper pass, 64 watchers joining
+#   (time, engine lists, memory), event latency — then 1,000 pods on the Kubernetes stand-in
+#   (BENCH_SCALE_PODS) and 200 tabs on the WezTerm stand-in (BENCH_SCALE_TABS). Every worker
+#   it makes is removed at the end, also when it fails. About 15 minutes here.
 # The engine: A2A_TEST_DOCKER_HOST, else the system engine, else (root + dockerd) a private one.
 set -euo pipefail
+scale=
+if [ "${1:-}" = --scale ]; then
+  scale=1
+fi
 cd "$(dirname "$0")/.."
 cleanup=()
 trap 'for c in "${cleanup[@]}"; do eval "$c" || true; done' EXIT
@@ -41,7 +51,24 @@ row() { echo "ROW|$1|$2|$3" >>"$rows"; }
 # ratio_row FIGURE A B TARGET: the row "×A/B (A vs B)".
 ratio_row() { row "$1" "×$(python3 -c "print(f'{$2/$3:.2f}')") ($2 vs $3)" "$4"; }
 
+table() {
+  echo
+  echo "$(date -u +%Y-%m-%d), $(nproc) cores, $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo 2>/dev/null || uname -m)," \
+    "engine $(DOCKER_HOST=$A2A_TEST_DOCKER_HOST docker version -f '{{.Server.Version}}' 2>/dev/null || echo unknown)"
+  echo
+  echo "| figure | measured | target |"
+  echo "|---|---|---|"
+  grep '^ROW|' "$rows" | awk -F'|' '{print "| " $2 " | " $3 " | " $4 " |"}'
+}
+
 cargo build --release --locked --quiet --bin a2a-worker-controller
+if [ -n "$scale" ]; then
+  A2A_TEST_K8S_PYTHON=${A2A_TEST_K8S_PYTHON:-$(command -v python3)} \
+    cargo test --release --locked --quiet --test integration scale_bench -- --ignored --nocapture --test-threads=1 2>&1 \
+    | sed -E 's/^[.]+//' | grep -E '^(BENCH|ROW|test result|thread)' | tee -a "$rows" | grep -v '^ROW'
+  table
+  exit 0
+fi
 cargo test --release --locked --quiet --test integration docker_bench -- --ignored --nocapture --test-threads=1 2>&1 \
   | sed -E 's/^[.]+//' | grep -E '^(BENCH|ROW|test result)' | tee -a "$rows" | grep -v '^ROW'
 
@@ -171,10 +198,4 @@ cargo test --release --locked --quiet --test integration local_bench -- --ignore
 cargo test --release --locked --quiet --test integration replicas_bench -- --ignored --nocapture --test-threads=1 2>&1 \
   | sed -E 's/^[.]+//' | grep -E '^(ROW|test result)' | tee -a "$rows" | grep -v '^ROW'
 
-echo
-echo "$(date -u +%Y-%m-%d), $(nproc) cores, $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo 2>/dev/null || uname -m)," \
-  "engine $(DOCKER_HOST=$A2A_TEST_DOCKER_HOST docker version -f '{{.Server.Version}}' 2>/dev/null || echo unknown)"
-echo
-echo "| figure | measured | target |"
-echo "|---|---|---|"
-grep '^ROW|' "$rows" | awk -F'|' '{print "| " $2 " | " $3 " | " $4 " |"}'
+table

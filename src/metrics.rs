@@ -30,6 +30,8 @@ struct Inner {
     creates: BTreeMap<(&'static str, String, &'static str), u64>,
     /// Warm pool members by (template, state), as the pool's last look found them.
     pool_members: BTreeMap<(String, &'static str), u64>,
+    /// The reaper's last pass: how long it took, and how many workers it looked at.
+    reaper_pass: Option<(Duration, usize)>,
 }
 
 /// Most distinct caller names the operation counter carries (OIDC subjects are not a fixed
@@ -102,6 +104,11 @@ impl Metrics {
     /// The pool's members now, by (template, state): replaces what was said before.
     pub fn pool_members(&self, members: BTreeMap<(String, &'static str), u64>) {
         self.lock().pool_members = members;
+    }
+
+    /// The reaper's pass that just ended took `took`, over `workers` listed workers.
+    pub fn reaper_pass(&self, took: Duration, workers: usize) {
+        self.lock().reaper_pass = Some((took, workers));
     }
 
     pub fn push_notification(&self, outcome: &'static str) {
@@ -192,6 +199,18 @@ impl Metrics {
                 "a2a_pool_members{{template=\"{template}\",state=\"{state}\"}} {n}"
             );
         }
+        if let Some((took, workers)) = inner.reaper_pass {
+            let _ = writeln!(
+                out,
+                "# HELP a2a_reaper_last_pass_seconds How long the reaper's last pass took (its list, and the stops of expired workers).\n\
+                 # TYPE a2a_reaper_last_pass_seconds gauge\n\
+                 a2a_reaper_last_pass_seconds {:.6}\n\
+                 # HELP a2a_reaper_last_pass_workers The workers the reaper's last pass listed.\n\
+                 # TYPE a2a_reaper_last_pass_workers gauge\n\
+                 a2a_reaper_last_pass_workers {workers}",
+                took.as_secs_f64()
+            );
+        }
         out
     }
 }
@@ -251,6 +270,14 @@ mod tests {
         assert!(m
             .render()
             .contains("a2a_pool_members{template=\"coder\",state=\"ready\"} 3"));
+        assert!(!m.render().contains("a2a_reaper"), "no pass yet, no figure");
+        m.reaper_pass(Duration::from_millis(250), 1000);
+        let text = m.render();
+        assert!(
+            text.contains("\na2a_reaper_last_pass_seconds 0.250000\n"),
+            "{text}"
+        );
+        assert!(text.contains("\na2a_reaper_last_pass_workers 1000\n"));
     }
 
     #[test]

@@ -171,6 +171,9 @@ impl<F: Frame> Streamer for TaskEvents<F> {
                     sent
                 }
                 Err(RecvTimeoutError::Timeout) => {
+                    if sink.gone() {
+                        return;
+                    }
                     silent += TICK;
                     if silent < HEARTBEAT {
                         continue;

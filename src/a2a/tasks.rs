@@ -228,7 +228,6 @@ impl TaskStore {
         if entry.task.status.state.is_terminal() {
             return;
         }
-        entry.task.status = status.clone();
         entry.seq = next;
         inner.next_seq += 1;
         if let Some(watchers) = inner.watchers.get_mut(id) {
@@ -236,6 +235,22 @@ impl TaskStore {
             // it has read what it has): memory stays bounded, the task goes on.
             watchers.retain(|w| w.send(Update::Status(status.clone()), id));
         }
+        if let Some(entry) = inner.tasks.get_mut(id) {
+            entry.task.status = status;
+        }
+    }
+
+    /// The most updates one of task `id`'s streams has left unread (0 without streams): a
+    /// task that sends many at once (a watch's snapshot) waits while this is high, so a stream
+    /// that reads is never let go for what arrived all at once.
+    pub fn backlog(&self, id: &str) -> usize {
+        let inner = self.lock();
+        inner.watchers.get(id).map_or(0, |ws| {
+            ws.iter()
+                .map(|w| w.pending.load(Ordering::SeqCst))
+                .max()
+                .unwrap_or(0)
+        })
     }
 
     /// The task as it is now (without artifacts: a running task has none) and a receiver of

@@ -151,6 +151,15 @@ impl WorkerState {
     }
 }
 
+/// What an engine's change stream told ([`Backend::follow_changes`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// The worker with this id changed (or may have): [`Backend::worker`] says how it is now.
+    Worker(String),
+    /// Something changed that the event does not tie to one worker: list them all.
+    Any,
+}
+
 /// A worker as callers see it. Every key is always present; what does not apply is `""`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Worker {
@@ -430,10 +439,19 @@ pub trait Backend: Send + Sync {
     /// Follows the engine's change stream for this controller's workers, calling `changed`
     /// after each change (it says whether to go on). Returns when `changed` says stop, when
     /// the stream ends (the caller follows again, and lists: nothing is missed), or fails.
-    /// The events only say *that* something changed; the list says what (the engine's list
-    /// stays the truth, so a stream that reconnects can neither lose nor invent an event).
-    fn follow_changes(&self, _changed: &mut dyn FnMut() -> bool) -> Result<(), BackendError> {
+    /// The events only say *which* worker changed (or that something did); what it is now is
+    /// read from the engine ([`Backend::worker`], or a list), so a stream that reconnects or
+    /// runs late can neither lose nor invent an event. Events that change nothing a list
+    /// shows (an exec, an unclaimed pool member) need not be told.
+    fn follow_changes(&self, _changed: &mut dyn FnMut(Change) -> bool) -> Result<(), BackendError> {
         Ok(())
+    }
+
+    /// One worker this controller owns, as [`Backend::list`] would show it, read from the
+    /// engine now; `None` when it owns none by that id (any more). The watch source asks it
+    /// after each [`Change::Worker`]: one engine call instead of a list of every worker.
+    fn worker(&self, worker_id: &str) -> Result<Option<Worker>, BackendError> {
+        Ok(self.list()?.into_iter().find(|w| w.worker_id == worker_id))
     }
 
     /// Whether [`Backend::create`] refuses a second worker per task atomically in the engine.

@@ -63,7 +63,9 @@ impl Control {
     /// removed (`stopping`) was stopped by an earlier pass, and is left alone.
     /// Fails only when the workers cannot be listed.
     pub fn reap(&self) -> Result<(), BackendError> {
+        let pass = Instant::now();
         let workers = self.backend.list()?;
+        let listed = workers.len();
         let now = time::now_millis();
         for w in workers {
             let Some(expiry) = time::parse_rfc3339_millis(&w.expires_at) else {
@@ -120,6 +122,7 @@ impl Control {
             (None, true) => log::info!("reaper: listing task workspaces works again"),
             _ => {}
         }
+        self.metrics.reaper_pass(pass.elapsed(), listed);
         Ok(())
     }
 

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::Filter;
-use crate::backend::{Backend, Worker};
+use crate::backend::{Backend, Change, Worker};
 use crate::time::{now_millis, rfc3339_millis};
 
 /// How often the workers are listed while someone watches.
@@ -263,17 +263,34 @@ impl Hub {
         }
     }
 
-    /// Follows the engine's change stream while someone watches: each change makes the
-    /// source list at once; after a reconnect it lists too (what happened meanwhile).
+    /// Follows the engine's change stream while someone watches: a change the engine ties to
+    /// one worker is read at once (that worker alone, under the source's lock, so it is never
+    /// older than a list made before it nor overtakes one made after); any other change makes
+    /// the source list. After a reconnect it lists too (what happened meanwhile).
     fn follow(&self) {
         loop {
             if !self.lock().running {
                 self.lock().following = false;
                 return;
             }
-            let followed = self.backend.follow_changes(&mut || {
-                self.poke();
-                self.lock().running
+            let followed = self.backend.follow_changes(&mut |change| {
+                let mut state = self.lock();
+                if !state.running {
+                    return false;
+                }
+                let looked = match change {
+                    Change::Worker(id) if state.known.is_some() => self.look_at(&mut state, &id),
+                    _ => Err(String::new()),
+                };
+                if let Err(why) = looked {
+                    if !why.is_empty() {
+                        log::debug!("watch: a changed worker cannot be read now: {why}");
+                    }
+                    state.poked = true;
+                    drop(state);
+                    self.wake.notify_all();
+                }
+                true
             });
             if let Err(e) = followed {
                 log::debug!("watch: the engine's events broke off ({e}); following again");
@@ -281,6 +298,46 @@ impl Hub {
             }
             self.poke();
         }
+    }
+
+    /// Reads one worker the engine said changed, and tells the watchers what did.
+    fn look_at(&self, state: &mut State, worker_id: &str) -> Result<usize, String> {
+        let now = self.backend.worker(worker_id).map_err(|e| e.to_string())?;
+        let known = state.known.as_mut().ok_or_else(String::new)?;
+        let event = match now {
+            Some(w) => {
+                let kind = match known.get(worker_id) {
+                    None => "added",
+                    Some(old) if *old != w => "changed",
+                    Some(_) => return Ok(0),
+                };
+                known.insert(worker_id.to_string(), w.clone());
+                let reason = if kind == "changed" {
+                    w.reason.clone()
+                } else {
+                    String::new()
+                };
+                Event::new(kind, Some(w), reason)
+            }
+            None => {
+                let Some(gone) = known.remove(worker_id) else {
+                    return Ok(0);
+                };
+                let reason = self.removal_reason(state, worker_id);
+                Event::new("removed", Some(gone), reason)
+            }
+        };
+        self.tell(state, vec![event]);
+        Ok(1)
+    }
+
+    /// Why worker `id` is gone: this controller's stop or reap, else someone else's.
+    fn removal_reason(&self, state: &mut State, id: &str) -> String {
+        state
+            .reasons
+            .remove(id)
+            .map(|(r, _)| r)
+            .unwrap_or_else(|| "it is gone (removed outside this controller)".into())
     }
 
     /// The source: a list every interval (or when poked) while someone watches.
@@ -339,15 +396,17 @@ impl Hub {
         }
         for (id, w) in &before {
             if !now.contains_key(id) {
-                let reason = state
-                    .reasons
-                    .remove(id)
-                    .map(|(r, _)| r)
-                    .unwrap_or_else(|| "it is gone (removed outside this controller)".into());
+                let reason = self.removal_reason(state, id);
                 events.push(Event::new("removed", Some(w.clone()), reason));
             }
         }
         let found = events.len();
+        self.tell(state, events);
+        Ok(found)
+    }
+
+    /// Sends `events` to every watcher they concern, in order.
+    fn tell(&self, state: &mut State, events: Vec<Event>) {
         for event in events {
             for watcher in &state.watchers {
                 let relevant = event
@@ -370,7 +429,6 @@ impl Hub {
         }
         // A cut-off watcher's sender goes, so its reader sees the end after the backlog.
         state.watchers.retain(|w| !w.ended());
-        Ok(found)
     }
 }
 
@@ -461,5 +519,142 @@ mod tests {
         ));
         drop(a);
         assert!(hub.subscribe(Filter::default()).is_ok());
+    }
+
+    /// A backend with a change stream the test drives: its workers are what the test put
+    /// in, and it records which workers it was asked for one by one.
+    #[derive(Default)]
+    struct Streaming {
+        workers: Mutex<BTreeMap<String, Worker>>,
+        changes: Mutex<Option<std::sync::mpsc::Receiver<Change>>>,
+        looked_at: Mutex<Vec<String>>,
+        refuse_looks: AtomicBool,
+    }
+
+    fn worker(id: &str, state: WorkerState) -> Worker {
+        Worker::new(
+            BackendKind::Docker,
+            id,
+            format!("task {id}"),
+            state,
+            "2026-12-01T00:00:00Z",
+        )
+    }
+
+    impl Backend for Streaming {
+        fn kind(&self) -> BackendKind {
+            BackendKind::Docker
+        }
+        fn create(&self, _: &CreateSpec) -> Result<Worker, BackendError> {
+            Err(BackendError::NotFound)
+        }
+        fn list(&self) -> Result<Vec<Worker>, BackendError> {
+            Ok(self.workers.lock().unwrap().values().cloned().collect())
+        }
+        fn worker(&self, id: &str) -> Result<Option<Worker>, BackendError> {
+            self.looked_at.lock().unwrap().push(id.to_string());
+            if self.refuse_looks.load(Ordering::SeqCst) {
+                return Err(BackendError::Unavailable("not now".into()));
+            }
+            Ok(self.workers.lock().unwrap().get(id).cloned())
+        }
+        fn stop(&self, _: &str) -> Result<Worker, BackendError> {
+            Err(BackendError::NotFound)
+        }
+        fn logs(&self, _: &str, _: u32) -> Result<Logs, BackendError> {
+            Err(BackendError::NotFound)
+        }
+        fn health(&self) -> Result<(), BackendError> {
+            Ok(())
+        }
+        fn has_change_stream(&self) -> bool {
+            true
+        }
+        fn follow_changes(
+            &self,
+            changed: &mut dyn FnMut(Change) -> bool,
+        ) -> Result<(), BackendError> {
+            let Some(changes) = self.changes.lock().unwrap().take() else {
+                thread::sleep(Duration::from_millis(50));
+                return Ok(());
+            };
+            for c in changes.iter() {
+                if !changed(c) {
+                    break;
+                }
+            }
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_change_tied_to_one_worker_reads_that_worker_and_tells_it_in_order() {
+        let backend = Arc::new(Streaming::default());
+        let (tell, changes) = std::sync::mpsc::channel();
+        *backend.changes.lock().unwrap() = Some(changes);
+        backend
+            .workers
+            .lock()
+            .unwrap()
+            .insert("w1".into(), worker("w1", WorkerState::Running));
+        let hub = Hub::new(backend.clone(), 4);
+        let sub = hub.subscribe(Filter::default()).unwrap();
+        assert_eq!(sub.snapshot.len(), 2, "w1 and synced");
+        let next = || sub.recv_timeout(Duration::from_secs(10)).unwrap();
+
+        // It ends: the one worker is read, and its change told.
+        let set = |id: &str, w: Option<Worker>| {
+            let mut workers = backend.workers.lock().unwrap();
+            match w {
+                Some(w) => workers.insert(id.to_string(), w),
+                None => workers.remove(id),
+            };
+        };
+        let mut exited = worker("w1", WorkerState::Exited);
+        exited.reason = "exited with code 137".into();
+        set("w1", Some(exited));
+        tell.send(Change::Worker("w1".into())).unwrap();
+        let e = next();
+        assert_eq!(
+            (e.kind, e.reason.as_str()),
+            ("changed", "exited with code 137")
+        );
+        assert_eq!(
+            backend
+                .looked_at
+                .lock()
+                .unwrap()
+                .first()
+                .map(String::as_str),
+            Some("w1")
+        );
+
+        // A change that names no worker lists them all: w2 is added.
+        set("w2", Some(worker("w2", WorkerState::Running)));
+        tell.send(Change::Any).unwrap();
+        let e = next();
+        assert_eq!(
+            (e.kind, e.worker.unwrap().worker_id.as_str()),
+            ("added", "w2")
+        );
+
+        // Gone: removed, with why; told once, though its change is told twice.
+        set("w1", None);
+        tell.send(Change::Worker("w1".into())).unwrap();
+        tell.send(Change::Worker("w1".into())).unwrap();
+        let e = next();
+        assert_eq!(e.kind, "removed");
+        assert_eq!(e.reason, "it is gone (removed outside this controller)");
+
+        // A worker that cannot be read now is listed instead: nothing is lost.
+        backend.refuse_looks.store(true, Ordering::SeqCst);
+        set("w2", Some(worker("w2", WorkerState::Exited)));
+        tell.send(Change::Worker("w2".into())).unwrap();
+        let e = next();
+        assert_eq!(
+            (e.kind, e.worker.unwrap().state),
+            ("changed", WorkerState::Exited)
+        );
+        assert!(sub.try_recv().is_err(), "nothing invented");
     }
 }

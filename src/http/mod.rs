@@ -119,6 +119,13 @@ pub trait Sink {
     fn closing(&self) -> bool {
         false
     }
+
+    /// Whether the client has hung up (its side of the connection is closed), asked between
+    /// events: a stream can end without waiting for a write to fail (the first write after a
+    /// hang-up still succeeds; only the next one fails, two heartbeats later).
+    fn gone(&mut self) -> bool {
+        false
+    }
 }
 
 /// Produces a streamed body (server-sent events), on the connection's own thread: a stream

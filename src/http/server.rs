@@ -260,6 +260,25 @@ impl Sink for ChunkSink<'_, '_> {
     fn closing(&self) -> bool {
         self.conn.shared.stopping()
     }
+
+    /// A look without waiting: the end of what the client sends (it closed its side), or a
+    /// broken connection. Bytes the client sent are left where they are.
+    fn gone(&mut self) -> bool {
+        let stream = &self.conn.stream;
+        if !self.open || stream.set_nonblocking(true).is_err() {
+            return !self.open;
+        }
+        let looked = stream.peek(&mut [0u8; 1]);
+        let _ = stream.set_nonblocking(false);
+        match looked {
+            Ok(0) => true,
+            Ok(_) => false,
+            Err(e) => !matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
+            ),
+        }
+    }
 }
 
 struct BodySource<'a, 'b> {

@@ -52,6 +52,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "backend::docker::workspace",
             "backend::docker::pool",
             "backend::docker::ended",
+            "backend::docker::watcher",
             "backend::k8s",
             "backend::k8s::api",
             "backend::k8s::pod",

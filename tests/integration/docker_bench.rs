@@ -27,7 +27,7 @@ use serde_json::json;
 use crate::docker_support::*;
 use crate::support::{p50, reply_data, rounds, Controls, TOKEN};
 
-fn status_kib(pid: u32, field: &str) -> u64 {
+pub(crate) fn status_kib(pid: u32, field: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .unwrap_or_default()
         .lines()
@@ -39,7 +39,7 @@ fn status_kib(pid: u32, field: &str) -> u64 {
 
 /// CPU time all of `pid`'s live threads have used, in nanoseconds (`/proc/PID/task/*/schedstat`;
 /// threads that have ended are not counted).
-fn cpu_ns(pid: u32) -> u64 {
+pub(crate) fn cpu_ns(pid: u32) -> u64 {
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
         return 0;
     };
@@ -50,21 +50,21 @@ fn cpu_ns(pid: u32) -> u64 {
         .sum()
 }
 
-fn mib(kib: u64) -> f64 {
+pub(crate) fn mib(kib: u64) -> f64 {
     kib as f64 / 1024.0
 }
 
-fn ms(d: Duration) -> f64 {
+pub(crate) fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
 /// One row of bench.sh's table.
-fn row(figure: &str, measured: &str, target: &str) {
+pub(crate) fn row(figure: &str, measured: &str, target: &str) {
     println!("ROW|{figure}|{measured}|{target}");
 }
 
 /// A `list` request as raw HTTP/1.1 on a keep-alive connection.
-fn list_request() -> Vec<u8> {
+pub(crate) fn list_request() -> Vec<u8> {
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message":
         {"messageId": "m", "role": "ROLE_USER", "parts": [{"data": {"operation": "list"}}]}}})
     .to_string();
@@ -77,7 +77,7 @@ fn list_request() -> Vec<u8> {
 
 /// Sends `request` and reads one whole response (head, then exactly Content-Length bytes);
 /// the body's length, or `None` when the connection broke.
-fn exchange(s: &mut TcpStream, request: &[u8], buf: &mut Vec<u8>) -> Option<usize> {
+pub(crate) fn exchange(s: &mut TcpStream, request: &[u8], buf: &mut Vec<u8>) -> Option<usize> {
     s.write_all(request).ok()?;
     buf.clear();
     let mut chunk = [0u8; 16384];
@@ -101,7 +101,7 @@ fn exchange(s: &mut TcpStream, request: &[u8], buf: &mut Vec<u8>) -> Option<usiz
     Some(length)
 }
 
-fn connect(addr: SocketAddr) -> Option<TcpStream> {
+pub(crate) fn connect(addr: SocketAddr) -> Option<TcpStream> {
     let s = TcpStream::connect(addr).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(30))).ok()?;
     let _ = s.set_nodelay(true);
@@ -134,7 +134,7 @@ fn load(addr: SocketAddr, clients: usize, secs: u64) -> usize {
 /// The engine's list call as bare bytes over a new connection to its socket (as the
 /// controller's engine client makes it: one connection per call), read to the end and not
 /// parsed: the least any client of the engine must do. Returns the bytes read.
-fn raw_engine_list(socket: &std::path::Path, path: &str) -> usize {
+pub(crate) fn raw_engine_list(socket: &std::path::Path, path: &str) -> usize {
     let mut s = std::os::unix::net::UnixStream::connect(socket).expect("engine socket");
     let request = format!("GET {path} HTTP/1.1\r\nHost: docker\r\nConnection: close\r\n\r\n");
     s.write_all(request.as_bytes()).expect("engine write");
@@ -149,7 +149,7 @@ fn raw_engine_list(socket: &std::path::Path, path: &str) -> usize {
 }
 
 /// `/containers/json` as the Docker backend asks for it (all containers, this owner's label).
-fn list_path(controller_id: &str) -> String {
+pub(crate) fn list_path(controller_id: &str) -> String {
     let filters =
         json!({"label": [format!("a2a-worker-controller/owner={controller_id}")]}).to_string();
     let encoded: String = filters
@@ -429,7 +429,7 @@ fn rounds_of_create() -> usize {
 
 /// What the Docker backend asks the engine for one create (readiness off) and one stop, with
 /// a container of the same shape, made directly.
-fn direct_create_stop(engine: &Engine, controller_id: &str, i: usize) {
+pub(crate) fn direct_create_stop(engine: &Engine, controller_id: &str, i: usize) {
     let worker_id = format!("d{i:05}");
     let task = format!("direct {i}");
     let port = free_port();

@@ -376,6 +376,8 @@ pub struct Relay {
     accept: Option<thread::JoinHandle<()>>,
     pub fail_starts: Arc<std::sync::atomic::AtomicUsize>,
     pub creates_seen: Arc<std::sync::atomic::AtomicUsize>,
+    /// Container lists (`GET .../containers/json`, whatever their filters) relayed.
+    pub lists_seen: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Relay {
@@ -388,6 +390,7 @@ impl Relay {
             accept: None,
             fail_starts: Arc::default(),
             creates_seen: Arc::default(),
+            lists_seen: Arc::default(),
         };
         r.up();
         r
@@ -400,9 +403,10 @@ impl Relay {
         let stop = Arc::new(AtomicBool::new(false));
         self.stop = Arc::clone(&stop);
         let target = self.target.clone();
-        let (fail_starts, creates_seen) = (
+        let (fail_starts, creates_seen, lists_seen) = (
             Arc::clone(&self.fail_starts),
             Arc::clone(&self.creates_seen),
+            Arc::clone(&self.lists_seen),
         );
         self.accept = Some(thread::spawn(move || {
             while !stop.load(Ordering::SeqCst) {
@@ -424,6 +428,9 @@ impl Relay {
                             .to_string();
                         if line.starts_with("POST") && line.contains("/containers/create") {
                             creates_seen.fetch_add(1, Ordering::SeqCst);
+                        }
+                        if line.starts_with("GET") && line.contains("/containers/json") {
+                            lists_seen.fetch_add(1, Ordering::SeqCst);
                         }
                         let is_start = line.starts_with("POST") && line.contains("/start ");
                         if is_start

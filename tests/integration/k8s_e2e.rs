@@ -15,7 +15,7 @@ use crate::docker_support::{controller_id, Proc};
 use crate::k8s_support::{assert_manifests_ok, check_manifests, configured, Pki, Standin};
 use crate::support::{p50, reply_data, Controls, TOKEN};
 
-const NS: &str = "a2a";
+pub const NS: &str = "a2a";
 
 pub fn flags(standin: &Standin, pki: &Pki) -> Vec<String> {
     vec![
@@ -817,10 +817,10 @@ fn k8s_bench_watch_latency() {
     }
     let (d, v) = (p50(direct), p50(via));
     println!(
-        "ROW|k8s stand-in, a pod deleted by hand → the watcher's event p50 ({rounds} rounds): controller ÷ the pod watch read directly|×{:.2} ({:.1} vs {:.1} ms)|≤ 1 s",
-        v.as_secs_f64() / d.as_secs_f64().max(1e-6),
+        "ROW|event latency, Kubernetes stand-in: a pod deleted by hand → the watcher's event, p50 of {rounds}, against the pod watch read directly|{:.1} vs {:.1} ms ({:+.1} ms)|≤ +10 ms",
         v.as_secs_f64() * 1000.0,
-        d.as_secs_f64() * 1000.0
+        d.as_secs_f64() * 1000.0,
+        (v.as_secs_f64() - d.as_secs_f64()) * 1000.0
     );
 }
 

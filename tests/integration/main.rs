@@ -34,6 +34,7 @@ mod pool;
 mod push;
 mod replicas;
 mod rest;
+mod scale_bench;
 mod sdk_interop;
 mod secrets;
 mod streaming;

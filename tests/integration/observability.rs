@@ -142,6 +142,10 @@ fn the_server_limits_malloc_arenas_unless_the_operator_chose() {
     let ours = Proc::launch(&id, flags(), vec![("KEEP_ME".into(), "1".into())]);
     let env = environ(&ours);
     assert!(env.contains(&"MALLOC_ARENA_MAX=2".to_string()), "{env:?}");
+    assert!(
+        env.contains(&"MALLOC_TRIM_THRESHOLD_=131072".to_string()),
+        "{env:?}"
+    );
     assert!(env.contains(&"KEEP_ME=1".to_string()), "{env:?}");
     let cmdline = std::fs::read(format!("/proc/{}/cmdline", ours.pid())).unwrap_or_default();
     assert!(
@@ -154,4 +158,5 @@ fn the_server_limits_malloc_arenas_unless_the_operator_chose() {
     let env = environ(&theirs);
     assert!(env.contains(&"MALLOC_ARENA_MAX=4".to_string()), "{env:?}");
     assert!(!env.contains(&"MALLOC_ARENA_MAX=2".to_string()), "{env:?}");
+    assert!(!env.iter().any(|v| v.starts_with("MALLOC_TRIM")), "{env:?}");
 }

@@ -442,3 +442,26 @@ fn return_immediately_subscribe_reaper_and_refusals() {
     control_error(&t, "TASK_STATE_REJECTED");
     let _ = Arc::clone(&c.backend);
 }
+
+/// A snapshot larger than a stream's backlog (`STREAM_BACKLOG`, 1024 updates) arrives at once,
+/// and the stream writes it at its client's pace: a client that is slow to start reading still
+/// gets every worker and `synced`, and then what happens, the stream never let go.
+#[test]
+fn a_snapshot_larger_than_a_streams_backlog_is_written_whole() {
+    let c = controller();
+    let total = 3 * 1024;
+    for i in 0..total {
+        c.backend.add_by_hand(&format!("many-{i}"), "admin");
+    }
+    let mut w = Watch::start(c.addr, json!({"operation": "watch"}));
+    w.task_id();
+    // The client reads nothing for a while: the whole snapshot is ready to be sent by then.
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(w.snapshot().len(), total);
+    // A stream let go ends after what it had: this one goes on.
+    let later = create(&c, "after the snapshot");
+    assert_eq!(
+        w.next_of("added")["worker"]["worker_id"],
+        later["worker_id"]
+    );
+}

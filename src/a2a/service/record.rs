@@ -60,6 +60,9 @@ pub(super) fn with_history(mut task: Task, history_length: Option<usize>) -> Tas
 }
 
 /// A message from this agent about `task`.
+/// How long a task waits for its streams to read before it sends on anyway.
+const ROOM_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 pub(super) fn agent_message(task: &Task, parts: Vec<Part>) -> Message {
     Message {
         message_id: uuid_v4().unwrap_or_else(|_| format!("{}-{}", task.id, now_millis())),
@@ -110,15 +113,32 @@ impl Recorder {
         self.push(&task.id, &StreamResponse::Task(task), false);
     }
 
+    /// Waits while a stream of task `id` has half its backlog unread (a snapshot of a
+    /// thousand workers arrives at once; the stream writes it at the client's pace), until the
+    /// task is ended (`ended` set) or [`ROOM_WAIT`] passes: a stream that reads nothing is then
+    /// let go by the backlog's own rule, and a watch that cannot pass its events on is cut off
+    /// by its source's.
+    pub(super) fn room_for(&self, id: &str, ended: &std::sync::Mutex<Option<String>>) {
+        let half = crate::a2a::tasks::STREAM_BACKLOG / 2;
+        let until = std::time::Instant::now() + ROOM_WAIT;
+        while self.tasks.backlog(id) >= half && std::time::Instant::now() < until {
+            if ended.lock().unwrap_or_else(|p| p.into_inner()).is_some() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+    }
+
     /// A step of a running task.
     pub(super) fn progress(&self, task: &Task, status: TaskStatus) {
-        self.tasks.progress(&task.id, status.clone());
         let event = StreamResponse::StatusUpdate(StatusUpdateEvent {
             task_id: &task.id,
             context_id: &task.context_id,
             status: &status,
         });
         self.push(&task.id, &event, false);
+        // Moved, not copied: a watch's snapshot passes a thousand of these at once.
+        self.tasks.progress(&task.id, status);
     }
 
     /// A running task's end: its artifacts, then its final status. False if the task was

@@ -59,15 +59,21 @@ impl Service {
             Arc::clone(&why),
         );
         let run = move || {
-            for event in &sub.snapshot {
-                record.progress(&base, event_status(&base, event));
+            // Sent, then let go: a thousand workers' snapshot is not kept for the watch's life.
+            let mut sub = sub;
+            for event in std::mem::take(&mut sub.snapshot) {
+                record.room_for(&base.id, &why);
+                record.progress(&base, event_status(&base, &event));
             }
             let (state, text) = loop {
                 if let Some(why) = why.lock().unwrap_or_else(|p| p.into_inner()).clone() {
                     break (TaskState::Canceled, format!("watch ended: {why}"));
                 }
                 match sub.recv_timeout(WATCH_POLL) {
-                    Ok(event) => record.progress(&base, event_status(&base, &event)),
+                    Ok(event) => {
+                        record.room_for(&base.id, &why);
+                        record.progress(&base, event_status(&base, &event));
+                    }
                     Err(RecvTimeoutError::Timeout) => {}
                     Err(RecvTimeoutError::Disconnected) => {
                         break if sub.cut_off.load(Ordering::SeqCst) {

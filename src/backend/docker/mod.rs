@@ -11,6 +11,7 @@ mod ended;
 pub(crate) mod engine;
 mod pool;
 mod unix_socket;
+mod watcher;
 mod workspace;
 
 use std::net::{IpAddr, SocketAddr, TcpListener};
@@ -23,7 +24,7 @@ use self::engine::{Engine, EngineError, Inspect, State, Summary};
 use super::probe::Probe;
 use super::{labels, worker_env};
 use super::{
-    Activation, Backend, BackendError, BackendKind, ClaimError, CreateSpec, Finding, Logs,
+    Activation, Backend, BackendError, BackendKind, Change, ClaimError, CreateSpec, Finding, Logs,
     MemberSpec, PoolMember, TaskWorkspace, Template, Worker, WorkerState,
 };
 use crate::settings::{ContainerSettings, DockerSettings};
@@ -386,6 +387,29 @@ impl DockerBackend {
         true
     }
 
+    /// Listed container `c` as a worker (`None`: not one), taking the word of a `die` the
+    /// engine does not list yet (`died`, from [`Ended::lately`](ended::Ended)).
+    fn listed_worker(
+        &self,
+        c: &mut Summary,
+        died: &std::collections::HashMap<String, ended::Died>,
+        bindings: &mut Option<Vec<pool::Binding>>,
+    ) -> Result<Option<Worker>, BackendError> {
+        let told = died.get(c.id.as_ref()).is_some_and(|d| self.as_died(c, d));
+        let member = c
+            .labels
+            .as_ref()
+            .and_then(|l| l.member(&self.controller_id));
+        let worker = match member {
+            Some(m) => self.pooled_worker(c, &m, bindings),
+            None => self.worker_of(c),
+        };
+        if told {
+            self.records().remove(c.id.as_ref());
+        }
+        worker
+    }
+
     fn records(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, Record>> {
         self.records.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -542,19 +566,7 @@ impl Backend for DockerBackend {
         let mut bindings = None;
         let died = self.ended.lately();
         for c in &mut containers {
-            let told = died.get(c.id.as_ref()).is_some_and(|d| self.as_died(c, d));
-            let member = c
-                .labels
-                .as_ref()
-                .and_then(|l| l.member(&self.controller_id));
-            let worker = match member {
-                Some(m) => self.pooled_worker(c, &m, &mut bindings)?,
-                None => self.worker_of(c)?,
-            };
-            if told {
-                self.records().remove(c.id.as_ref());
-            }
-            if let Some(w) = worker {
+            if let Some(w) = self.listed_worker(c, &died, &mut bindings)? {
                 let c: &Summary = c;
                 workers.push((c.created, c.name(), w));
             }
@@ -565,8 +577,31 @@ impl Backend for DockerBackend {
         Ok(workers.into_iter().map(|(_, _, w)| w).collect())
     }
 
+    /// A cold worker is one filtered list (and its record); a pooled one is found through its
+    /// binding, as `stop` finds it.
+    fn worker(&self, worker_id: &str) -> Result<Option<Worker>, BackendError> {
+        let listing = self
+            .engine
+            .list(&labels::worker_selector(&self.controller_id, worker_id))
+            .map_err(engine_error)?;
+        let mut containers = listing.containers().map_err(engine_error)?;
+        let died = self.ended.lately();
+        for c in &mut containers {
+            if let Some(w) = self.listed_worker(c, &died, &mut None)? {
+                if w.worker_id == worker_id {
+                    return Ok(Some(w));
+                }
+            }
+        }
+        Ok(self.pooled_container(worker_id)?.map(|(_, w, _)| w))
+    }
+
     fn stop(&self, worker_id: &str) -> Result<Worker, BackendError> {
         let (container, worker, binding) = self.owned_container(worker_id)?;
+        // Its workspace's last use, while the worker still holds it (see `workspace`).
+        if let Err(e) = self.workspace_released(&worker.scope, &worker.task) {
+            log::debug!("the workspace of worker {worker_id} was not stamped before its stop: {e}");
+        }
         self.engine
             .stop(&container, STOP_GRACE_SECS)
             .map_err(engine_error)?;
@@ -592,7 +627,7 @@ impl Backend for DockerBackend {
 
     /// Docker's `/events` for containers with this controller's owner label (create, start,
     /// die, oom, destroy, ...); a reconnect asks from the last event's time.
-    fn follow_changes(&self, changed: &mut dyn FnMut() -> bool) -> Result<(), BackendError> {
+    fn follow_changes(&self, changed: &mut dyn FnMut(Change) -> bool) -> Result<(), BackendError> {
         let since = *self.events_since.lock().unwrap_or_else(|p| p.into_inner());
         let selectors = labels::owner_selector(&self.controller_id);
         self.engine
@@ -601,7 +636,7 @@ impl Backend for DockerBackend {
                 if let Some(t) = event["time"].as_i64() {
                     *self.events_since.lock().unwrap_or_else(|p| p.into_inner()) = Some(t);
                 }
-                changed()
+                watcher::change_of(event).is_none_or(&mut *changed)
             })
             .map_err(engine_error)
     }
@@ -677,11 +712,8 @@ impl Backend for DockerBackend {
             }
             Err(e) => return Err(engine_error(e)),
         }
-        if let Err(e) = self.engine.remove_volume(&format!("{name}-used")) {
-            log::warn!(
-                "the last-use stamp of workspace {name} was left: {}",
-                engine_error(e)
-            );
+        if let Err(e) = self.remove_stamps(&name, u64::MAX) {
+            log::warn!("a last-use stamp of workspace {name} was left: {e}");
         }
         Ok(found)
     }

@@ -2,8 +2,12 @@
 //! the task's container (`<container name>-workspace`), labelled with the owner, scope,
 //! template, task and size, mounted at the template's path, kept when a container is removed.
 //! A volume's labels are fixed at create, so its last use is a second, empty volume
-//! (`...-workspace-used`, label `last-used`) made anew at each use. Docker's default `local`
-//! driver has no size limit: the size is a label here.
+//! (`...-workspace-used-<ms>`, label `last-used`) made at each use before the older stamps are
+//! removed: the workspace is never without its last use (had the stamp been removed and made
+//! again, the reaper could find it in between as old as its first create, and delete it). A
+//! stop stamps before its container goes, too: between a worker's removal and its stop's
+//! stamp, the workspace is in no worker's use. Docker's default `local` driver has no size
+//! limit: the size is a label here.
 
 use std::collections::HashMap;
 
@@ -14,7 +18,8 @@ use crate::backend::{labels, BackendError, CreateSpec, TaskWorkspace};
 use crate::time::{now_millis, parse_rfc3339_millis, rfc3339_secs};
 
 /// The volume of the task workspace of (controller, scope, task): its container's name and
-/// `-workspace`; its last-use stamp adds `-used`.
+/// `-workspace`; its last-use stamps add `-used-<Unix ms>` (`-used` alone before there were
+/// several).
 pub(super) fn name(controller_id: &str, scope: &str, task: &str) -> String {
     format!(
         "{}-workspace",
@@ -64,30 +69,51 @@ impl DockerBackend {
         let name = name(&self.controller_id, &spec.scope, &spec.task);
         match self.engine.remove_volume(&name) {
             Ok(_) => {
-                let _ = self.engine.remove_volume(&format!("{name}-used"));
+                let _ = self.remove_stamps(&name, u64::MAX);
                 "the workspace it made was removed".into()
             }
             Err(e) => format!("the workspace {name} it made was kept: {}", engine_error(e)),
         }
     }
 
-    /// Makes the workspace's last-use stamp anew: now.
+    /// Stamps the workspace's last use: now. The new stamp is made before the older ones go
+    /// (two stamps racing: the later one stays).
     pub(super) fn stamp(&self, name: &str, scope: &str, task: &str) -> Result<(), BackendError> {
-        let stamp = format!("{name}-used");
-        self.engine.remove_volume(&stamp).map_err(engine_error)?;
+        let now = now_millis();
         let labels = json!({
             labels::OWNER: self.controller_id,
             labels::TASK: task,
             labels::SCOPE: scope,
             labels::WORKSPACE: "stamp",
-            labels::LAST_USED: (now_millis() / 1000).to_string(),
+            labels::LAST_USED: (now / 1000).to_string(),
         });
-        // Two stamps racing: either one is now.
-        match self.engine.create_volume(&stamp, &labels) {
-            Ok(_) => Ok(()),
-            Err(e) if e.status() == Some(409) => Ok(()),
-            Err(e) => Err(engine_error(e)),
+        match self
+            .engine
+            .create_volume(&format!("{name}-used-{now}"), &labels)
+        {
+            Ok(_) => {}
+            Err(e) if e.status() == Some(409) => {}
+            Err(e) => return Err(engine_error(e)),
         }
+        self.remove_stamps(name, now)
+    }
+
+    /// Removes the stamps of workspace `name` made before `before` (Unix ms).
+    pub(super) fn remove_stamps(&self, name: &str, before: u64) -> Result<(), BackendError> {
+        let selectors = [
+            format!("{}={}", labels::OWNER, self.controller_id),
+            format!("{}=stamp", labels::WORKSPACE),
+        ];
+        let volumes = self.engine.volumes(&selectors).map_err(engine_error)?;
+        for v in volumes {
+            match stamp_of(&v.name) {
+                Some((of, at)) if of == name && at < before => {
+                    self.engine.remove_volume(&v.name).map_err(engine_error)?;
+                }
+                _ => {}
+            }
+        }
+        Ok(())
     }
 
     /// This controller's workspace volumes (stamps folded into them).
@@ -96,16 +122,17 @@ impl DockerBackend {
             .engine
             .volumes(&labels::owner_selector(&self.controller_id))
             .map_err(engine_error)?;
-        let mut stamps: HashMap<String, String> = HashMap::new();
+        let mut stamps: HashMap<String, u64> = HashMap::new();
         let mut spaces = Vec::new();
         for v in volumes {
             let l = v.labels.unwrap_or_default();
             let get = |k: &str| l.get(k).cloned().unwrap_or_default();
             match l.get(labels::WORKSPACE).map(String::as_str) {
                 Some("stamp") => {
-                    if let Some(at) = l.get(labels::LAST_USED).and_then(|t| t.parse::<u64>().ok()) {
-                        let of = v.name.trim_end_matches("-used").to_string();
-                        stamps.insert(of, rfc3339_secs(at));
+                    let at = l.get(labels::LAST_USED).and_then(|t| t.parse::<u64>().ok());
+                    if let (Some(at), Some((of, _))) = (at, stamp_of(&v.name)) {
+                        let latest = stamps.entry(of.to_string()).or_default();
+                        *latest = (*latest).max(at);
                     }
                 }
                 Some("workspace") => spaces.push(TaskWorkspace {
@@ -126,8 +153,37 @@ impl DockerBackend {
         for s in &mut spaces {
             s.last_used = stamps
                 .remove(&s.name)
+                .map(rfc3339_secs)
                 .unwrap_or_else(|| s.created_at.clone());
         }
         Ok(spaces)
+    }
+}
+
+/// The workspace a stamp volume is of, and when it was made (Unix ms; 0 for a stamp named
+/// before stamps carried the time).
+fn stamp_of(volume: &str) -> Option<(&str, u64)> {
+    if let Some((of, at)) = volume.rsplit_once("-used-") {
+        return Some((of, at.parse().ok()?));
+    }
+    Some((volume.strip_suffix("-used")?, 0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stamp_of;
+
+    #[test]
+    fn a_stamp_names_its_workspace_and_its_time() {
+        assert_eq!(
+            stamp_of("ctl-t-1-workspace-used-1764000000123"),
+            Some(("ctl-t-1-workspace", 1764000000123))
+        );
+        assert_eq!(
+            stamp_of("ctl-t-1-workspace-used"),
+            Some(("ctl-t-1-workspace", 0))
+        );
+        assert_eq!(stamp_of("ctl-t-1-workspace"), None);
+        assert_eq!(stamp_of("ctl-t-1-workspace-used-x"), None);
     }
 }

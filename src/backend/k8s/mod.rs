@@ -40,8 +40,8 @@ use self::status::{Pod, Progress};
 use super::api_call::percent_encode;
 use super::{labels, worker_env};
 use super::{
-    Backend, BackendError, BackendKind, CreateSpec, Finding, Logs, TaskWorkspace, Template, Worker,
-    WorkerState,
+    Backend, BackendError, BackendKind, Change, CreateSpec, Finding, Logs, TaskWorkspace, Template,
+    Worker, WorkerState,
 };
 use crate::settings::{ContainerSettings, K8sSettings};
 use crate::time::{now_millis, parse_rfc3339_millis, rfc3339_secs};
@@ -588,8 +588,17 @@ impl Backend for K8sBackend {
     }
 
     /// A watch of this controller's pods (`watch` is in the Role); see `watch.rs`.
-    fn follow_changes(&self, changed: &mut dyn FnMut() -> bool) -> Result<(), BackendError> {
+    fn follow_changes(&self, changed: &mut dyn FnMut(Change) -> bool) -> Result<(), BackendError> {
         self.follow_pods(changed)
+    }
+
+    /// One label-selected list of the pods carrying that worker id.
+    fn worker(&self, worker_id: &str) -> Result<Option<Worker>, BackendError> {
+        match self.owned_pod(worker_id) {
+            Ok((_, w)) => Ok(Some(w)),
+            Err(BackendError::NotFound) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     fn list(&self) -> Result<Vec<Worker>, BackendError> {

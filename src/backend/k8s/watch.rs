@@ -19,7 +19,7 @@ use super::status::Pod;
 use super::K8sBackend;
 use crate::backend::api_call::percent_encode;
 use crate::backend::labels;
-use crate::backend::BackendError;
+use crate::backend::{BackendError, Change};
 
 /// How often a pod is looked at when it cannot be watched.
 const POLL: Duration = Duration::from_millis(250);
@@ -110,11 +110,12 @@ impl K8sBackend {
 
     /// Follows this controller's pods for the watch source: the list's `resourceVersion`
     /// (one item asked for: only the version matters), then a watch from it with bookmarks,
-    /// each event making `changed` be called. A stream the server ends, or a version it has
-    /// compacted away (`410 Expired`), returns `Ok`: the source lists and follows again.
+    /// each event of a worker's pod telling `changed` which worker (see [`change_of`]). A
+    /// stream the server ends, or a version it has compacted away (`410 Expired`), returns
+    /// `Ok`: the source lists and follows again.
     pub(super) fn follow_pods(
         &self,
-        changed: &mut dyn FnMut() -> bool,
+        changed: &mut dyn FnMut(Change) -> bool,
     ) -> Result<(), BackendError> {
         let selector = percent_encode(&labels::owner_selector(&self.controller_id).join(","));
         let (_, body) = self
@@ -135,10 +136,10 @@ impl K8sBackend {
             percent_encode(version)
         );
         let until = Instant::now() + FOLLOW_CALL;
-        match self
-            .api
-            .watch(&path, until, |_, _| (!changed()).then_some(()))
-        {
+        match self.api.watch(&path, until, |_, pod| {
+            let go_on = change_of(pod).is_none_or(&mut *changed);
+            (!go_on).then_some(())
+        }) {
             Ok(_) => Ok(()),
             Err(ApiError::Status { code: 410, .. }) => {
                 log::debug!("watch: pod version {version} expired (410); listing again");
@@ -173,6 +174,14 @@ impl K8sBackend {
         let message = crate::backend::api_call::one_line(last["message"].as_str().unwrap_or(""));
         (!message.is_empty()).then(|| format!("{reason}: {message}"))
     }
+}
+
+/// Which worker a pod watch event (its object, the pod) is about: the `worker-id` label, which
+/// a worker's pod has from its create (or its claim, for a pool member). An unclaimed member's
+/// pod has none and is not a worker: `None`, nothing to tell.
+fn change_of(pod: &serde_json::Value) -> Option<Change> {
+    let id = pod["metadata"]["labels"][labels::WORKER_ID].as_str()?;
+    Some(Change::Worker(id.to_string()))
 }
 
 fn is_throttled(e: &ApiError) -> bool {

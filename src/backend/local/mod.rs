@@ -31,6 +31,7 @@ mod workspaces;
 use std::collections::BTreeMap;
 use std::collections::HashMap;
 use std::fmt;
+use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -78,7 +79,14 @@ pub struct LocalBackend {
     /// Creates whose spawn the GUI has not answered yet (worker id → since when, and whether
     /// it was stopped meanwhile): their records have no pane yet, and a thread waits for it.
     pending: Arc<Mutex<HashMap<String, Pending>>>,
+    /// Session ids read from task files, by path, with the file's (inode, size, mtime).
+    sessions: Mutex<HashMap<PathBuf, (SessionStamp, Option<String>)>>,
 }
+
+/// What tells a task file unchanged: inode, size, modification time.
+type SessionStamp = (u64, u64, Option<std::time::SystemTime>);
+/// Most task files whose session id is kept (then the memo starts again).
+const MAX_SESSIONS_KEPT: usize = 4096;
 
 /// A spawn still waiting for its GUI's answer.
 #[derive(Debug, Clone)]
@@ -182,6 +190,7 @@ impl LocalBackend {
             workspaces: workspaces::Workspaces::new(local.workspaces_dir.clone()),
             store: Arc::new(Mutex::new(store)),
             pending: Arc::new(Mutex::new(HashMap::new())),
+            sessions: Mutex::new(HashMap::new()),
         })
     }
 
@@ -375,12 +384,43 @@ impl LocalBackend {
         .templated(record.template.clone());
         w.pane_id = pane_text(record);
         w.reason = reason;
-        w.session_id = task::task_file(&self.scope_dir(&record.scope), &record.task)
-            .ok()
-            .and_then(|file| task::session_id(&file))
+        w.session_id = self
+            .session_of(record)
             .filter(|id| *id != record.baseline_session_id)
             .unwrap_or_default();
         w
+    }
+
+    /// The session id in a record's task file. A regular file (not a link) directly in the
+    /// task directory cannot resolve outside it, and one unchanged since it was last read
+    /// (the same inode, size and modification time) says what it said then: a list of 200
+    /// tabs is then one `lstat` per task file, not two path resolutions and a read. A link is
+    /// checked and read every time.
+    fn session_of(&self, record: &Record) -> Option<String> {
+        let dir = self.scope_dir(&record.scope);
+        let path = task::task_file_path(&dir, &record.task)?;
+        let meta = fs::symlink_metadata(&path).ok()?;
+        if !meta.file_type().is_file() {
+            return task::task_file(&dir, &record.task)
+                .ok()
+                .and_then(|file| task::session_id(&file));
+        }
+        let stamp = {
+            use std::os::unix::fs::MetadataExt;
+            (meta.ino(), meta.len(), meta.modified().ok())
+        };
+        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((seen, id)) = sessions.get(&path) {
+            if *seen == stamp {
+                return id.clone();
+            }
+        }
+        let id = task::session_id(&path);
+        if sessions.len() >= MAX_SESSIONS_KEPT {
+            sessions.clear();
+        }
+        sessions.insert(path, (stamp, id.clone()));
+        id
     }
 
     /// Where a scope's task files are: `LOCAL_TASK_DIR` for the admin scope (as before scopes),

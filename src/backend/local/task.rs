@@ -9,6 +9,16 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
 /// The task file for `task`, or why the name is refused.
+/// Where a task's file is, without looking at the file system: `None` for a name
+/// [`task_file`] refuses outright.
+pub fn task_file_path(task_dir: &Path, task: &str) -> Option<PathBuf> {
+    let refused = task.contains(['/', '\\', '\0'])
+        || task.starts_with('.')
+        || task.contains("..")
+        || task.chars().any(char::is_control);
+    (!refused).then(|| task_dir.join(format!("{task}.md")))
+}
+
 pub fn task_file(task_dir: &Path, task: &str) -> Result<PathBuf, String> {
     if task.contains(['/', '\\', '\0']) {
         return Err("a local task name must not contain path separators".into());
