@@ -8,6 +8,11 @@
 # remote), revision (the git commit), version (Cargo.toml) and licenses. The worker image does
 # not (a container inherits its image's labels): it carries one label only, saying that it speaks
 # the warm pool's activation contract (a2a-worker-controller.activation=v1).
+# The image's binary is built at opt-level "z" (the native release build, at "s", is the one
+# benchmarked): statically linked, glibc and all, the controller at "s" had grown to 4.998 MB
+# of the 5 MB target; "z" takes ~210 KB off and costs ~30% more CPU in the controller's own
+# work (a list of 1,000 workers of the test double 2.3 → 3.0 ms), next to nothing beside the
+# engine's own time for the same call (85-190 ms at 1,000 workers).
 # Talks to the engine DOCKER_HOST names (or the default socket).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,7 +44,7 @@ case "$(uname -s)" in
   Linux)
     target=$(rustc -vV | sed -n 's/^host: //p')
     # glibc, statically linked: runs in an empty image.
-    RUSTFLAGS="-C target-feature=+crt-static" \
+    RUSTFLAGS="-C target-feature=+crt-static" CARGO_PROFILE_RELEASE_OPT_LEVEL=z \
       cargo build --release --locked --quiet --target "$target" --bin "$bin"
     cp "target/$target/release/$bin" "$ctx/app"
     cat >"$ctx/Dockerfile" <<DOCKERFILE
@@ -58,7 +63,7 @@ DOCKERFILE
 FROM rust:1-bookworm AS build
 WORKDIR /src
 COPY . .
-RUN RUSTFLAGS="-C target-feature=+crt-static" cargo build --release --locked \\
+RUN RUSTFLAGS="-C target-feature=+crt-static" CARGO_PROFILE_RELEASE_OPT_LEVEL=z cargo build --release --locked \\
       --target "\$(rustc -vV | sed -n 's/^host: //p')" --bin $bin \\
  && cp target/*/release/$bin /app
 FROM scratch
