@@ -81,11 +81,16 @@ target/release/a2a-worker-controller &
 pid=$!
 # Started in the background by a script, the controller ignores the terminal's SIGINT: Ctrl-C
 # reaches this script, which asks the controller to stop as SIGTERM would.
-trap 'kill -TERM "$pid" 2>/dev/null || true' INT TERM
+trap 'trapped=1; kill -TERM "$pid" 2>/dev/null || true' INT TERM
+# A wait the trap cuts short answers 130 whether or not the controller has ended meanwhile:
+# wait again for the controller's own status (127: it was already collected).
 rc=0
 while :; do
-  wait "$pid" && rc=0 || rc=$?
-  kill -0 "$pid" 2>/dev/null || break
+  trapped=
+  wait "$pid" && status=0 || status=$?
+  [ "$status" = 127 ] && break
+  rc=$status
+  [ -n "$trapped" ] || break
 done
 if [ -n "$own_engine" ]; then
   if [ "${KEEP_ENGINE:-}" = 1 ]; then

@@ -135,17 +135,22 @@ pub struct Container {
     pub labels: Option<HashMap<String, String>>,
 }
 
+/// The ids of every container with `controller_id`'s owner label (none when the engine cannot
+/// be asked).
+pub fn owned_ids(engine: &Engine, controller_id: &str) -> Vec<String> {
+    engine
+        .list(&owner_selector(controller_id))
+        .ok()
+        .and_then(|l| serde_json::from_slice::<Vec<Container>>(l.as_bytes()).ok())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| c.id)
+        .collect()
+}
+
 impl Drop for Cleanup {
     fn drop(&mut self) {
-        let listed = self.engine.list(&owner_selector(&self.controller_id));
-        let ids: Vec<String> = listed
-            .ok()
-            .and_then(|l| serde_json::from_slice::<Vec<Container>>(l.as_bytes()).ok())
-            .unwrap_or_default()
-            .into_iter()
-            .map(|c| c.id)
-            .collect();
-        for id in ids {
+        for id in owned_ids(&self.engine, &self.controller_id) {
             let _ = self.engine.remove(&id);
         }
         for id in &self.extra {

@@ -45,15 +45,7 @@ struct Sweep {
 
 impl Drop for Sweep {
     fn drop(&mut self) {
-        let engine = Engine::new(self.socket.clone());
-        let ids: Vec<String> = engine
-            .list(&owner_selector(&self.id))
-            .ok()
-            .and_then(|l| serde_json::from_slice::<Vec<Container>>(l.as_bytes()).ok())
-            .unwrap_or_default()
-            .into_iter()
-            .map(|c| c.id)
-            .collect();
+        let ids = owned_ids(&Engine::new(self.socket.clone()), &self.id);
         let next = AtomicUsize::new(0);
         std::thread::scope(|scope| {
             for _ in 0..4 {
