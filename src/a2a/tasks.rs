@@ -11,27 +11,76 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 /// Changes a stream may leave unread before it is let go.
 pub const STREAM_BACKLOG: usize = 1024;
+
+/// A task sending many changes at once (a watch's snapshot) waits while one of its streams
+/// has this many unread ([`TaskStore::wait_for_room`]), and goes on when it is down to
+/// [`PACE_LOW`]: the stream is fed at its reader's pace, a few dozen changes held at a time,
+/// and its writer wakes the sender once per batch, not once per change.
+pub const PACE_HIGH: usize = 64;
+/// See [`PACE_HIGH`].
+pub const PACE_LOW: usize = 32;
+
+/// A stream's count of unread changes, which a paced sender waits on.
+#[derive(Default)]
+struct Room {
+    pending: AtomicUsize,
+    /// The stream's reader is gone: nobody will make room.
+    gone: std::sync::atomic::AtomicBool,
+    lock: Mutex<()>,
+    read: Condvar,
+}
+
+impl Room {
+    fn full(&self) -> bool {
+        self.pending.load(Ordering::SeqCst) >= PACE_HIGH && !self.gone.load(Ordering::SeqCst)
+    }
+
+    /// Wakes a paced sender (under the lock, so a sender between its look and its wait is
+    /// not missed).
+    fn wake(&self) {
+        let _held = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+        self.read.notify_all();
+    }
+
+    /// Waits until this stream has room, or `until`, or `ended` says the task is over;
+    /// false if it had to stop waiting without room.
+    fn wait(&self, until: Instant, ended: &Mutex<Option<String>>) -> bool {
+        let mut held = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+        while self.full() {
+            let now = Instant::now();
+            if now >= until || ended.lock().unwrap_or_else(|p| p.into_inner()).is_some() {
+                return false;
+            }
+            let slice = (until - now).min(Duration::from_millis(100));
+            held = match self.read.wait_timeout(held, slice) {
+                Ok((held, _)) => held,
+                Err(p) => p.into_inner().0,
+            };
+        }
+        true
+    }
+}
 
 /// One stream's end of a task's changes: sent ones counted, so a stream that does not read
 /// is let go after [`STREAM_BACKLOG`] without its queue being reserved up front.
 struct Watcher {
     tx: Sender<Update>,
-    pending: Arc<AtomicUsize>,
+    room: Arc<Room>,
 }
 
 impl Watcher {
     /// `false` when the stream is gone or left too much unread (it is then let go).
     fn send(&self, update: Update, id: &str) -> bool {
-        if self.pending.load(Ordering::SeqCst) >= STREAM_BACKLOG {
+        if self.room.pending.load(Ordering::SeqCst) >= STREAM_BACKLOG {
             log::warn!("a stream of task {id} left {STREAM_BACKLOG} updates unread and was let go");
             return false;
         }
-        self.pending.fetch_add(1, Ordering::SeqCst);
+        self.room.pending.fetch_add(1, Ordering::SeqCst);
         self.tx.send(update).is_ok()
     }
 }
@@ -39,13 +88,15 @@ impl Watcher {
 /// What a stream reads a task's changes from.
 pub struct Updates {
     rx: Receiver<Update>,
-    pending: Arc<AtomicUsize>,
+    room: Arc<Room>,
 }
 
 impl Updates {
     pub fn recv_timeout(&self, timeout: Duration) -> Result<Update, RecvTimeoutError> {
         let update = self.rx.recv_timeout(timeout)?;
-        self.pending.fetch_sub(1, Ordering::SeqCst);
+        if self.room.pending.fetch_sub(1, Ordering::SeqCst) == PACE_LOW + 1 {
+            self.room.wake();
+        }
         Ok(update)
     }
 
@@ -53,11 +104,17 @@ impl Updates {
     pub fn ended() -> Updates {
         Updates {
             rx: std::sync::mpsc::channel().1,
-            pending: Arc::default(),
+            room: Arc::default(),
         }
     }
 }
-use std::sync::Mutex;
+
+impl Drop for Updates {
+    fn drop(&mut self) {
+        self.room.gone.store(true, Ordering::SeqCst);
+        self.room.wake();
+    }
+}
 
 use serde_json::Value;
 
@@ -240,17 +297,27 @@ impl TaskStore {
         }
     }
 
-    /// The most updates one of task `id`'s streams has left unread (0 without streams): a
-    /// task that sends many at once (a watch's snapshot) waits while this is high, so a stream
-    /// that reads is never let go for what arrived all at once.
-    pub fn backlog(&self, id: &str) -> usize {
-        let inner = self.lock();
-        inner.watchers.get(id).map_or(0, |ws| {
-            ws.iter()
-                .map(|w| w.pending.load(Ordering::SeqCst))
-                .max()
-                .unwrap_or(0)
-        })
+    /// Waits while one of task `id`'s streams has [`PACE_HIGH`] changes unread, until it is
+    /// down to [`PACE_LOW`], `until` passes, or `ended` is set: a task that sends many at once
+    /// (a watch's snapshot) is paced to its slowest stream, so a stream that reads is never
+    /// let go for what arrived all at once.
+    pub fn wait_for_room(&self, id: &str, until: Instant, ended: &Mutex<Option<String>>) {
+        let rooms: Vec<Arc<Room>> = {
+            let inner = self.lock();
+            match inner.watchers.get(id) {
+                Some(ws) => ws
+                    .iter()
+                    .filter(|w| w.room.full())
+                    .map(|w| Arc::clone(&w.room))
+                    .collect(),
+                None => return,
+            }
+        };
+        for room in rooms {
+            if !room.wait(until, ended) {
+                return;
+            }
+        }
     }
 
     /// The task as it is now (without artifacts: a running task has none) and a receiver of
@@ -259,12 +326,12 @@ impl TaskStore {
         let mut inner = self.lock();
         let task = view(owned_by(inner.tasks.get_mut(id), owner)?, false);
         let (tx, rx) = std::sync::mpsc::channel();
-        let pending = Arc::new(AtomicUsize::new(0));
+        let room = Arc::new(Room::default());
         let updates = Updates {
             rx,
-            pending: Arc::clone(&pending),
+            room: Arc::clone(&room),
         };
-        let tx = Watcher { tx, pending };
+        let tx = Watcher { tx, room };
         if !task.status.state.is_terminal() {
             inner.watchers.entry(id.to_string()).or_default().push(tx);
         }

@@ -383,6 +383,8 @@ pub struct Relay {
     pub creates_seen: Arc<std::sync::atomic::AtomicUsize>,
     /// Container lists (`GET .../containers/json`, whatever their filters) relayed.
     pub lists_seen: Arc<std::sync::atomic::AtomicUsize>,
+    /// The request line of every call relayed, in order.
+    pub calls_seen: Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Relay {
@@ -396,6 +398,7 @@ impl Relay {
             fail_starts: Arc::default(),
             creates_seen: Arc::default(),
             lists_seen: Arc::default(),
+            calls_seen: Arc::default(),
         };
         r.up();
         r
@@ -408,10 +411,11 @@ impl Relay {
         let stop = Arc::new(AtomicBool::new(false));
         self.stop = Arc::clone(&stop);
         let target = self.target.clone();
-        let (fail_starts, creates_seen, lists_seen) = (
+        let (fail_starts, creates_seen, lists_seen, calls_seen) = (
             Arc::clone(&self.fail_starts),
             Arc::clone(&self.creates_seen),
             Arc::clone(&self.lists_seen),
+            Arc::clone(&self.calls_seen),
         );
         self.accept = Some(thread::spawn(move || {
             while !stop.load(Ordering::SeqCst) {
@@ -437,6 +441,10 @@ impl Relay {
                         if line.starts_with("GET") && line.contains("/containers/json") {
                             lists_seen.fetch_add(1, Ordering::SeqCst);
                         }
+                        calls_seen
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .push(line.clone());
                         let is_start = line.starts_with("POST") && line.contains("/start ");
                         if is_start
                             && fail_starts

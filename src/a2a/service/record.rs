@@ -113,20 +113,14 @@ impl Recorder {
         self.push(&task.id, &StreamResponse::Task(task), false);
     }
 
-    /// Waits while a stream of task `id` has half its backlog unread (a snapshot of a
-    /// thousand workers arrives at once; the stream writes it at the client's pace), until the
-    /// task is ended (`ended` set) or [`ROOM_WAIT`] passes: a stream that reads nothing is then
-    /// let go by the backlog's own rule, and a watch that cannot pass its events on is cut off
-    /// by its source's.
+    /// Waits while a stream of task `id` is behind (a snapshot of a thousand workers
+    /// arrives at once; the stream writes it at the client's pace, a few dozen held at a
+    /// time), until the task is ended (`ended` set) or [`ROOM_WAIT`] passes: a stream that
+    /// reads nothing is then let go by the backlog's own rule, and a watch that cannot pass
+    /// its events on is cut off by its source's.
     pub(super) fn room_for(&self, id: &str, ended: &std::sync::Mutex<Option<String>>) {
-        let half = crate::a2a::tasks::STREAM_BACKLOG / 2;
-        let until = std::time::Instant::now() + ROOM_WAIT;
-        while self.tasks.backlog(id) >= half && std::time::Instant::now() < until {
-            if ended.lock().unwrap_or_else(|p| p.into_inner()).is_some() {
-                return;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(2));
-        }
+        self.tasks
+            .wait_for_room(id, std::time::Instant::now() + ROOM_WAIT, ended);
     }
 
     /// A step of a running task.

@@ -80,9 +80,20 @@ pub struct Summary<'a> {
     pub created: i64,
     #[serde(rename = "Ports", borrow)]
     pub ports: Option<Vec<Port<'a>>>,
+    /// What the container mounts; `None` when the engine did not say.
+    #[serde(rename = "Mounts", borrow)]
+    pub mounts: Option<Vec<Mount<'a>>>,
 }
 
 impl Summary<'_> {
+    /// Whether the container may mount volume `name`: false only when the engine listed its
+    /// mounts and that volume is not among them.
+    pub fn may_mount(&self, name: &str) -> bool {
+        self.mounts
+            .as_ref()
+            .is_none_or(|m| m.iter().any(|m| m.name.as_deref() == Some(name)))
+    }
+
     /// The container's name, without the engine's leading `/`.
     pub fn name(&self) -> &str {
         self.names
@@ -118,6 +129,14 @@ impl<'de: 'a, 'a> Deserialize<'de> for FirstName<'a> {
         struct Name<'a>(#[serde(borrow)] Cow<'a, str>);
         deserializer.deserialize_any(Names)
     }
+}
+
+/// One of a listed container's mounts (a volume's has its name).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct Mount<'a> {
+    #[serde(rename = "Name", borrow)]
+    pub name: Option<Cow<'a, str>>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -734,6 +753,23 @@ fn status_error(status: u16, body: &[u8]) -> EngineError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_listed_containers_volumes_are_read() {
+        // The shape of Docker 28's `GET /containers/json` items (Mounts of a volume and of a
+        // bind; none; the field absent, as an engine that does not say).
+        let listing = Listing(
+            br#"[{"Id":"a","Mounts":[{"Type":"bind","Source":"/x","Destination":"/x"},{"Type":"volume","Name":"ws-1","Source":"/var/lib/docker/volumes/ws-1/_data","Destination":"/workspace","Driver":"local"}]},
+                 {"Id":"b","Mounts":[]},
+                 {"Id":"c"}]"#
+                .to_vec(),
+        );
+        let c = listing.containers().unwrap();
+        assert!(c[0].may_mount("ws-1"));
+        assert!(!c[0].may_mount("ws-2"));
+        assert!(!c[1].may_mount("ws-1"));
+        assert!(c[2].may_mount("ws-1"), "unsaid mounts are assumed");
+    }
 
     #[test]
     fn version_negotiation() {

@@ -293,12 +293,8 @@ impl DockerBackend {
         })
     }
 
-    /// The container id of a worker this controller owns, the worker, and (a pooled worker)
-    /// its binding's volume; `NotFound` otherwise.
-    fn owned_container(
-        &self,
-        worker_id: &str,
-    ) -> Result<(String, Worker, Option<String>), BackendError> {
+    /// The container of a worker this controller owns; `NotFound` otherwise.
+    fn owned_container(&self, worker_id: &str) -> Result<Found, BackendError> {
         let listing = self
             .engine
             .list(&labels::worker_selector(&self.controller_id, worker_id))
@@ -310,13 +306,24 @@ impl DockerBackend {
                 .ok()
                 .flatten()
                 .filter(|w| w.worker_id == worker_id)?;
-            Some((c.id.into_owned(), w, None))
+            let workspace = workspace::name(&self.controller_id, &w.scope, &w.task);
+            Some(Found {
+                mounts_workspace: c.may_mount(&workspace),
+                container: c.id.into_owned(),
+                worker: w,
+                binding: None,
+            })
         });
         if let Some(found) = cold {
             return Ok(found);
         }
         match self.pooled_container(worker_id)? {
-            Some((id, w, binding)) => Ok((id, w, Some(binding))),
+            Some((container, worker, binding)) => Ok(Found {
+                container,
+                worker,
+                binding: Some(binding),
+                mounts_workspace: true,
+            }),
             None => Err(BackendError::NotFound),
         }
     }
@@ -454,6 +461,16 @@ impl DockerBackend {
             .templated(owned.template)
         })
     }
+}
+
+/// A worker's container, as `stop` and `logs` find it.
+struct Found {
+    container: String,
+    worker: Worker,
+    /// A pooled worker's binding volume.
+    binding: Option<String>,
+    /// Whether the container may mount its task's workspace (see `Summary::may_mount`).
+    mounts_workspace: bool,
 }
 
 impl DockerBackend {
@@ -597,10 +614,20 @@ impl Backend for DockerBackend {
     }
 
     fn stop(&self, worker_id: &str) -> Result<Worker, BackendError> {
-        let (container, worker, binding) = self.owned_container(worker_id)?;
-        // Its workspace's last use, while the worker still holds it (see `workspace`).
-        if let Err(e) = self.workspace_released(&worker.scope, &worker.task) {
-            log::debug!("the workspace of worker {worker_id} was not stamped before its stop: {e}");
+        let Found {
+            container,
+            worker,
+            binding,
+            mounts_workspace,
+        } = self.owned_container(worker_id)?;
+        // Its workspace's last use, while the worker still holds it (see `workspace`); a
+        // container the engine lists without that volume has none to stamp.
+        if mounts_workspace {
+            if let Err(e) = self.workspace_released(&worker.scope, &worker.task) {
+                log::debug!(
+                    "the workspace of worker {worker_id} was not stamped before its stop: {e}"
+                );
+            }
         }
         self.engine
             .stop(&container, STOP_GRACE_SECS)
@@ -617,8 +644,10 @@ impl Backend for DockerBackend {
     }
 
     fn logs(&self, worker_id: &str, lines: u32) -> Result<Logs, BackendError> {
-        let (container, _, _) = self.owned_container(worker_id)?;
-        self.engine.logs(&container, lines).map_err(engine_error)
+        let found = self.owned_container(worker_id)?;
+        self.engine
+            .logs(&found.container, lines)
+            .map_err(engine_error)
     }
 
     fn has_change_stream(&self) -> bool {
