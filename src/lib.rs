@@ -25,7 +25,7 @@
 //!                      pieces (probe, labels, worker_env), one folder per backend: docker/,
 //!                      k8s/, local/
 //! http/                HTTP/1.1 server (wire format, connections); knows no route
-//! metrics, sentry, hash, json, time, token  leaf utilities
+//! metrics, sentry, hash, json, pem, time, token  leaf utilities
 //! malloc               glibc's arena limit, set by executing the server once more
 //! ```
 //!
@@ -44,6 +44,7 @@ pub mod http;
 mod json;
 pub mod malloc;
 mod metrics;
+mod pem;
 pub mod push;
 pub mod replicas;
 mod routes;

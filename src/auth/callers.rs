@@ -64,6 +64,8 @@ struct Entry {
 #[derive(Debug, Default)]
 pub struct Table {
     by_hash: HashMap<[u8; 32], Caller>,
+    /// The token files its callers were read from (watched: a change re-reads the table).
+    token_files: Vec<PathBuf>,
 }
 
 impl Table {
@@ -100,6 +102,7 @@ pub fn load(path: &Path, reserved: &[&str]) -> Result<(Table, Vec<String>), Stri
     }
     let mut table = Table {
         by_hash: HashMap::with_capacity(contents.callers.len()),
+        token_files: Vec::new(),
     };
     let mut names: HashSet<String> = reserved.iter().map(|n| n.to_string()).collect();
     for (i, e) in contents.callers.into_iter().enumerate() {
@@ -124,6 +127,7 @@ pub fn load(path: &Path, reserved: &[&str]) -> Result<(Table, Vec<String>), Stri
                 warnings.extend(warning);
                 check_auth_token(&token)
                     .map_err(|why| format!("{at}: token_file {}: {why}", file.display()))?;
+                table.token_files.push(file.clone());
                 sha256(token.as_bytes())
             }
             _ => {
@@ -185,11 +189,17 @@ fn parse_hash(hex: &str) -> Option<[u8; 32]> {
     Some(out)
 }
 
-/// The callers file as it is now: re-read when it changes.
+/// The callers file as it is now: re-read when it, or a token file it names, changes.
 pub struct CallersFile {
     file: Watched,
+    /// The token files of the table now.
+    token_files: RwLock<Vec<Watched>>,
     reserved: Vec<&'static str>,
     table: RwLock<Table>,
+}
+
+fn watched(files: &[PathBuf]) -> Vec<Watched> {
+    files.iter().cloned().map(Watched::new).collect()
 }
 
 impl CallersFile {
@@ -203,6 +213,7 @@ impl CallersFile {
         Ok((
             CallersFile {
                 file,
+                token_files: RwLock::new(watched(&table.token_files)),
                 reserved,
                 table: RwLock::new(table),
             },
@@ -223,9 +234,24 @@ impl CallersFile {
     }
 
     fn refresh(&self) {
-        if !self.file.changed() {
+        let token_file = {
+            let files = self.token_files.read().unwrap_or_else(|p| p.into_inner());
+            // Each looked at (so each sees its own change once), not only up to the first.
+            files
+                .iter()
+                .filter(|f| f.changed())
+                .map(|f| f.path.display().to_string())
+                .last()
+        };
+        let own = self.file.changed();
+        if !own && token_file.is_none() {
             return;
         }
+        let what = match (&token_file, own) {
+            (_, true) => "changed".to_string(),
+            (Some(file), false) => format!("'s token file {file} changed"),
+            (None, false) => return,
+        };
         let path = &self.file.path;
         let read = load(path, &self.reserved);
         let mut table = self.table.write().unwrap_or_else(|p| p.into_inner());
@@ -235,14 +261,17 @@ impl CallersFile {
                     log::warn!("{w}");
                 }
                 log::info!(
-                    "A2A_CALLERS_FILE {} changed: {} callers now",
+                    "A2A_CALLERS_FILE {}{what}: {} callers now",
                     path.display(),
                     read_table.len()
                 );
+                *self.token_files.write().unwrap_or_else(|p| p.into_inner()) =
+                    watched(&read_table.token_files);
                 *table = read_table;
             }
             Err(why) => log::warn!(
-                "A2A_CALLERS_FILE changed but cannot be used ({why}); the {} callers read before stay",
+                "A2A_CALLERS_FILE {}{what} but cannot be used ({why}); the {} callers read before stay",
+                path.display(),
                 table.len()
             ),
         }

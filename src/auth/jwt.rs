@@ -1,6 +1,7 @@
-//! Signed JWT access tokens (RFC 7519), checked as `A2A_OIDC_*` asks: RS256 or ES256 only
-//! (never `none`, never HMAC: a public key is not a shared secret), the key chosen by `kid`
-//! and of the algorithm's own type, then `iss`, `aud`, `exp` and `nbf` with a small leeway.
+//! Signed JWT access tokens (RFC 7519), checked as `A2A_OIDC_*` asks: RS256, PS256, ES256 or
+//! EdDSA (Ed25519) only (never `none`, never HMAC: a public key is not a shared secret), the
+//! key chosen by `kid`, of the algorithm's own type and, when its JWK names an `alg`, of that
+//! one; then `iss`, `aud`, `exp` and `nbf` with a leeway of [`LEEWAY_SECS`].
 //! Signatures are ring's. Nothing here touches the network (see `oidc`).
 
 use std::collections::HashMap;
@@ -20,13 +21,21 @@ pub enum Key {
     Rsa { n: Vec<u8>, e: Vec<u8> },
     /// EC P-256: the uncompressed point (0x04 ‖ x ‖ y).
     P256 { point: Vec<u8> },
+    /// OKP Ed25519: the 32-byte public key.
+    Ed25519 { x: Vec<u8> },
 }
 
 /// The keys of a JWKS by `kid` (keys without a `kid`, or of another type, are skipped).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct KeySet {
     pub keys: HashMap<String, Key>,
+    /// The `alg` a key's JWK pins it to, by `kid` (a key without one serves any algorithm of
+    /// its type).
+    pub algs: HashMap<String, String>,
 }
+
+/// The algorithms accepted, as a refusal names them.
+pub const ALGORITHMS: &str = "RS256, PS256, ES256 or EdDSA";
 
 /// Why a token is refused (for the log at debug level; the caller only hears 401).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,13 +52,33 @@ pub enum Refusal {
     Claim(&'static str),
 }
 
+impl Refusal {
+    /// What kind of refusal this is, as a short label (the log's rate limit goes by it).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Refusal::Malformed(_) => "malformed",
+            Refusal::Algorithm(_) => "algorithm",
+            Refusal::UnknownKey => "unknown_key",
+            Refusal::WrongKeyType => "wrong_key_type",
+            Refusal::Signature => "signature",
+            Refusal::Issuer => "issuer",
+            Refusal::Audience => "audience",
+            Refusal::Expired => "expired",
+            Refusal::NotYetValid => "not_yet_valid",
+            Refusal::Claim(_) => "claim",
+        }
+    }
+}
+
 impl fmt::Display for Refusal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Refusal::Malformed(what) => write!(f, "malformed token: {what}"),
-            Refusal::Algorithm(alg) => write!(f, "algorithm {alg:?} is not RS256 or ES256"),
+            Refusal::Algorithm(alg) => write!(f, "algorithm {alg:?} is not {ALGORITHMS}"),
             Refusal::UnknownKey => f.write_str("no key with that kid"),
-            Refusal::WrongKeyType => f.write_str("the key's type is not the algorithm's"),
+            Refusal::WrongKeyType => {
+                f.write_str("the key's type (or its JWK's alg) is not the algorithm's")
+            }
             Refusal::Signature => f.write_str("the signature does not verify"),
             Refusal::Issuer => f.write_str("another issuer"),
             Refusal::Audience => f.write_str("another audience"),
@@ -104,31 +133,44 @@ pub fn verify(token: &str, keys: &KeySet, expect: &Expect<'_>) -> Result<Claims,
     };
     let header: Header = serde_json::from_slice(&base64url(h)?)
         .map_err(|_| Refusal::Malformed("header is not JSON"))?;
-    let key = match &header.kid {
-        Some(kid) => keys.keys.get(kid),
+    // The algorithm first: a token of one never accepted is refused without a key lookup
+    // (and so without a JWKS fetch for its kid).
+    let alg = header.alg.as_str();
+    if !matches!(alg, "RS256" | "PS256" | "ES256" | "EdDSA") {
+        return Err(Refusal::Algorithm(alg.chars().take(16).collect()));
+    }
+    let (kid, key) = match &header.kid {
+        Some(kid) => keys.keys.get_key_value(kid),
         // No kid: only a JWKS of one key says which.
-        None if keys.keys.len() == 1 => keys.keys.values().next(),
+        None if keys.keys.len() == 1 => keys.keys.iter().next(),
         None => None,
     }
     .ok_or(Refusal::UnknownKey)?;
-    let signed = &token[..h.len() + 1 + p.len()];
-    let sig = base64url(s)?;
-    match (header.alg.as_str(), key) {
-        ("RS256", Key::Rsa { n, e }) => RsaPublicKeyComponents { n, e }
-            .verify(
-                &signature::RSA_PKCS1_2048_8192_SHA256,
-                signed.as_bytes(),
-                &sig,
-            )
-            .map_err(|_| Refusal::Signature)?,
-        ("ES256", Key::P256 { point }) => {
-            UnparsedPublicKey::new(&signature::ECDSA_P256_SHA256_FIXED, point)
-                .verify(signed.as_bytes(), &sig)
-                .map_err(|_| Refusal::Signature)?
-        }
-        ("RS256" | "ES256", _) => return Err(Refusal::WrongKeyType),
-        (other, _) => return Err(Refusal::Algorithm(other.chars().take(16).collect())),
+    if keys.algs.get(kid).is_some_and(|pinned| pinned != alg) {
+        return Err(Refusal::WrongKeyType);
     }
+    let signed = &token.as_bytes()[..h.len() + 1 + p.len()];
+    let sig = base64url(s)?;
+    let checked = match (alg, key) {
+        ("RS256", Key::Rsa { n, e }) => RsaPublicKeyComponents { n, e }.verify(
+            &signature::RSA_PKCS1_2048_8192_SHA256,
+            signed,
+            &sig,
+        ),
+        ("PS256", Key::Rsa { n, e }) => RsaPublicKeyComponents { n, e }.verify(
+            &signature::RSA_PSS_2048_8192_SHA256,
+            signed,
+            &sig,
+        ),
+        ("ES256", Key::P256 { point }) => {
+            UnparsedPublicKey::new(&signature::ECDSA_P256_SHA256_FIXED, point).verify(signed, &sig)
+        }
+        ("EdDSA", Key::Ed25519 { x }) => {
+            UnparsedPublicKey::new(&signature::ED25519, x).verify(signed, &sig)
+        }
+        _ => return Err(Refusal::WrongKeyType),
+    };
+    checked.map_err(|_| Refusal::Signature)?;
     // Only a verified payload is read.
     let claims: serde_json::Map<String, Value> = serde_json::from_slice(&base64url(p)?)
         .map_err(|_| Refusal::Malformed("payload is not a JSON object"))?;
@@ -179,8 +221,8 @@ fn seconds(v: Option<&Value>) -> Option<u64> {
     })
 }
 
-/// Reads a JWKS document; keys that are not RSA or EC P-256 with a `kid`, or whose `use` is
-/// not `sig`, are skipped.
+/// Reads a JWKS document; keys that are not RSA, EC P-256 or OKP Ed25519 with a `kid`, or
+/// whose `use` is not `sig`, are skipped.
 pub fn key_set(jwks: &[u8]) -> Result<KeySet, String> {
     #[derive(Deserialize)]
     struct Doc {
@@ -193,6 +235,8 @@ pub fn key_set(jwks: &[u8]) -> Result<KeySet, String> {
         kid: Option<String>,
         #[serde(default, rename = "use")]
         usage: Option<String>,
+        #[serde(default)]
+        alg: Option<String>,
         #[serde(default)]
         n: Option<String>,
         #[serde(default)]
@@ -227,8 +271,15 @@ pub fn key_set(jwks: &[u8]) -> Result<KeySet, String> {
                 }
                 _ => continue,
             },
+            ("OKP", Some("Ed25519")) => match decoded(&k.x) {
+                Some(x) if x.len() == 32 => Key::Ed25519 { x },
+                _ => continue,
+            },
             _ => continue,
         };
+        if let Some(alg) = k.alg {
+            set.algs.insert(kid.clone(), alg);
+        }
         set.keys.insert(kid, key);
     }
     Ok(set)
@@ -278,7 +329,7 @@ mod tests {
     }
 
     #[test]
-    fn refuses_what_is_not_rs256_or_es256_before_any_claim() {
+    fn refuses_what_is_not_an_accepted_algorithm_before_any_claim() {
         let keys = KeySet {
             keys: [(
                 "k".to_string(),
@@ -288,6 +339,7 @@ mod tests {
                 },
             )]
             .into(),
+            algs: Default::default(),
         };
         let expect = Expect {
             issuer: "https://i",
@@ -314,11 +366,22 @@ mod tests {
             ("none", Refusal::Algorithm("none".into())),
             ("HS256", Refusal::Algorithm("HS256".into())),
             ("ES256", Refusal::WrongKeyType),
+            ("EdDSA", Refusal::WrongKeyType),
+            ("PS384", Refusal::Algorithm("PS384".into())),
+            ("PS256", Refusal::Signature),
         ] {
             let header = b(&format!(r#"{{"alg":"{alg}","kid":"k"}}"#));
             let token = format!("{header}.{payload}.");
             assert_eq!(verify(&token, &keys, &expect), Err(refusal), "{alg}");
         }
+        // A key its JWK pins to RS256 serves no other algorithm.
+        let mut pinned = keys.clone();
+        pinned.algs.insert("k".into(), "RS256".into());
+        let header = b(r#"{"alg":"PS256","kid":"k"}"#);
+        assert_eq!(
+            verify(&format!("{header}.{payload}."), &pinned, &expect),
+            Err(Refusal::WrongKeyType)
+        );
         let header = b(r#"{"alg":"RS256","kid":"other"}"#);
         assert_eq!(
             verify(&format!("{header}.{payload}.AA"), &keys, &expect),

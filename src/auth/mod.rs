@@ -178,9 +178,10 @@ impl Authenticator {
         }
         if let Some(o) = &self.oidc {
             lines.push(format!(
-                "OIDC: {} keys from {}",
+                "OIDC: {} keys from {}, its certificate checked against {}",
                 o.key_count(),
-                o.jwks_uri()
+                o.jwks_uri(),
+                o.roots()
             ));
         }
         lines
@@ -201,9 +202,9 @@ impl Authenticator {
         if let Some(oidc) = &self.oidc {
             // Only what looks like a JWT is parsed at all.
             if token.bytes().filter(|b| *b == b'.').count() == 2 {
-                match oidc.verify(token, now_millis() / 1000) {
-                    Ok(caller) => return Ok(caller),
-                    Err(why) => log::debug!("an OIDC access token was refused: {why}"),
+                // A refusal is logged, with its reason, by the verifier.
+                if let Ok(caller) = oidc.verify(token, now_millis() / 1000) {
+                    return Ok(caller);
                 }
             }
         }

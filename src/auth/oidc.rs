@@ -23,12 +23,32 @@ pub struct Verifier {
     keys: RwLock<KeySet>,
     /// When the JWKS was last fetched for an unseen kid (`None`: not since startup).
     last_refetch: Mutex<Option<Instant>>,
+    /// The last refetch failed (said once, and again when one works).
+    failing: std::sync::atomic::AtomicBool,
+    /// When each kind of refusal was last logged, and how many went unsaid since.
+    refusals: Mutex<std::collections::HashMap<&'static str, (Option<Instant>, u64)>>,
 }
+
+/// The least time between two log lines for the same kind of refused token.
+const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(10);
 
 impl Verifier {
     /// Discovery and the first JWKS: any failure is one line, and stops startup.
     pub fn discover(settings: &OidcSettings) -> Result<Verifier, String> {
+        let roots = match &settings.ca_file {
+            Some(path) => {
+                let pem = std::fs::read(path).map_err(|e| {
+                    format!("A2A_OIDC_CA_FILE {}: cannot be read: {e}", path.display())
+                })?;
+                let certs = crate::pem::certificates(&pem)
+                    .map_err(|why| format!("A2A_OIDC_CA_FILE {}: {why}", path.display()))?;
+                ureq::tls::RootCerts::new_with_certs(&certs)
+            }
+            None => ureq::tls::RootCerts::WebPki,
+        };
+        let tls = ureq::tls::TlsConfig::builder().root_certs(roots).build();
         let agent: ureq::Agent = ureq::Agent::config_builder()
+            .tls_config(tls)
             .http_status_as_error(false)
             .timeout_global(Some(Duration::from_secs(10)))
             .timeout_connect(Some(Duration::from_secs(5)))
@@ -61,7 +81,7 @@ impl Verifier {
         let keys = jwt::key_set(&fetch(&agent, &jwks_uri)?)?;
         if keys.keys.is_empty() {
             return Err(format!(
-                "the OIDC JWKS {jwks_uri} holds no RS256 or ES256 signing key with a kid"
+                "the OIDC JWKS {jwks_uri} holds no signing key with a kid of a type this controller verifies (RSA, EC P-256, Ed25519)"
             ));
         }
         Ok(Verifier {
@@ -70,6 +90,8 @@ impl Verifier {
             agent,
             keys: RwLock::new(keys),
             last_refetch: Mutex::new(None),
+            failing: std::sync::atomic::AtomicBool::new(false),
+            refusals: Mutex::default(),
         })
     }
 
@@ -85,8 +107,47 @@ impl Verifier {
         &self.jwks_uri
     }
 
-    /// The caller a token proves, or why not (for the log; the request hears 401).
+    /// What the issuer's https certificate is checked against, for the startup log.
+    pub fn roots(&self) -> String {
+        match &self.settings.ca_file {
+            Some(path) => format!("the CA in A2A_OIDC_CA_FILE {}", path.display()),
+            None if self.settings.issuer.starts_with("https://") => {
+                "the bundled public roots (webpki-roots)".into()
+            }
+            None => "no TLS (a loopback http issuer)".into(),
+        }
+    }
+
+    /// The caller a token proves, or why not (logged here, at most once per
+    /// [`REFUSAL_LOG_INTERVAL`] for each kind of refusal; the request hears only 401).
     pub fn verify(&self, token: &str, now: u64) -> Result<Caller, jwt::Refusal> {
+        let verified = self.verify_quietly(token, now);
+        if let Err(why) = &verified {
+            self.said(why);
+        }
+        verified
+    }
+
+    fn said(&self, why: &jwt::Refusal) {
+        let mut said = self.refusals.lock().unwrap_or_else(|p| p.into_inner());
+        let entry = said.entry(why.kind()).or_insert((None, 0));
+        if entry.0.is_some_and(|t| t.elapsed() < REFUSAL_LOG_INTERVAL) {
+            entry.1 += 1;
+            return;
+        }
+        let unsaid = std::mem::take(&mut entry.1);
+        entry.0 = Some(Instant::now());
+        drop(said);
+        if unsaid > 0 {
+            log::info!(
+                "an OIDC access token was refused (401): {why} (and {unsaid} more refused so since the last such line)"
+            );
+        } else {
+            log::info!("an OIDC access token was refused (401): {why}");
+        }
+    }
+
+    fn verify_quietly(&self, token: &str, now: u64) -> Result<Caller, jwt::Refusal> {
         let expect = Expect {
             issuer: &self.settings.issuer,
             audience: &self.settings.audience,
@@ -122,6 +183,12 @@ impl Verifier {
         }
         match fetch(&self.agent, &self.jwks_uri).and_then(|b| jwt::key_set(&b)) {
             Ok(keys) if !keys.keys.is_empty() => {
+                if self
+                    .failing
+                    .swap(false, std::sync::atomic::Ordering::Relaxed)
+                {
+                    log::info!("OIDC JWKS {} answers again", self.jwks_uri);
+                }
                 log::info!(
                     "OIDC JWKS {} fetched again for an unseen kid: {} keys",
                     self.jwks_uri,
@@ -138,7 +205,15 @@ impl Verifier {
                 false
             }
             Err(why) => {
-                log::warn!("OIDC JWKS could not be fetched again ({why}); the cached keys stay");
+                if !self
+                    .failing
+                    .swap(true, std::sync::atomic::Ordering::Relaxed)
+                {
+                    log::warn!(
+                        "OIDC JWKS could not be fetched again ({why}); the {} cached keys serve on (said once, until it answers)",
+                        self.key_count()
+                    );
+                }
                 false
             }
         }

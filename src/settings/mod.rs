@@ -132,6 +132,9 @@ pub struct OidcSettings {
     pub audience: String,
     /// The claim whose value is the caller's scope.
     pub scope_claim: String,
+    /// `A2A_OIDC_CA_FILE`: the PEM roots the issuer's certificate must chain to (`None`: the
+    /// bundled public roots).
+    pub ca_file: Option<PathBuf>,
 }
 
 /// `PUSH_ALLOW_HTTP` and `PUSH_ALLOW`: what webhook deliveries may reach beyond public
@@ -604,10 +607,18 @@ impl Raw {
         if scope_claim.is_empty() {
             return Err(invalid("A2A_OIDC_SCOPE_CLAIM", "must name a claim".into()));
         }
+        let ca_file = self.optional("A2A_OIDC_CA_FILE").map(PathBuf::from);
+        if ca_file.is_some() && !url.starts_with("https://") {
+            return Err(invalid(
+                "A2A_OIDC_CA_FILE",
+                format!("is for an https issuer; A2A_OIDC_ISSUER {issuer:?} is not"),
+            ));
+        }
         Ok(Some(OidcSettings {
             issuer,
             audience,
             scope_claim,
+            ca_file,
         }))
     }
 
@@ -960,7 +971,8 @@ mod tests {
             Some(OidcSettings {
                 issuer: "https://id.example".into(),
                 audience: "a2a".into(),
-                scope_claim: "tenant".into()
+                scope_claim: "tenant".into(),
+                ca_file: None,
             })
         );
         let mut e = without_token();

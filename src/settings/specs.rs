@@ -108,13 +108,19 @@ pub(super) const SPECS: &[Spec] = &[
         General,
         "A2A_OIDC_ISSUER",
         "",
-        "accept signed JWT access tokens of this OIDC issuer (https; RS256 or ES256)",
+        "accept signed JWT access tokens of this OIDC issuer (https; RS256, PS256, ES256 or EdDSA)",
     ),
     s(
         General,
         "A2A_OIDC_AUDIENCE",
         "",
         "the audience OIDC access tokens must name (required with A2A_OIDC_ISSUER)",
+    ),
+    s(
+        General,
+        "A2A_OIDC_CA_FILE",
+        "",
+        "PEM roots the OIDC issuer's https certificate must chain to (default: the bundled public roots)",
     ),
     s(
         General,

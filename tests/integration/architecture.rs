@@ -16,7 +16,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "leaf utilities",
         &[
-            "time", "token", "hash", "json", "metrics", "sentry", "malloc",
+            "time", "token", "hash", "json", "metrics", "sentry", "malloc", "pem",
         ],
     ),
     (

@@ -29,6 +29,7 @@ mod local_e2e;
 mod local_support;
 mod observability;
 mod oidc;
+mod oidc_provider;
 mod panic_policy;
 mod pool;
 mod push;

@@ -1,6 +1,6 @@
 //! OIDC access tokens (issue 23) against a stand-in issuer (`tests/python/oidc_issuer.py`:
 //! discovery and a JWKS over HTTP on loopback, keys and tokens made with Python's
-//! `cryptography`): RS256 and ES256 accepted, the caller named by `sub` in the scope of its
+//! `cryptography`): RS256, PS256, ES256 and EdDSA accepted, the caller named by `sub` in the scope of its
 //! `tenant` claim; expired, not yet valid, wrong issuer, wrong audience, `alg: none`, HS256
 //! with the public key as secret, an ES256 header on an RSA key, unknown `kid`, a tampered
 //! payload, no scope claim — all 401; key rotation picked up (one JWKS fetch, then no more for
@@ -110,7 +110,7 @@ fn signed_access_tokens_of_the_issuer_and_nothing_else() {
     );
     let (status, _) = rpc_as(c.addr, &issuer.token("rs256"), "ListTasks", json!({}));
     assert_eq!(status, 200, "the old key still verifies");
-    for good in ["rs256", "es256", "audience_list"] {
+    for good in ["rs256", "es256", "ps256", "eddsa", "audience_list"] {
         let (status, v) = rpc_as(c.addr, &issuer.token(good), "ListTasks", json!({}));
         assert_eq!(status, 200, "{good}: {v}");
     }
@@ -122,6 +122,7 @@ fn signed_access_tokens_of_the_issuer_and_nothing_else() {
         "alg_none",
         "hs256_public_key",
         "es256_header_on_rsa_key",
+        "ps256_on_a_key_pinned_to_rs256",
         "unknown_kid",
         "tampered",
         "no_scope_claim",

@@ -136,3 +136,60 @@ fn token_files_are_checked_at_startup() {
     );
     let _ = fs::remove_dir_all(&d);
 }
+
+#[test]
+fn a_callers_token_file_is_read_again_when_it_changes() {
+    crate::secrets::remember(FIRST);
+    crate::secrets::remember(SECOND);
+    let d = dir("callers");
+    let token = d.join("ops-token");
+    rotate(&token, FIRST, 0o600);
+    let callers = d.join("callers.json");
+    let text = format!(
+        r#"{{"callers": [{{"name": "ops", "token_file": "{}", "scope": "ops"}}]}}"#,
+        token.display()
+    );
+    fs::write(&callers, text).unwrap();
+    fs::set_permissions(&callers, fs::Permissions::from_mode(0o600)).unwrap();
+    let mut p = Proc::prepare(
+        "callers-tokenfile",
+        vec![
+            format!("-a2a-callers-file={}", callers.display()),
+            "-backend=docker".to_string(),
+            "-docker-host=unix:///nonexistent/docker.sock".to_string(),
+            "-worker-image=a2a-echo-worker:dev".to_string(),
+        ],
+        Vec::new(),
+    );
+    p.start_now();
+    assert_eq!(status_with(&p, FIRST), 200);
+    assert_eq!(status_with(&p, SECOND), 401);
+    // Only the token file changes; the callers file is left as it was.
+    rotate(&token, SECOND, 0o600);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while status_with(&p, SECOND) != 200 {
+        assert!(
+            Instant::now() < deadline,
+            "the token file's new token was never picked up"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        status_with(&p, FIRST),
+        401,
+        "the old token is gone with the file's change"
+    );
+    let log = p.log_text();
+    assert!(
+        log.contains(&format!(
+            "'s token file {} changed: 1 callers now",
+            token.display()
+        )),
+        "{log}"
+    );
+    assert!(
+        !log.contains(SECOND) && !log.contains(FIRST),
+        "tokens never reach the log"
+    );
+    let _ = fs::remove_dir_all(&d);
+}

@@ -20,7 +20,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
 
@@ -37,6 +37,8 @@ foreign = "--foreign-jwks" in sys.argv
 rsa1 = rsa.generate_private_key(public_exponent=65537, key_size=2048)
 rsa2 = rsa.generate_private_key(public_exponent=65537, key_size=2048)
 ec1 = ec.generate_private_key(ec.SECP256R1())
+rsa_ps = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+ed1 = ed25519.Ed25519PrivateKey.generate()
 
 
 def rsa_jwk(key, kid):
@@ -50,7 +52,15 @@ def ec_jwk(key, kid):
             "x": b64(n.x.to_bytes(32, "big")), "y": b64(n.y.to_bytes(32, "big"))}
 
 
-jwks = {"keys": [rsa_jwk(rsa1, "rsa-1"), ec_jwk(ec1, "ec-1")]}
+def ed_jwk(key, kid):
+    raw = key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return {"kty": "OKP", "kid": kid, "use": "sig", "crv": "Ed25519", "x": b64(raw)}
+
+
+# rsa-ps has no "alg" in its JWK (PS256 and RS256 both verify with it); rsa-1 is pinned to RS256.
+ps_jwk = rsa_jwk(rsa_ps, "rsa-ps")
+del ps_jwk["alg"]
+jwks = {"keys": [rsa_jwk(rsa1, "rsa-1"), ec_jwk(ec1, "ec-1"), ps_jwk, ed_jwk(ed1, "ed-1")]}
 hits = 0
 
 
@@ -59,6 +69,11 @@ def sign(header, claims, key=None):
     alg = header["alg"]
     if alg == "RS256":
         sig = key.sign(signing_input, padding.PKCS1v15(), hashes.SHA256())
+    elif alg == "PS256":
+        pss = padding.PSS(mgf=padding.MGF1(hashes.SHA256()), salt_length=32)
+        sig = key.sign(signing_input, pss, hashes.SHA256())
+    elif alg == "EdDSA":
+        sig = key.sign(signing_input)
     elif alg == "ES256":
         r, s = decode_dss_signature(key.sign(signing_input, ec.ECDSA(hashes.SHA256())))
         sig = r.to_bytes(32, "big") + s.to_bytes(32, "big")
@@ -113,6 +128,9 @@ tampered_claims = dict(good, tenant="team-x")
 tokens = {
     "rs256": ok,
     "es256": sign(es, dict(good, sub="svc-es"), ec1),
+    "ps256": sign({"alg": "PS256", "typ": "JWT", "kid": "rsa-ps"}, dict(good, sub="svc-ps"), rsa_ps),
+    "eddsa": sign({"alg": "EdDSA", "typ": "JWT", "kid": "ed-1"}, dict(good, sub="svc-ed"), ed1),
+    "ps256_on_a_key_pinned_to_rs256": sign({"alg": "PS256", "typ": "JWT", "kid": "rsa-1"}, good, rsa1),
     "audience_list": sign(rs, dict(good, aud=["other", audience]), rsa1),
     "expired": sign(rs, dict(good, exp=now - 3600), rsa1),
     "not_yet_valid": sign(rs, dict(good, nbf=now + 3600), rsa1),

@@ -16,7 +16,7 @@ use std::thread;
 use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::Value;
-use ureq::tls::{Certificate, ClientCert, PemItem, PrivateKey, RootCerts, TlsConfig};
+use ureq::tls::{Certificate, ClientCert, PrivateKey, RootCerts, TlsConfig};
 
 pub use crate::backend::api_call::Method;
 use crate::backend::api_call::{self, one_line};
@@ -99,26 +99,7 @@ fn certificates(
     setting: &'static str,
     pem: &[u8],
 ) -> Result<Vec<Certificate<'static>>, ConfigError> {
-    let mut certs = Vec::new();
-    for item in ureq::tls::parse_pem(pem) {
-        match item {
-            Ok(PemItem::Certificate(c)) => certs.push(c),
-            Ok(_) => {}
-            Err(e) => {
-                return Err(ConfigError::Invalid {
-                    setting,
-                    why: format!("not a PEM certificate bundle ({e})"),
-                })
-            }
-        }
-    }
-    if certs.is_empty() {
-        return Err(ConfigError::Invalid {
-            setting,
-            why: "it holds no PEM certificate".into(),
-        });
-    }
-    Ok(certs)
+    crate::pem::certificates(pem).map_err(|why| ConfigError::Invalid { setting, why })
 }
 
 /// A certificate chain and a key that belong together, checked the way rustls checks them
