@@ -368,6 +368,16 @@ pub fn start_with(
         ui: settings.ui,
         credentials,
         replica_ip,
+        limits: auth::limits::CallerLimits::new(
+            auth::limits::Bounds {
+                requests: settings.max_caller_requests,
+                streams: settings.max_caller_streams,
+            },
+            auth::limits::Bounds {
+                requests: settings.max_admin_requests,
+                streams: settings.max_admin_streams,
+            },
+        ),
     };
     let server = http::Server::bind(settings.listen).map_err(Error::Http)?;
     let addr = server.local_addr().unwrap_or(settings.listen);

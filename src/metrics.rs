@@ -32,6 +32,23 @@ struct Inner {
     pool_members: BTreeMap<(String, &'static str), u64>,
     /// The reaper's last pass: how long it took, and how many workers it looked at.
     reaper_pass: Option<(Duration, usize)>,
+    /// Requests refused past a caller's bound, by (caller, kind).
+    caller_refusals: BTreeMap<(String, &'static str), u64>,
+}
+
+impl Inner {
+    /// `caller` as a label value: its name while fewer than [`MAX_CALLER_LABELS`] were seen,
+    /// `other` after.
+    fn caller_label(&mut self, caller: &str) -> String {
+        if self.callers.contains(caller) {
+            caller.to_string()
+        } else if self.callers.len() < MAX_CALLER_LABELS {
+            self.callers.insert(caller.to_string());
+            caller.to_string()
+        } else {
+            "other".to_string()
+        }
+    }
 }
 
 /// Most distinct caller names the operation counter carries (OIDC subjects are not a fixed
@@ -67,14 +84,7 @@ impl Metrics {
         took: Duration,
     ) {
         let mut inner = self.lock();
-        let caller = if inner.callers.contains(caller) {
-            caller.to_string()
-        } else if inner.callers.len() < MAX_CALLER_LABELS {
-            inner.callers.insert(caller.to_string());
-            caller.to_string()
-        } else {
-            "other".to_string()
-        };
+        let caller = inner.caller_label(caller);
         *inner
             .operations
             .entry((operation, backend, outcome, caller))
@@ -109,6 +119,13 @@ impl Metrics {
     /// The reaper's pass that just ended took `took`, over `workers` listed workers.
     pub fn reaper_pass(&self, took: Duration, workers: usize) {
         self.lock().reaper_pass = Some((took, workers));
+    }
+
+    /// A request of `caller` refused (429) past its bound of `kind` (request, stream).
+    pub fn caller_refused(&self, caller: &str, kind: &'static str) {
+        let mut inner = self.lock();
+        let caller = inner.caller_label(caller);
+        *inner.caller_refusals.entry((caller, kind)).or_default() += 1;
     }
 
     pub fn push_notification(&self, outcome: &'static str) {
@@ -197,6 +214,17 @@ impl Metrics {
             let _ = writeln!(
                 out,
                 "a2a_pool_members{{template=\"{template}\",state=\"{state}\"}} {n}"
+            );
+        }
+        out.push_str(
+            "# HELP a2a_caller_refusals_total Requests refused (429) past their caller's bound, by caller and kind (request, stream).\n\
+             # TYPE a2a_caller_refusals_total counter\n",
+        );
+        for ((caller, kind), n) in &inner.caller_refusals {
+            let caller = label_value(caller);
+            let _ = writeln!(
+                out,
+                "a2a_caller_refusals_total{{caller=\"{caller}\",kind=\"{kind}\"}} {n}"
             );
         }
         if let Some((took, workers)) = inner.reaper_pass {

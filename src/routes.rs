@@ -32,6 +32,42 @@ pub struct Routes {
     pub ui: bool,
     /// This replica's IP, when it is one of several (calls on others' tasks are relayed).
     pub replica_ip: Option<std::net::IpAddr>,
+    /// What each caller may hold at once.
+    pub limits: Arc<auth::limits::CallerLimits>,
+}
+
+/// How long a caller past its bound is asked to wait (`Retry-After`, seconds).
+const RETRY_AFTER_SECS: &str = "1";
+
+/// A streamed answer that holds its caller's stream place until it ends.
+struct Held {
+    inner: Arc<dyn crate::http::Streamer>,
+    _slot: auth::limits::Slot,
+}
+
+impl crate::http::Streamer for Held {
+    fn run(&self, sink: &mut dyn crate::http::Sink) {
+        self.inner.run(sink)
+    }
+}
+
+/// The places a request holds: its own, and a stream's when it asks for one.
+struct Places {
+    _request: auth::limits::Slot,
+    stream: Option<auth::limits::Slot>,
+}
+
+impl Places {
+    /// `response`, holding the stream place for as long as its stream runs.
+    fn keep(self, mut response: Response) -> Response {
+        if let (Some(slot), Some(stream)) = (self.stream, response.stream.take()) {
+            response.stream = Some(crate::http::Stream(Arc::new(Held {
+                inner: stream.0,
+                _slot: slot,
+            })));
+        }
+        response
+    }
 }
 
 impl Handler for Routes {
@@ -122,11 +158,24 @@ impl Routes {
                 return Response::json(415, &e.to_rest_json()).with_header("Accept", accepted);
             }
         }
+        let streaming = path.ends_with(":stream") || path.ends_with(":subscribe");
+        let places = match self.places(&caller, streaming) {
+            Ok(p) => p,
+            Err(refused) => {
+                return rest_error(
+                    429,
+                    "RESOURCE_EXHAUSTED",
+                    "CALLER_LIMIT",
+                    refused.to_string(),
+                )
+                .with_header("Retry-After", RETRY_AFTER_SECS)
+            }
+        };
         let params = service_params(req);
         let answer = self
             .rest
             .handle(&caller, &params, &req.method, path, &req.query, body);
-        self.rest_response(req, path, answer)
+        places.keep(self.rest_response(req, path, answer))
     }
 
     fn rest_response(&self, req: &Request, path: &str, answer: RestAnswer) -> Response {
@@ -152,6 +201,32 @@ impl Routes {
         }
     }
 
+    /// The request's place, and a stream's when `streaming`, for `caller`; or why not (logged
+    /// and counted by caller).
+    fn places(
+        &self,
+        caller: &crate::control::Caller,
+        streaming: bool,
+    ) -> Result<Places, auth::limits::Refused> {
+        use auth::limits::Kind;
+        let taken = self.limits.take(caller, Kind::Request).and_then(|request| {
+            let stream = match streaming {
+                true => Some(self.limits.take(caller, Kind::Stream)?),
+                false => None,
+            };
+            Ok(Places {
+                _request: request,
+                stream,
+            })
+        });
+        if let Err(refused) = &taken {
+            self.metrics
+                .caller_refused(&caller.name, refused.kind.as_str());
+            log::debug!("refused (429): {refused}");
+        }
+        taken
+    }
+
     fn a2a(&self, req: &Request) -> Response {
         let body = match &req.body {
             Body::Complete(b) => b,
@@ -170,9 +245,18 @@ impl Routes {
         if let Some(refusal) = content_type_refusal(req.header("Content-Type")) {
             return refusal;
         }
+        let (id, streaming) = peek(body);
+        let places = match self.places(&caller, streaming) {
+            Ok(p) => p,
+            Err(refused) => {
+                let error = RpcError::caller_limit(refused.to_string());
+                return Response::json(429, &response_err(&id, &error))
+                    .with_header("Retry-After", RETRY_AFTER_SECS);
+            }
+        };
         let params = service_params(req);
         let answer = self.jsonrpc.handle(&caller, &params, body);
-        self.jsonrpc_response(req, answer)
+        places.keep(self.jsonrpc_response(req, answer))
     }
 
     fn jsonrpc_response(&self, req: &Request, answer: Answer) -> Response {
@@ -229,6 +313,28 @@ impl Routes {
 
 /// The A2A service parameters of a request; the caller's credential is kept apart from the
 /// headers, for the calls a replica makes to the others on the caller's behalf.
+/// A JSON-RPC body's `id` and whether its method streams, read before anything of it runs
+/// (what is not a single request object streams not: the handler answers it).
+fn peek(body: &[u8]) -> (Value, bool) {
+    #[derive(serde::Deserialize)]
+    struct Peek<'a> {
+        #[serde(default)]
+        id: Value,
+        #[serde(default, borrow)]
+        method: Option<std::borrow::Cow<'a, str>>,
+    }
+    match serde_json::from_slice::<Peek>(body) {
+        Ok(p) => {
+            let streaming = matches!(
+                p.method.as_deref(),
+                Some("SendStreamingMessage" | "SubscribeToTask")
+            );
+            (p.id, streaming)
+        }
+        Err(_) => (Value::Null, false),
+    }
+}
+
 fn service_params(req: &Request) -> ServiceParams {
     let headers = auth::strip_credentials(&req.headers);
     let mut params = ServiceParams::from_request(&headers, &req.query);

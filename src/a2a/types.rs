@@ -226,6 +226,12 @@ impl RpcError {
         self
     }
 
+    /// A caller past its own bound on requests in flight or open streams (answered with
+    /// HTTP 429 and `Retry-After`); a server error code of JSON-RPC's own range.
+    pub fn caller_limit(message: impl Into<String>) -> RpcError {
+        RpcError::a2a(-32099, "CALLER_LIMIT", message)
+    }
+
     pub fn parse_error(detail: impl std::fmt::Display) -> RpcError {
         RpcError::plain(-32700, format!("Parse error: {detail}"))
     }

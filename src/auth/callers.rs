@@ -247,12 +247,14 @@ impl CallersFile {
         if !own && token_file.is_none() {
             return;
         }
-        let what = match (&token_file, own) {
-            (_, true) => "changed".to_string(),
-            (Some(file), false) => format!("'s token file {file} changed"),
-            (None, false) => return,
-        };
         let path = &self.file.path;
+        let (changed, what) = match (&token_file, own) {
+            (Some(file), false) => (
+                format!(": its token file {file} changed"),
+                format!("'s token file {file} changed"),
+            ),
+            _ => (" changed".to_string(), " changed".to_string()),
+        };
         let read = load(path, &self.reserved);
         let mut table = self.table.write().unwrap_or_else(|p| p.into_inner());
         match read {
@@ -261,7 +263,7 @@ impl CallersFile {
                     log::warn!("{w}");
                 }
                 log::info!(
-                    "A2A_CALLERS_FILE {}{what}: {} callers now",
+                    "A2A_CALLERS_FILE {}{changed}: {} callers now",
                     path.display(),
                     read_table.len()
                 );
@@ -270,8 +272,7 @@ impl CallersFile {
                 *table = read_table;
             }
             Err(why) => log::warn!(
-                "A2A_CALLERS_FILE {}{what} but cannot be used ({why}); the {} callers read before stay",
-                path.display(),
+                "A2A_CALLERS_FILE{what} but cannot be used ({why}); the {} callers read before stay",
                 table.len()
             ),
         }

@@ -7,6 +7,7 @@
 
 pub mod callers;
 pub mod jwt;
+pub mod limits;
 pub mod oidc;
 
 use std::path::PathBuf;

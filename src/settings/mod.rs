@@ -66,6 +66,13 @@ pub struct Settings {
     pub sentry_proxy: Option<String>,
     pub max_workers: u32,
     pub max_watchers: usize,
+    /// `MAX_CALLER_REQUESTS`, `MAX_CALLER_STREAMS`: what one caller may hold at once (0 = no
+    /// bound).
+    pub max_caller_requests: usize,
+    pub max_caller_streams: usize,
+    /// `MAX_ADMIN_REQUESTS`, `MAX_ADMIN_STREAMS`: the same for admin callers.
+    pub max_admin_requests: usize,
+    pub max_admin_streams: usize,
     pub worker_ready_timeout: Duration,
     pub lifetime: Lifetime,
     /// How often the reaper looks for expired workers.
@@ -497,6 +504,10 @@ impl Raw {
             sentry_proxy,
             max_workers: self.number("MAX_WORKERS", "a whole number")?,
             max_watchers: self.number("MAX_WATCHERS", "a whole number")?,
+            max_caller_requests: self.number("MAX_CALLER_REQUESTS", "a whole number")?,
+            max_caller_streams: self.number("MAX_CALLER_STREAMS", "a whole number")?,
+            max_admin_requests: self.number("MAX_ADMIN_REQUESTS", "a whole number")?,
+            max_admin_streams: self.number("MAX_ADMIN_STREAMS", "a whole number")?,
             worker_ready_timeout: parse_duration(&self.get("WORKER_READY_TIMEOUT")).ok_or_else(
                 || {
                     invalid(

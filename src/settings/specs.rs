@@ -166,6 +166,30 @@ pub(super) const SPECS: &[Spec] = &[
     ),
     s(
         General,
+        "MAX_CALLER_REQUESTS",
+        "32",
+        "most requests one caller has in flight; beyond, 429 with Retry-After (0 = no limit)",
+    ),
+    s(
+        General,
+        "MAX_CALLER_STREAMS",
+        "16",
+        "most streams (watches, streamed sends, subscriptions) one caller has open; beyond, 429 (0 = no limit)",
+    ),
+    s(
+        General,
+        "MAX_ADMIN_REQUESTS",
+        "256",
+        "MAX_CALLER_REQUESTS for admin callers",
+    ),
+    s(
+        General,
+        "MAX_ADMIN_STREAMS",
+        "128",
+        "MAX_CALLER_STREAMS for admin callers",
+    ),
+    s(
+        General,
         "WORKER_READY_TIMEOUT",
         "60s",
         "how long create waits for a worker to answer (0 = do not wait)",

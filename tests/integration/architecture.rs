@@ -110,6 +110,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "auth::callers",
             "auth::jwt",
             "auth::oidc",
+            "auth::limits",
         ],
     ),
     (

@@ -11,6 +11,7 @@ mod docker_e2e;
 mod docker_support;
 mod docs;
 mod echo_worker;
+mod fairness;
 mod faults;
 mod hostile_http;
 mod hostile_input;

@@ -182,7 +182,7 @@ fn a_callers_token_file_is_read_again_when_it_changes() {
     let log = p.log_text();
     assert!(
         log.contains(&format!(
-            "'s token file {} changed: 1 callers now",
+            ": its token file {} changed: 1 callers now",
             token.display()
         )),
         "{log}"

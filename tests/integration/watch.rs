@@ -56,6 +56,16 @@ impl Watch {
         }
     }
 
+    /// The answer's HTTP status (read from its status line, before any event).
+    pub fn status(&mut self) -> u16 {
+        let mut line = String::new();
+        let _ = self.reader.read_line(&mut line);
+        line.split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0)
+    }
+
     /// The next SSE event's JSON-RPC result (comments and the head skipped).
     pub fn next(&mut self) -> Option<Value> {
         let mut line = String::new();
