@@ -1,6 +1,7 @@
 //! OIDC access tokens: `A2A_OIDC_ISSUER`'s discovery document read once at startup (an issuer
-//! that cannot be reached stops startup), its JWKS cached, and fetched again only for a `kid`
-//! it does not hold, at most once a minute; while the issuer is down, the cached keys serve.
+//! that cannot be reached stops startup), its JWKS cached, fetched again for a `kid` it does
+//! not hold (at most once a minute) and every `A2A_OIDC_JWKS_REFRESH` (so a key the issuer
+//! dropped stops verifying); while the issuer is down, the cached keys serve.
 //! The discovery and JWKS URLs must be on the issuer's exact origin. The caller is the
 //! token's `sub`, in the scope its `A2A_OIDC_SCOPE_CLAIM` claim names.
 
@@ -16,15 +17,64 @@ pub const REFETCH_INTERVAL: Duration = Duration::from_secs(60);
 /// The largest discovery document or JWKS read.
 const MAX_DOCUMENT: u64 = 1 << 20;
 
-pub struct Verifier {
-    settings: OidcSettings,
-    jwks_uri: String,
+/// The issuer's JWKS as last fetched, and how to fetch it again (shared with the thread that
+/// refreshes it every `A2A_OIDC_JWKS_REFRESH`, so a key the issuer dropped stops verifying).
+struct Jwks {
+    uri: String,
     agent: ureq::Agent,
     keys: RwLock<KeySet>,
+    /// The last fetch failed (said once, and again when one works).
+    failing: std::sync::atomic::AtomicBool,
+}
+
+impl Jwks {
+    /// Fetches the JWKS again (`why`: for the log); true if new keys were taken. A failure,
+    /// or a JWKS with no usable key, leaves the cached keys serving.
+    fn refresh(&self, why: &str) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        match fetch(&self.agent, &self.uri).and_then(|b| jwt::key_set(&b)) {
+            Ok(keys) if !keys.keys.is_empty() => {
+                if self.failing.swap(false, Relaxed) {
+                    log::info!("OIDC JWKS {} answers again", self.uri);
+                }
+                log::info!(
+                    "OIDC JWKS {} fetched again ({why}): {} keys",
+                    self.uri,
+                    keys.keys.len()
+                );
+                *self.keys.write().unwrap_or_else(|p| p.into_inner()) = keys;
+                true
+            }
+            Ok(_) => {
+                log::warn!(
+                    "OIDC JWKS {} now holds no usable key; the cached keys stay",
+                    self.uri
+                );
+                false
+            }
+            Err(e) => {
+                if !self.failing.swap(true, Relaxed) {
+                    let held = self
+                        .keys
+                        .read()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .keys
+                        .len();
+                    log::warn!(
+                        "OIDC JWKS could not be fetched again ({e}); the {held} cached keys serve on (said once, until it answers)"
+                    );
+                }
+                false
+            }
+        }
+    }
+}
+
+pub struct Verifier {
+    settings: OidcSettings,
+    jwks: std::sync::Arc<Jwks>,
     /// When the JWKS was last fetched for an unseen kid (`None`: not since startup).
     last_refetch: Mutex<Option<Instant>>,
-    /// The last refetch failed (said once, and again when one works).
-    failing: std::sync::atomic::AtomicBool,
     /// When each kind of refusal was last logged, and how many went unsaid since.
     refusals: Mutex<std::collections::HashMap<&'static str, (Option<Instant>, u64)>>,
 }
@@ -84,19 +134,44 @@ impl Verifier {
                 "the OIDC JWKS {jwks_uri} holds no signing key with a kid of a type this controller verifies (RSA, EC P-256, Ed25519)"
             ));
         }
-        Ok(Verifier {
-            settings: settings.clone(),
-            jwks_uri,
+        let jwks = std::sync::Arc::new(Jwks {
+            uri: jwks_uri,
             agent,
             keys: RwLock::new(keys),
-            last_refetch: Mutex::new(None),
             failing: std::sync::atomic::AtomicBool::new(false),
+        });
+        if let Some(every) = settings.jwks_refresh.filter(|d| !d.is_zero()) {
+            // Ends with the verifier: it holds the JWKS only weakly between refreshes.
+            let held = std::sync::Arc::downgrade(&jwks);
+            let refresh = move || loop {
+                std::thread::sleep(every);
+                match held.upgrade() {
+                    Some(jwks) => {
+                        jwks.refresh("its refresh interval");
+                    }
+                    None => return,
+                }
+            };
+            if let Err(e) = std::thread::Builder::new()
+                .name("oidc-jwks".into())
+                .spawn(refresh)
+            {
+                log::warn!(
+                    "the OIDC JWKS will not be refreshed on its own (only for unseen kids): {e}"
+                );
+            }
+        }
+        Ok(Verifier {
+            settings: settings.clone(),
+            jwks,
+            last_refetch: Mutex::new(None),
             refusals: Mutex::default(),
         })
     }
 
     pub fn key_count(&self) -> usize {
-        self.keys
+        self.jwks
+            .keys
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .keys
@@ -104,7 +179,7 @@ impl Verifier {
     }
 
     pub fn jwks_uri(&self) -> &str {
-        &self.jwks_uri
+        &self.jwks.uri
     }
 
     /// What the issuer's https certificate is checked against, for the startup log.
@@ -155,12 +230,12 @@ impl Verifier {
             now,
         };
         let first = {
-            let keys = self.keys.read().unwrap_or_else(|p| p.into_inner());
+            let keys = self.jwks.keys.read().unwrap_or_else(|p| p.into_inner());
             jwt::verify(token, &keys, &expect)
         };
         let claims = match first {
             Err(jwt::Refusal::UnknownKey) if self.refetch_for(token) => {
-                let keys = self.keys.read().unwrap_or_else(|p| p.into_inner());
+                let keys = self.jwks.keys.read().unwrap_or_else(|p| p.into_inner());
                 jwt::verify(token, &keys, &expect)?
             }
             other => other?,
@@ -181,42 +256,7 @@ impl Verifier {
             }
             *last = Some(Instant::now());
         }
-        match fetch(&self.agent, &self.jwks_uri).and_then(|b| jwt::key_set(&b)) {
-            Ok(keys) if !keys.keys.is_empty() => {
-                if self
-                    .failing
-                    .swap(false, std::sync::atomic::Ordering::Relaxed)
-                {
-                    log::info!("OIDC JWKS {} answers again", self.jwks_uri);
-                }
-                log::info!(
-                    "OIDC JWKS {} fetched again for an unseen kid: {} keys",
-                    self.jwks_uri,
-                    keys.keys.len()
-                );
-                *self.keys.write().unwrap_or_else(|p| p.into_inner()) = keys;
-                true
-            }
-            Ok(_) => {
-                log::warn!(
-                    "OIDC JWKS {} now holds no usable key; the cached keys stay",
-                    self.jwks_uri
-                );
-                false
-            }
-            Err(why) => {
-                if !self
-                    .failing
-                    .swap(true, std::sync::atomic::Ordering::Relaxed)
-                {
-                    log::warn!(
-                        "OIDC JWKS could not be fetched again ({why}); the {} cached keys serve on (said once, until it answers)",
-                        self.key_count()
-                    );
-                }
-                false
-            }
-        }
+        self.jwks.refresh("a token named an unseen kid")
     }
 }
 

@@ -142,6 +142,9 @@ pub struct OidcSettings {
     /// `A2A_OIDC_CA_FILE`: the PEM roots the issuer's certificate must chain to (`None`: the
     /// bundled public roots).
     pub ca_file: Option<PathBuf>,
+    /// `A2A_OIDC_JWKS_REFRESH`: how often the JWKS is fetched again on its own (`None` or
+    /// zero: only for unseen kids).
+    pub jwks_refresh: Option<Duration>,
 }
 
 /// `PUSH_ALLOW_HTTP` and `PUSH_ALLOW`: what webhook deliveries may reach beyond public
@@ -625,11 +628,21 @@ impl Raw {
                 format!("is for an https issuer; A2A_OIDC_ISSUER {issuer:?} is not"),
             ));
         }
+        let refresh = self.get("A2A_OIDC_JWKS_REFRESH");
+        let jwks_refresh = Some(parse_duration(&refresh).ok_or_else(|| {
+            invalid(
+                "A2A_OIDC_JWKS_REFRESH",
+                format!(
+                    "{refresh:?} is not a duration (such as 5m or 30s; 0 = only for unseen kids)"
+                ),
+            )
+        })?);
         Ok(Some(OidcSettings {
             issuer,
             audience,
             scope_claim,
             ca_file,
+            jwks_refresh,
         }))
     }
 
@@ -984,6 +997,7 @@ mod tests {
                 audience: "a2a".into(),
                 scope_claim: "tenant".into(),
                 ca_file: None,
+                jwks_refresh: Some(Duration::from_secs(300)),
             })
         );
         let mut e = without_token();

@@ -124,6 +124,12 @@ pub(super) const SPECS: &[Spec] = &[
     ),
     s(
         General,
+        "A2A_OIDC_JWKS_REFRESH",
+        "5m",
+        "how often the OIDC JWKS is fetched again on its own, so a key the issuer dropped stops verifying (0 = only for unseen kids)",
+    ),
+    s(
+        General,
         "A2A_OIDC_SCOPE_CLAIM",
         "tenant",
         "the OIDC claim whose value is the caller's scope",

@@ -9,7 +9,8 @@
 //! refused (401, the reason in the log and not in the reply); the issuer's certificate refused
 //! without the CA setting and with another CA (startup stops, naming the issuer); a key rotation
 //! at the provider (restarted with a new first key) picked up with one JWKS fetch, the old key's
-//! tokens still accepted; a flood of tokens naming unknown kids costs no JWKS fetch within the
+//! tokens still accepted until the provider drops that key (with `A2A_OIDC_JWKS_REFRESH`); an
+//! outage said once; a flood of tokens naming unknown kids costs no JWKS fetch within the
 //! minute and the good caller's p99 is measured beside it; the provider gone, the cached keys
 //! serve; gone at startup, the controller does not start.
 
@@ -301,6 +302,39 @@ fn a_real_openid_provider_over_https() {
         idle_p99.as_secs_f64() * 1000.0
     );
     assert!(during_p99 < Duration::from_secs(1), "{during_p99:?}");
+
+    // The provider drops the old key: a controller that refreshes its JWKS every second stops
+    // taking that key's tokens; an outage meanwhile is said once, and its end.
+    let mut b = Builder::default();
+    for f in flags(&issuer, Some(&ca)) {
+        b = b.flag(&f);
+    }
+    let c2 = b.flag("-a2a-oidc-jwks-refresh=1s").start();
+    assert_eq!(rpc_as(c2.addr, &rs, "ListTasks", json!({})).0, 200);
+    drop(provider);
+    std::thread::sleep(Duration::from_millis(3500));
+    assert_eq!(
+        rpc_as(c2.addr, &rs, "ListTasks", json!({})).0,
+        200,
+        "cached keys serve"
+    );
+    let outage_lines = captured_log()
+        .lines()
+        .filter(|l| l.contains("could not be fetched again") && l.contains(&issuer))
+        .count();
+    assert_eq!(outage_lines, 1, "an outage is said once");
+    let provider = Provider::start(&js, &state, port, "rsa-2,ec-1,ed-1");
+    let until = Instant::now() + Duration::from_secs(15);
+    while rpc_as(c2.addr, &rs, "ListTasks", json!({})).0 != 401 {
+        assert!(
+            Instant::now() < until,
+            "a dropped key's token is still taken"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(rpc_as(c2.addr, &rotated, "ListTasks", json!({})).0, 200);
+    assert!(captured_log().contains("answers again"));
+    drop(c2);
 
     // The provider gone: the cached keys serve on.
     drop(provider);
