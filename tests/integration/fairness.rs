@@ -160,11 +160,6 @@ fn a_caller_past_its_bounds_is_answered_429_and_the_others_go_on() {
     }
 }
 
-fn p99(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[(v.len() * 99 / 100).min(v.len() - 1)]
-}
-
 /// Bob lists every 100 ms for `how_long`; every call must be answered 200.
 fn steady(addr: SocketAddr, how_long: Duration) -> Vec<Duration> {
     let until = Instant::now() + how_long;
@@ -199,7 +194,9 @@ fn one_callers_flood_does_not_starve_another() {
             d.as_secs_f64() / i.as_secs_f64(),
             during.len()
         );
-        (i, d)
+        // The ratio is a figure (this machine's 2 cores also run the flood's own clients),
+        // not a pass mark: bob is never refused, and never waits long.
+        assert!(d < Duration::from_secs(2), "bob's p99 {d:?}");
     };
 
     // 64 connections of alice's, listing as fast as they can (each its own keep-alive
@@ -228,16 +225,12 @@ fn one_callers_flood_does_not_starve_another() {
     for t in flood {
         t.join().unwrap();
     }
-    let (i, d) = figures(
+    figures(
         "64 connections of one caller listing as fast as they can",
         sent.load(Ordering::SeqCst),
         refused.load(Ordering::SeqCst),
         &during,
     );
-    // The ratio is a figure (this machine's 2 cores also run the flood's own clients), not a
-    // pass mark: bob is never refused, and never waits long.
-    let _ = i;
-    assert!(d < Duration::from_secs(2), "bob's p99 {d:?}");
 
     // Then alice opens streams (watches) as fast as she can, up to her bound and past it.
     let stop = Arc::new(AtomicBool::new(false));
@@ -251,31 +244,44 @@ fn one_callers_flood_does_not_starve_another() {
                 while !stop.load(Ordering::SeqCst) {
                     let mut w = Watch::start_as(addr, ALICE, json!({"operation": "watch"}));
                     sent.fetch_add(1, Ordering::SeqCst);
-                    if w.status() == 429 {
-                        refused.fetch_add(1, Ordering::SeqCst);
-                        std::thread::sleep(Duration::from_millis(5));
-                    } else {
-                        open.push(w);
+                    match w.status() {
+                        429 => {
+                            refused.fetch_add(1, Ordering::SeqCst);
+                            std::thread::sleep(Duration::from_millis(5));
+                        }
+                        200 => open.push(w),
+                        other => panic!("a stream answered {other}"),
                     }
                 }
-                open.len()
+                let admitted = open.len();
+                (
+                    admitted,
+                    open.into_iter()
+                        .filter_map(|mut w| w.still_open().then_some(()))
+                        .count(),
+                )
             })
         })
         .collect();
     let during = steady(addr, Duration::from_secs(5));
     stop.store(true, Ordering::SeqCst);
-    let open: usize = flood.into_iter().map(|t| t.join().unwrap()).sum();
-    assert_eq!(open, 16, "alice holds MAX_CALLER_STREAMS streams, no more");
-    let (i, d) = figures(
+    let (admitted, open) = flood
+        .into_iter()
+        .map(|t| t.join().unwrap())
+        .fold((0, 0), |(a, o), (a1, o1)| (a + a1, o + o1));
+    eprintln!(
+        "FIGURE|streams of one caller|{admitted} admitted over the flood, {open} open at its end"
+    );
+    assert_eq!(
+        open, 16,
+        "alice holds MAX_CALLER_STREAMS streams open, no more"
+    );
+    figures(
         "64 connections of one caller opening streams",
         sent.load(Ordering::SeqCst),
         refused.load(Ordering::SeqCst),
         &during,
     );
-    // The ratio is a figure (this machine's 2 cores also run the flood's own clients), not a
-    // pass mark: bob is never refused, and never waits long.
-    let _ = i;
-    assert!(d < Duration::from_secs(2), "bob's p99 {d:?}");
 }
 
 /// One keep-alive connection for many requests.

@@ -126,11 +126,6 @@ fn b64url(bytes: &[u8]) -> String {
     out
 }
 
-fn p99(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[(v.len() * 99 / 100).min(v.len() - 1)]
-}
-
 /// A good caller listing every 20 ms for `how_long`: each call's time; every call must work.
 fn good_caller(addr: SocketAddr, token: &str, how_long: Duration) -> Vec<Duration> {
     let until = Instant::now() + how_long;

@@ -263,6 +263,12 @@ pub fn p50(mut samples: Vec<Duration>) -> Duration {
     samples[samples.len() / 2]
 }
 
+/// The 99th percentile of `samples` (not empty).
+pub fn p99(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[(samples.len() * 99 / 100).min(samples.len() - 1)]
+}
+
 pub fn env_or_skip(var: &str, require: &str) -> Option<std::ffi::OsString> {
     let value = std::env::var_os(var);
     if value.is_none() {

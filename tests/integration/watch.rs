@@ -66,6 +66,24 @@ impl Watch {
             .unwrap_or(0)
     }
 
+    /// Whether the stream is still open: what it has sent so far read (50 ms at a time), and
+    /// neither its end (the last chunk) nor the connection's seen.
+    pub fn still_open(&mut self) -> bool {
+        use std::io::Read;
+        self.stream
+            .set_read_timeout(Some(Duration::from_millis(50)))
+            .unwrap();
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            match self.reader.read(&mut buf) {
+                Ok(0) => return false,
+                Ok(n) => seen.extend_from_slice(&buf[..n]),
+                Err(_) => return !seen.windows(7).any(|w| w == b"\r\n0\r\n\r\n"),
+            }
+        }
+    }
+
     /// The next SSE event's JSON-RPC result (comments and the head skipped).
     pub fn next(&mut self) -> Option<Value> {
         let mut line = String::new();
