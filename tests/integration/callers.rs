@@ -90,6 +90,26 @@ pub fn rpc_as(addr: SocketAddr, token: &str, method: &str, params: Value) -> (u1
 }
 
 /// A control request sent as `token`'s caller; its task.
+/// `token`'s caller listing its tasks every `every` for `how_long`: each call's time; every
+/// call must be answered 200.
+pub fn steady_caller(
+    addr: SocketAddr,
+    token: &str,
+    every: Duration,
+    how_long: Duration,
+) -> Vec<Duration> {
+    let until = Instant::now() + how_long;
+    let mut times = Vec::new();
+    while Instant::now() < until {
+        let started = Instant::now();
+        let (status, v) = rpc_as(addr, token, "ListTasks", json!({}));
+        times.push(started.elapsed());
+        assert_eq!(status, 200, "a steady caller's call failed: {v}");
+        std::thread::sleep(every);
+    }
+    times
+}
+
 pub fn control_as(addr: SocketAddr, token: &str, data: Value) -> Value {
     let (status, v) = rpc_as(
         addr,

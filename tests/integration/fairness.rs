@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::callers::{callers_file, rpc_as, ALICE, BOB};
+use crate::callers::{callers_file, rpc_as, steady_caller, ALICE, BOB};
 use crate::support::*;
 use crate::watch::Watch;
 
@@ -160,20 +160,6 @@ fn a_caller_past_its_bounds_is_answered_429_and_the_others_go_on() {
     }
 }
 
-/// Bob lists every 100 ms for `how_long`; every call must be answered 200.
-fn steady(addr: SocketAddr, how_long: Duration) -> Vec<Duration> {
-    let until = Instant::now() + how_long;
-    let mut times = Vec::new();
-    while Instant::now() < until {
-        let started = Instant::now();
-        let (status, v) = rpc_as(addr, BOB, "ListTasks", json!({}));
-        times.push(started.elapsed());
-        assert_eq!(status, 200, "bob's call failed: {v}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    times
-}
-
 #[test]
 fn one_callers_flood_does_not_starve_another() {
     let file = callers_file("fairness-flood");
@@ -184,7 +170,12 @@ fn one_callers_flood_does_not_starve_another() {
     for i in 0..30 {
         c.backend.add_by_hand(&format!("bob's {i}"), "team-b");
     }
-    let idle = steady(addr, Duration::from_secs(3));
+    let idle = steady_caller(
+        addr,
+        BOB,
+        Duration::from_millis(100),
+        Duration::from_secs(3),
+    );
     let figures = |what: &str, flood: usize, refused: usize, during: &[Duration]| {
         let (i, d) = (p99(idle.clone()), p99(during.to_vec()));
         eprintln!(
@@ -220,7 +211,12 @@ fn one_callers_flood_does_not_starve_another() {
             })
         })
         .collect();
-    let during = steady(addr, Duration::from_secs(5));
+    let during = steady_caller(
+        addr,
+        BOB,
+        Duration::from_millis(100),
+        Duration::from_secs(5),
+    );
     stop.store(true, Ordering::SeqCst);
     for t in flood {
         t.join().unwrap();
@@ -263,7 +259,12 @@ fn one_callers_flood_does_not_starve_another() {
             })
         })
         .collect();
-    let during = steady(addr, Duration::from_secs(5));
+    let during = steady_caller(
+        addr,
+        BOB,
+        Duration::from_millis(100),
+        Duration::from_secs(5),
+    );
     stop.store(true, Ordering::SeqCst);
     let (admitted, open) = flood
         .into_iter()

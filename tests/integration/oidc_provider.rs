@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::callers::rpc_as;
+use crate::callers::{rpc_as, steady_caller};
 use crate::k8s_support::Pki;
 use crate::secrets::{capture_logs, captured_log};
 use crate::support::*;
@@ -124,20 +124,6 @@ fn b64url(bytes: &[u8]) -> String {
         }
     }
     out
-}
-
-/// A good caller listing every 20 ms for `how_long`: each call's time; every call must work.
-fn good_caller(addr: SocketAddr, token: &str, how_long: Duration) -> Vec<Duration> {
-    let until = Instant::now() + how_long;
-    let mut times = Vec::new();
-    while Instant::now() < until {
-        let started = Instant::now();
-        let (status, v) = rpc_as(addr, token, "ListTasks", json!({}));
-        times.push(started.elapsed());
-        assert_eq!(status, 200, "the good caller failed: {v}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    times
 }
 
 #[test]
@@ -254,7 +240,12 @@ fn a_real_openid_provider_over_https() {
 
     // A flood of tokens naming unknown kids, beside a good caller: no fetch within the minute
     // (the rotation's was the one), and the good caller is not held up.
-    let idle = good_caller(c.addr, &rotated, Duration::from_secs(2));
+    let idle = steady_caller(
+        c.addr,
+        &rotated,
+        Duration::from_millis(20),
+        Duration::from_secs(2),
+    );
     let stop = Arc::new(AtomicBool::new(false));
     let flooded = Arc::new(AtomicUsize::new(0));
     let flood: Vec<_> = (0..4)
@@ -281,7 +272,12 @@ fn a_real_openid_provider_over_https() {
             })
         })
         .collect();
-    let during = good_caller(c.addr, &rotated, Duration::from_secs(3));
+    let during = steady_caller(
+        c.addr,
+        &rotated,
+        Duration::from_millis(20),
+        Duration::from_secs(3),
+    );
     stop.store(true, Ordering::SeqCst);
     for t in flood {
         t.join().unwrap();
