@@ -220,6 +220,13 @@ passed
 stage integration "the integration tests without a container engine"
 # A test's own log only when it fails; the result lines and failures always.
 cargo test --locked --test integration -- --test-threads=4 "${skip_docker[@]}" 2>&1 | show_tests
+# The floods (tens of thousands of requests in a few seconds) measure a p99 and would starve
+# the tests beside them: each runs alone, after the rest.
+step "the floods, one at a time: fairness between callers, unknown OIDC kids on the real provider"
+cargo test --locked --test integration -- --ignored --test-threads=1 --nocapture \
+  fairness::one_callers_flood_does_not_starve_another oidc_provider::a_real_openid_provider_over_https 2>&1 \
+  | grep -E '^(FIGURE|test |test result|SKIPPED)|panicked|left:|right:'
+[ "${PIPESTATUS[0]}" = 0 ] || { echo "a flood test failed" >&2; exit 1; }
 passed
 
 if [ -n "$quick" ]; then
