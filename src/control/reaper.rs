@@ -22,10 +22,16 @@ pub struct Reaper {
 impl Reaper {
     pub fn start(control: Arc<Control>, interval: Duration) -> Reaper {
         let (stop, stopped) = mpsc::channel::<()>();
+        let every = workspace_sweep(interval, control.workspace_ttl);
         let run = move || {
             let mut failing = false;
+            let mut swept: Option<Instant> = None;
             loop {
-                match catch_unwind(AssertUnwindSafe(|| control.reap())) {
+                let sweep = swept.is_none_or(|at| at.elapsed() >= every);
+                if sweep {
+                    swept = Some(Instant::now());
+                }
+                match catch_unwind(AssertUnwindSafe(|| control.reap(sweep))) {
                     Ok(Ok(())) if failing => {
                         failing = false;
                         log::info!("reaper: listing workers works again");
@@ -56,13 +62,24 @@ impl Reaper {
     }
 }
 
+/// How often a reaper looks at the task workspaces: a tenth of `WORKSPACE_TTL`, at most a
+/// minute apart and never more often than its passes. A workspace outlives its TTL by at most
+/// that; a pass in between is one list of the workers and nothing more (1,000 workers and a
+/// TTL of days do not pay a volume list every second).
+pub fn workspace_sweep(interval: Duration, ttl: Option<Duration>) -> Duration {
+    const AT_MOST: Duration = Duration::from_secs(60);
+    ttl.map_or(AT_MOST, |ttl| (ttl / 10).min(AT_MOST))
+        .max(interval)
+}
+
 impl Control {
     /// Stops every listed worker whose expiry has passed, through the same stop as a caller's
-    /// (each logged and counted as operation `reap`). A worker that is already gone when its
-    /// stop arrives (another replica reaped it first) is not an error; one already being
-    /// removed (`stopping`) was stopped by an earlier pass, and is left alone.
-    /// Fails only when the workers cannot be listed.
-    pub fn reap(&self) -> Result<(), BackendError> {
+    /// (each logged and counted as operation `reap`), and with `workspaces` also deletes the
+    /// workspaces past `WORKSPACE_TTL`. A worker that is
+    /// already gone when its stop arrives (another replica reaped it first) is not an error;
+    /// one already being removed (`stopping`) was stopped by an earlier pass, and is left
+    /// alone. Fails only when the workers cannot be listed.
+    pub fn reap(&self, workspaces: bool) -> Result<(), BackendError> {
         let pass = Instant::now();
         let workers = self.backend.list()?;
         let listed = workers.len();
@@ -109,6 +126,10 @@ impl Control {
             };
             self.record("reap", &ids, &outcome, started.elapsed());
         }
+        if !workspaces {
+            self.metrics.reaper_pass(pass.elapsed(), listed);
+            return Ok(());
+        }
         // Workspaces on their own: a backend that cannot list them (a Role without claims)
         // does not stop the reaping of workers, and is said once, and again when it works.
         let failed = self.reap_workspaces().err();
@@ -126,18 +147,34 @@ impl Control {
         Ok(())
     }
 
-    /// Deletes every workspace whose task has had no worker for `WORKSPACE_TTL`. Any replica
-    /// may: a workspace another one deleted first is simply gone.
+    /// Deletes every workspace whose task has had no worker for `WORKSPACE_TTL`: one list of
+    /// the workspaces, and a list of the workers only when one is past its TTL (looked at
+    /// then, just before the deletion, so a worker created meanwhile keeps its workspace).
+    /// Any replica may: a workspace another one deleted first is simply gone.
     fn reap_workspaces(&self) -> Result<(), BackendError> {
         let Some(ttl) = self.workspace_ttl else {
             return Ok(());
         };
         let now = time::now_millis();
-        for s in self.workspaces()? {
-            let last = time::parse_rfc3339_millis(&s.last_used)
-                .or_else(|| time::parse_rfc3339_millis(&s.created_at));
-            let Some(last) = last else { continue };
-            if s.in_use || last + ttl.as_millis() as u64 > now {
+        let past: Vec<_> = self
+            .backend
+            .workspaces()?
+            .into_iter()
+            .filter(|s| {
+                time::parse_rfc3339_millis(&s.last_used)
+                    .or_else(|| time::parse_rfc3339_millis(&s.created_at))
+                    .is_some_and(|last| last + ttl.as_millis() as u64 <= now)
+            })
+            .collect();
+        if past.is_empty() {
+            return Ok(());
+        }
+        let workers = self.backend.list()?;
+        for s in past {
+            if workers
+                .iter()
+                .any(|w| w.task == s.task && w.scope == s.scope)
+            {
                 continue;
             }
             let started = Instant::now();
@@ -164,5 +201,120 @@ impl Control {
             self.record("reap_workspace", &ids, &outcome, started.elapsed());
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::backend::{
+        Backend, BackendKind, CreateSpec, Logs, TaskWorkspace, Worker, WorkerState,
+    };
+    use crate::metrics::Metrics;
+    use crate::settings::templates::{Template, TemplatesFile};
+
+    /// One running worker (task `busy`), two workspaces unused for a day (`busy`'s and
+    /// `idle`'s); every call counted.
+    #[derive(Default)]
+    struct Counted {
+        lists: AtomicUsize,
+        workspace_lists: AtomicUsize,
+        deleted: Mutex<Vec<String>>,
+    }
+
+    impl Backend for Counted {
+        fn kind(&self) -> BackendKind {
+            BackendKind::Docker
+        }
+        fn create(&self, _: &CreateSpec) -> Result<Worker, BackendError> {
+            Err(BackendError::NotFound)
+        }
+        fn list(&self) -> Result<Vec<Worker>, BackendError> {
+            self.lists.fetch_add(1, Ordering::SeqCst);
+            let mut w = Worker::new(
+                BackendKind::Docker,
+                "w1",
+                "busy",
+                WorkerState::Running,
+                "2026-12-01T00:00:00Z",
+            );
+            w.scope = "s".into();
+            Ok(vec![w])
+        }
+        fn stop(&self, _: &str) -> Result<Worker, BackendError> {
+            Err(BackendError::NotFound)
+        }
+        fn logs(&self, _: &str, _: u32) -> Result<Logs, BackendError> {
+            Err(BackendError::NotFound)
+        }
+        fn health(&self) -> Result<(), BackendError> {
+            Ok(())
+        }
+        fn workspaces(&self) -> Result<Vec<TaskWorkspace>, BackendError> {
+            self.workspace_lists.fetch_add(1, Ordering::SeqCst);
+            Ok(vec![unused_for_a_day("busy"), unused_for_a_day("idle")])
+        }
+        fn delete_workspace(&self, _: &str, task: &str) -> Result<TaskWorkspace, BackendError> {
+            self.deleted.lock().unwrap().push(task.into());
+            Ok(unused_for_a_day(task))
+        }
+    }
+
+    fn unused_for_a_day(task: &str) -> TaskWorkspace {
+        let day_ago = time::rfc3339_millis(time::now_millis() - 86_400_000);
+        TaskWorkspace {
+            task: task.into(),
+            scope: "s".into(),
+            template: "default".into(),
+            size: String::new(),
+            created_at: day_ago.clone(),
+            last_used: day_ago,
+            in_use: false,
+            name: format!("{task}-ws"),
+        }
+    }
+
+    fn control(backend: Arc<Counted>, ttl: Option<Duration>) -> Control {
+        let templates = TemplatesFile::fixed(
+            Template::new("default", "img", 8080),
+            Box::new(|_: &Template| Ok(())),
+        )
+        .unwrap();
+        Control::new(
+            backend,
+            Arc::new(Metrics::new()),
+            None,
+            0,
+            Arc::new(templates),
+        )
+        .with_workspace_ttl(ttl)
+    }
+
+    #[test]
+    fn a_pass_between_sweeps_is_one_list_and_a_sweep_spares_a_used_workspace() {
+        let backend = Arc::new(Counted::default());
+        let c = control(Arc::clone(&backend), Some(Duration::from_secs(3600)));
+        c.reap(false).unwrap();
+        assert_eq!(backend.lists.load(Ordering::SeqCst), 1);
+        assert_eq!(backend.workspace_lists.load(Ordering::SeqCst), 0);
+        // A sweep: the workspaces, then the workers once more (one is past its TTL), and
+        // only the one no worker has is deleted.
+        c.reap(true).unwrap();
+        assert_eq!(backend.lists.load(Ordering::SeqCst), 3);
+        assert_eq!(backend.workspace_lists.load(Ordering::SeqCst), 1);
+        assert_eq!(*backend.deleted.lock().unwrap(), ["idle"]);
+    }
+
+    #[test]
+    fn workspaces_are_swept_every_tenth_of_their_ttl_at_most_a_minute_apart() {
+        let s = Duration::from_secs;
+        assert_eq!(workspace_sweep(s(1), Some(s(7 * 86_400))), s(60));
+        assert_eq!(workspace_sweep(s(1), Some(s(300))), s(30));
+        assert_eq!(workspace_sweep(s(1), Some(s(2))), s(1));
+        assert_eq!(workspace_sweep(s(90), Some(s(86_400))), s(90));
+        assert_eq!(workspace_sweep(s(1), None), s(60));
     }
 }
