@@ -378,6 +378,7 @@ pub fn start_with(
                 streams: settings.max_admin_streams,
             },
         ),
+        turns: auth::turns::Turns::per_core(),
     };
     let server = http::Server::bind(settings.listen).map_err(Error::Http)?;
     let addr = server.local_addr().unwrap_or(settings.listen);

@@ -34,6 +34,8 @@ pub struct Routes {
     pub replica_ip: Option<std::net::IpAddr>,
     /// What each caller may hold at once.
     pub limits: Arc<auth::limits::CallerLimits>,
+    /// Which requests run now, while callers share.
+    pub turns: auth::turns::Turns,
 }
 
 /// How long a caller past its bound is asked to wait (`Retry-After`, seconds).
@@ -172,9 +174,11 @@ impl Routes {
             }
         };
         let params = service_params(req);
-        let answer = self
-            .rest
-            .handle(&caller, &params, &req.method, path, &req.query, body);
+        let answer = {
+            let _turn = self.turns.turn(&caller.key);
+            self.rest
+                .handle(&caller, &params, &req.method, path, &req.query, body)
+        };
         places.keep(self.rest_response(req, path, answer))
     }
 
@@ -255,7 +259,10 @@ impl Routes {
             }
         };
         let params = service_params(req);
-        let answer = self.jsonrpc.handle(&caller, &params, body);
+        let answer = {
+            let _turn = self.turns.turn(&caller.key);
+            self.jsonrpc.handle(&caller, &params, body)
+        };
         places.keep(self.jsonrpc_response(req, answer))
     }
 

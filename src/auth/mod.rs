@@ -9,6 +9,7 @@ pub mod callers;
 pub mod jwt;
 pub mod limits;
 pub mod oidc;
+pub mod turns;
 
 use std::path::PathBuf;
 use std::sync::RwLock;

@@ -22,6 +22,12 @@ const LINGER_TIME: Duration = Duration::from_secs(5);
 const LINGER_IDLE: Duration = Duration::from_secs(1);
 /// ... and discards at most this many bytes.
 const LINGER_BYTES: usize = 8 << 20;
+/// After a 429 on a kept-alive connection, the next request on it is read no sooner than this:
+/// a client that ignores `Retry-After` and asks again at once waits here, idle, instead of
+/// taking the cores from everyone else. A client that closes is let go at once.
+const HOLD_AFTER_429: Duration = Duration::from_millis(100);
+/// What a held connection may send meanwhile before it is no longer read until the hold ends.
+const HOLD_BYTES: usize = 64 * 1024;
 
 /// A bound, not yet serving, listener.
 pub struct Server {
@@ -214,6 +220,35 @@ impl Conn<'_> {
                     self.buf.extend_from_slice(&chunk[..n]);
                     return Ok(());
                 }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock
+                            | io::ErrorKind::TimedOut
+                            | io::ErrorKind::Interrupted
+                    ) => {}
+                Err(_) => return Err(Stop::Close),
+            }
+        }
+    }
+
+    /// Waits until `until` before the next request is read ([`HOLD_AFTER_429`]); what the
+    /// client sends meanwhile is kept for it. Its close (or a shutdown) ends the wait.
+    fn hold(&mut self, until: Instant) -> Result<(), Stop> {
+        let mut chunk = [0u8; 8192];
+        loop {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() || self.shared.stopping() {
+                return Ok(());
+            }
+            if self.buf.len() >= HOLD_BYTES {
+                thread::sleep(left.min(SLICE));
+                continue;
+            }
+            let _ = self.stream.set_read_timeout(Some(left.min(SLICE)));
+            match self.stream.read(&mut chunk) {
+                Ok(0) => return Err(Stop::Close),
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
                 Err(e)
                     if matches!(
                         e.kind(),
@@ -460,6 +495,9 @@ fn serve_request(conn: &mut Conn<'_>, first: bool) -> Result<After, Stop> {
         return Ok(After::Close);
     }
     let written = conn.write(&bytes);
+    if written && keep && response.status == 429 {
+        conn.hold(Instant::now() + HOLD_AFTER_429)?;
+    }
     Ok(match (written, keep, too_large) {
         (true, true, _) => After::KeepAlive,
         (true, false, true) => After::Linger,

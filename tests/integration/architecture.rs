@@ -111,6 +111,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "auth::jwt",
             "auth::oidc",
             "auth::limits",
+            "auth::turns",
         ],
     ),
     (

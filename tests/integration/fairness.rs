@@ -6,7 +6,8 @@
 //! second's p99 against its p99 on an idle controller (printed as a FIGURE line), every one
 //! of its calls answered.
 
-use std::net::SocketAddr;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -158,6 +159,100 @@ fn a_caller_past_its_bounds_is_answered_429_and_the_others_go_on() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// One JSON-RPC `ListTasks` of `token` on a kept-alive connection, answered within 10 s;
+/// `None` when the connection broke first (a connection over the limit is answered 503 and
+/// closed without the server reading it, which may reset it).
+fn list_kept_alive(stream: &mut TcpStream, token: &str) -> Option<HttpResponse> {
+    let body = rpc("ListTasks", json!({})).to_string();
+    let head = format!(
+        "POST /a2a HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).ok()?;
+    stream.write_all(body.as_bytes()).ok()?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut raw = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        if let Some(end) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
+            let r = parse_response(&raw[..end + 4]);
+            let length: usize = r
+                .header("Content-Length")
+                .and_then(|v| v.parse().ok())
+                .expect("a Content-Length");
+            if raw.len() >= end + 4 + length {
+                return Some(parse_response(&raw[..end + 4 + length]));
+            }
+        }
+        match stream.read(&mut chunk) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => raw.extend_from_slice(&chunk[..n]),
+        }
+    }
+}
+
+#[test]
+fn a_client_asking_again_at_once_after_a_429_waits_and_one_that_closes_is_let_go() {
+    let file = callers_file("fairness-hold");
+    let c = Builder::default()
+        .flag(&format!("-a2a-callers-file={}", file.display()))
+        .flag("-max-caller-requests=1")
+        .flag("-max-connections=2")
+        .start();
+    *c.backend.create_delay.lock().unwrap() = Duration::from_millis(4000);
+    let addr = c.addr;
+    // A slow create of alice's holds her one place (and one of the two connections).
+    let slow = std::thread::spawn(move || {
+        post(addr, ALICE, "/a2a", &rpc("SendMessage", create("slow"))).status
+    });
+    std::thread::sleep(Duration::from_millis(400));
+
+    // Asked again at once on the same connection, the next request is read 100 ms after the
+    // 429 was written (less the answer's own way back to us, so 80 ms is asked here).
+    let mut kept = TcpStream::connect(addr).unwrap();
+    kept.set_nodelay(true).unwrap();
+    let status = |r: Option<HttpResponse>| r.expect("an answer").status;
+    assert_eq!(status(list_kept_alive(&mut kept, ALICE)), 429);
+    let answered = Instant::now();
+    assert_eq!(status(list_kept_alive(&mut kept, ALICE)), 429);
+    let gap = answered.elapsed();
+    assert!(
+        gap >= Duration::from_millis(80),
+        "asked again at once, answered after {gap:?}"
+    );
+    drop(kept);
+
+    // A client that closes after its 429 frees its connection at once: with one of the two
+    // connections taken by the slow create, 20 such rounds in a row need well under the
+    // 20 × 100 ms they would take if the hold outlived the client.
+    let started = Instant::now();
+    let mut refused = 0;
+    for _ in 0..20 {
+        loop {
+            let mut s = TcpStream::connect(addr).unwrap();
+            s.set_nodelay(true).unwrap();
+            let r = list_kept_alive(&mut s, ALICE);
+            let Some(r) = r.filter(|r| r.status != 503) else {
+                // The server has not yet seen the last round's close.
+                refused += 1;
+                std::thread::sleep(Duration::from_millis(2));
+                continue;
+            };
+            assert_eq!(r.status, 429, "{}", r.text());
+            break;
+        }
+    }
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_millis(2000),
+        "20 rounds of 429-then-close took {took:?} ({refused} connections refused meanwhile)"
+    );
+    assert_eq!(slow.join().unwrap(), 200);
+    let _ = std::fs::remove_dir_all(file.parent().unwrap());
 }
 
 #[test]
