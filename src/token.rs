@@ -62,10 +62,32 @@ pub fn random_hex(bytes: usize) -> io::Result<String> {
     Ok(hex(&buf))
 }
 
+/// Random bytes for identifiers, read from the generator [`ID_POOL`] bytes at a time: a
+/// watch's snapshot names a thousand messages at once, one read each was a thousand system
+/// calls. Tokens never come from here (their bytes are read when made, and held nowhere else).
+const ID_POOL: usize = 4096;
+
+fn id_random(out: &mut [u8; 16]) -> io::Result<()> {
+    static POOL: std::sync::Mutex<(Vec<u8>, usize)> = std::sync::Mutex::new((Vec::new(), 0));
+    let mut pool = POOL.lock().unwrap_or_else(|p| p.into_inner());
+    let (bytes, used) = &mut *pool;
+    if bytes.len() != ID_POOL || *used + out.len() > ID_POOL {
+        bytes.resize(ID_POOL, 0);
+        os_random(bytes)?;
+        *used = 0;
+    }
+    let taken = &mut bytes[*used..*used + out.len()];
+    out.copy_from_slice(taken);
+    // Handed out once: what stays in the pool is only what has not been used.
+    taken.fill(0);
+    *used += out.len();
+    Ok(())
+}
+
 /// A random RFC 4122 version-4 UUID, used for task, context, message and artifact ids.
 pub fn uuid_v4() -> io::Result<String> {
     let mut b = [0u8; 16];
-    os_random(&mut b)?;
+    id_random(&mut b)?;
     b[6] = (b[6] & 0x0f) | 0x40;
     b[8] = (b[8] & 0x3f) | 0x80;
     let h = hex(&b);

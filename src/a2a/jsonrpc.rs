@@ -172,8 +172,14 @@ struct Enveloped {
 }
 
 impl Frame for Enveloped {
-    fn frame(&self, event: &StreamResponse<'_>) -> Result<String, String> {
-        reply(&self.id, event, event.data_bytes()).map_err(|e| e.message)
+    fn frame_into(&self, event: &StreamResponse<'_>, out: &mut Vec<u8>) -> Result<(), String> {
+        let reply = Reply {
+            jsonrpc: "2.0",
+            id: &self.id,
+            result: event,
+        };
+        out.reserve(event.data_bytes());
+        serde_json::to_writer(out, &reply).map_err(|e| e.to_string())
     }
 }
 

@@ -329,8 +329,9 @@ pub fn error(e: RpcError) -> RestAnswer {
 struct Bare;
 
 impl Frame for Bare {
-    fn frame(&self, event: &StreamResponse<'_>) -> Result<String, String> {
-        crate::json::to_string_sized(event, event.data_bytes()).map_err(|e| e.to_string())
+    fn frame_into(&self, event: &StreamResponse<'_>, out: &mut Vec<u8>) -> Result<(), String> {
+        out.reserve(event.data_bytes());
+        serde_json::to_writer(out, event).map_err(|e| e.to_string())
     }
 }
 

@@ -16,6 +16,8 @@ use crate::http::{Sink, Streamer};
 const HEARTBEAT: Duration = Duration::from_secs(15);
 /// How often a silent stream looks whether the server is shutting down.
 const TICK: Duration = Duration::from_millis(250);
+/// At most about this many bytes of events already queued are written together.
+const BATCH_BYTES: usize = 64 << 10;
 
 /// One `StreamResponse`: exactly one of its members.
 #[derive(Serialize)]
@@ -71,9 +73,10 @@ impl StreamResponse<'_> {
     }
 }
 
-/// How a binding writes one `StreamResponse` as the JSON text of an SSE event's `data`.
+/// How a binding writes one `StreamResponse` as the JSON text of an SSE event's `data`,
+/// appended to `out` (the events about to be written together).
 pub trait Frame: Send + Sync {
-    fn frame(&self, event: &StreamResponse<'_>) -> Result<String, String>;
+    fn frame_into(&self, event: &StreamResponse<'_>, out: &mut Vec<u8>) -> Result<(), String>;
 }
 
 /// A running task and the channel its changes arrive on (what `SendStreamingMessage` and
@@ -133,15 +136,52 @@ impl<F: Frame> TaskEvents<F> {
         }
     }
 
-    /// One event; `false` once the client is gone.
-    fn send(&self, sink: &mut dyn Sink, event: &StreamResponse<'_>) -> bool {
-        match self.frame.frame(event) {
-            Ok(text) => sink.send(&sse(&text)),
+    /// `first` and the changes queued behind it (up to [`BATCH_BYTES`]) as SSE events, to be
+    /// written at once: a watch's snapshot of a thousand workers is a few dozen writes, not a
+    /// thousand. False beside them when the stream ends with them (the task's last status, or
+    /// an event that could not be written).
+    fn batch(&self, first: Update, updates: &Updates) -> (Vec<u8>, bool) {
+        let mut out = Vec::new();
+        let mut next = Some(first);
+        while let Some(update) = next.take() {
+            if !self.event_into(&StreamResponse::of(&self.first, &update), &mut out) {
+                return (out, false);
+            }
+            if matches!(&update, Update::Status(s) if s.state.is_terminal()) {
+                return (out, false);
+            }
+            if out.len() < BATCH_BYTES {
+                next = updates.try_recv();
+                if next.is_some() && out.capacity() < BATCH_BYTES {
+                    out.reserve(BATCH_BYTES + BATCH_BYTES / 8 - out.len());
+                }
+            }
+        }
+        (out, true)
+    }
+
+    /// One SSE event appended to `out`; false (and `out` as it was) if it could not be
+    /// written.
+    fn event_into(&self, event: &StreamResponse<'_>, out: &mut Vec<u8>) -> bool {
+        let before = out.len();
+        out.extend_from_slice(b"data: ");
+        match self.frame.frame_into(event, out) {
+            Ok(()) => {
+                out.extend_from_slice(b"\n\n");
+                true
+            }
             Err(e) => {
                 log::error!("a stream event could not be written: {e}");
+                out.truncate(before);
                 false
             }
         }
+    }
+
+    /// One event; `false` once the client is gone.
+    fn send(&self, sink: &mut dyn Sink, event: &StreamResponse<'_>) -> bool {
+        let mut out = Vec::with_capacity(1024 + event.data_bytes());
+        self.event_into(event, &mut out) && sink.send(&out)
     }
 }
 
@@ -163,9 +203,9 @@ impl<F: Frame> Streamer for TaskEvents<F> {
             let delivered = match updates.recv_timeout(TICK) {
                 Ok(update) => {
                     silent = Duration::ZERO;
-                    let end = matches!(&update, Update::Status(s) if s.state.is_terminal());
-                    let sent = self.send(sink, &StreamResponse::of(&self.first, &update));
-                    if end {
+                    let (batch, more) = self.batch(update, &updates);
+                    let sent = sink.send(&batch);
+                    if !more {
                         return;
                     }
                     sent

@@ -100,6 +100,16 @@ impl Updates {
         Ok(update)
     }
 
+    /// The next change if one is there already (a stream writes what has queued up in one
+    /// go); `None` when there is none now, or the task's changes have ended.
+    pub fn try_recv(&self) -> Option<Update> {
+        let update = self.rx.try_recv().ok()?;
+        if self.room.pending.fetch_sub(1, Ordering::SeqCst) == PACE_LOW + 1 {
+            self.room.wake();
+        }
+        Some(update)
+    }
+
     /// A stream of nothing (a task that had ended before it was subscribed to).
     pub fn ended() -> Updates {
         Updates {

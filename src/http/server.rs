@@ -267,9 +267,6 @@ impl Conn<'_> {
     }
 
     fn write(&mut self, bytes: &[u8]) -> bool {
-        let _ = self
-            .stream
-            .set_write_timeout(Some(self.shared.limits.write_timeout));
         self.stream
             .write_all(bytes)
             .and_then(|()| self.stream.flush())
@@ -346,6 +343,8 @@ enum After {
 
 fn serve_connection(stream: TcpStream, shared: &Shared) {
     let _ = stream.set_nodelay(true);
+    // Once for the connection (a stream writes often); nothing changes it later.
+    let _ = stream.set_write_timeout(Some(shared.limits.write_timeout));
     let mut conn = Conn {
         stream,
         buf: Vec::new(),
