@@ -15,10 +15,21 @@ pub fn to_string_sized<T: Serialize + ?Sized>(
     value: &T,
     hint: usize,
 ) -> serde_json::Result<String> {
-    let mut out = Vec::with_capacity(OVERHEAD + hint + hint / 8);
-    serde_json::to_writer(&mut out, value)?;
+    let mut out = Vec::new();
+    append_sized(value, hint, &mut out)?;
     // serde_json writes UTF-8 only.
     String::from_utf8(out).map_err(serde::ser::Error::custom)
+}
+
+/// `value` as JSON text appended to `out`, with room made first for about `hint` bytes and
+/// more (a stream's events written together share one buffer).
+pub fn append_sized<T: Serialize + ?Sized>(
+    value: &T,
+    hint: usize,
+    out: &mut Vec<u8>,
+) -> serde_json::Result<()> {
+    out.reserve(OVERHEAD + hint + hint / 8);
+    serde_json::to_writer(out, value)
 }
 
 /// [`to_string_sized`] as a raw value (checked to be JSON once more, as `RawValue` wants).
@@ -38,5 +49,8 @@ mod tests {
         let v = serde_json::json!({"workers": [{"id": "a\"b", "n": 1}], "ok": true});
         assert_eq!(to_string_sized(&v, 0).unwrap(), v.to_string());
         assert_eq!(to_raw_sized(&v, 10_000).unwrap().get(), v.to_string());
+        let mut out = b"data: ".to_vec();
+        append_sized(&v, 0, &mut out).unwrap();
+        assert_eq!(out, format!("data: {v}").into_bytes());
     }
 }

@@ -173,13 +173,8 @@ struct Enveloped {
 
 impl Frame for Enveloped {
     fn frame_into(&self, event: &StreamResponse<'_>, out: &mut Vec<u8>) -> Result<(), String> {
-        let reply = Reply {
-            jsonrpc: "2.0",
-            id: &self.id,
-            result: event,
-        };
-        out.reserve(event.data_bytes());
-        serde_json::to_writer(out, &reply).map_err(|e| e.to_string())
+        crate::json::append_sized(&Reply::new(&self.id, event), event.data_bytes(), out)
+            .map_err(|e| e.to_string())
     }
 }
 
@@ -191,6 +186,16 @@ struct Reply<'a, T: Serialize + ?Sized> {
     result: &'a T,
 }
 
+impl<'a, T: Serialize + ?Sized> Reply<'a, T> {
+    fn new(id: &'a Value, result: &'a T) -> Self {
+        Reply {
+            jsonrpc: "2.0",
+            id,
+            result,
+        }
+    }
+}
+
 /// `SendMessage`'s result.
 #[derive(Serialize)]
 struct TaskResult<'a> {
@@ -200,10 +205,6 @@ struct TaskResult<'a> {
 /// The response text, in one buffer of about its final size: `hint` is what the result's
 /// reply data adds to a small reply ([`crate::json`]).
 fn reply<T: Serialize + ?Sized>(id: &Value, result: &T, hint: usize) -> Result<String, RpcError> {
-    let reply = Reply {
-        jsonrpc: "2.0",
-        id,
-        result,
-    };
-    crate::json::to_string_sized(&reply, hint).map_err(|e| RpcError::internal(&e.to_string()))
+    crate::json::to_string_sized(&Reply::new(id, result), hint)
+        .map_err(|e| RpcError::internal(&e.to_string()))
 }

@@ -330,8 +330,7 @@ struct Bare;
 
 impl Frame for Bare {
     fn frame_into(&self, event: &StreamResponse<'_>, out: &mut Vec<u8>) -> Result<(), String> {
-        out.reserve(event.data_bytes());
-        serde_json::to_writer(out, event).map_err(|e| e.to_string())
+        crate::json::append_sized(event, event.data_bytes(), out).map_err(|e| e.to_string())
     }
 }
 

@@ -152,7 +152,9 @@ impl<F: Frame> TaskEvents<F> {
             }
             if out.len() < BATCH_BYTES {
                 next = updates.try_recv();
-                if next.is_some() && out.capacity() < BATCH_BYTES {
+                if next.is_some() {
+                    // Room for the whole batch at once (a no-op once it is there), not grown
+                    // by doubling.
                     out.reserve(BATCH_BYTES + BATCH_BYTES / 8 - out.len());
                 }
             }

@@ -94,9 +94,7 @@ pub struct Updates {
 impl Updates {
     pub fn recv_timeout(&self, timeout: Duration) -> Result<Update, RecvTimeoutError> {
         let update = self.rx.recv_timeout(timeout)?;
-        if self.room.pending.fetch_sub(1, Ordering::SeqCst) == PACE_LOW + 1 {
-            self.room.wake();
-        }
+        self.taken();
         Ok(update)
     }
 
@@ -104,10 +102,16 @@ impl Updates {
     /// go); `None` when there is none now, or the task's changes have ended.
     pub fn try_recv(&self) -> Option<Update> {
         let update = self.rx.try_recv().ok()?;
+        self.taken();
+        Some(update)
+    }
+
+    /// One change read: the task waiting for room is woken when its stream is down to
+    /// [`PACE_LOW`].
+    fn taken(&self) {
         if self.room.pending.fetch_sub(1, Ordering::SeqCst) == PACE_LOW + 1 {
             self.room.wake();
         }
-        Some(update)
     }
 
     /// A stream of nothing (a task that had ended before it was subscribed to).
