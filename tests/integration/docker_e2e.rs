@@ -814,26 +814,45 @@ fn a_watch_hears_an_oom_kill_and_a_ttl_expiry_on_the_real_engine() {
     // Podman 4.3 (runc, cgroup v1) neither sets `OOMKilled` nor sends an `oom` event: the
     // kernel's SIGKILL is all it tells. Docker may first be listed with the plain exit (its
     // `die` comes a moment before inspect says OOMKilled): then a second `changed` says why.
+    // Docker on cgroup v2 can also miss the kill altogether (its `oom` event never came, and
+    // inspect says `OOMKilled: false` for good): the controller can only repeat what the
+    // engine says, so then the plain exit is the right answer, and the test checks that.
     let plain = "exited with code 137";
-    let wanted = if is_podman(&socket) {
+    let mut wanted = if is_podman(&socket) {
         plain
     } else {
         "was killed for running out of memory (exit code 137)"
     };
+    let engine_state = || {
+        let filter = format!("name={id}-hungry");
+        let names = docker_cli(&socket, &["ps", "-aq", "--filter", &filter], None);
+        match names.split_whitespace().next() {
+            Some(c) => docker_cli(&socket, &["inspect", "-f", "{{json .State}}", c], None),
+            None => "no such container".into(),
+        }
+    };
     let mut seen: Vec<(String, String)> = Vec::new();
     let (mut oom, mut reaped) = (None::<Value>, None);
     let deadline = Instant::now() + Duration::from_secs(40);
-    w.until = deadline;
     while oom.as_ref().is_none_or(|e| e["reason"] != wanted) || reaped.is_none() {
+        // Read a little at a time (a heartbeat ends a quiet read), so that an engine which
+        // has said all it will is asked, below, what it knows.
+        w.until = deadline.min(Instant::now() + Duration::from_secs(2));
         let Some(e) = w.event() else {
-            // What the engine says of the hungry worker, for whoever reads the failure.
-            let filter = format!("name={id}-hungry");
-            let names = docker_cli(&socket, &["ps", "-aq", "--filter", &filter], None);
-            let inspect = match names.split_whitespace().next() {
-                Some(c) => docker_cli(&socket, &["inspect", "-f", "{{json .State}}", c], None),
-                None => "no such container".into(),
-            };
-            panic!("no event within 40 s: the OOM kill {oom:?}, the reap {reaped:?}; events so far: {seen:?}; the engine says of the hungry worker: {inspect}")
+            let inspect = engine_state();
+            let state: Value = serde_json::from_str(inspect.trim()).unwrap_or(Value::Null);
+            let settled = state["Status"] == "exited" && state["OOMKilled"] == false;
+            let heard_plain = oom.as_ref().is_some_and(|e| e["reason"] == plain);
+            if settled && heard_plain && reaped.is_some() {
+                eprintln!("the engine never said OOMKilled (exit 137 only): {inspect}");
+                wanted = plain;
+                continue;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no event within 40 s: the OOM kill {oom:?}, the reap {reaped:?}; events so far: {seen:?}; the engine says of the hungry worker: {inspect}"
+            );
+            continue;
         };
         let (kind, task) = kind_and_task(&e);
         // Per worker: `added` first, nothing after `removed`.
