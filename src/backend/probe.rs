@@ -43,10 +43,16 @@ impl Probe {
     }
 
     /// Whether the worker at `base` answers `path` (its template's readiness path, the Agent
-    /// Card unless it says otherwise) with 200 right now.
-    pub fn answers(&self, base: &str, path: &str) -> bool {
+    /// Card unless it says otherwise) with 200 right now; if not, what happened instead (the
+    /// timeout message names the last, so that an operator sees a refused connection, a
+    /// local port shortage or a wrong status rather than silence).
+    pub fn ask(&self, base: &str, path: &str) -> Result<(), String> {
         let url = format!("{base}{path}");
-        matches!(self.agent.get(&url).call(), Ok(r) if r.status().as_u16() == 200)
+        match self.agent.get(&url).call() {
+            Ok(r) if r.status().as_u16() == 200 => Ok(()),
+            Ok(r) => Err(format!("it answered {}", r.status().as_u16())),
+            Err(e) => Err(e.to_string()),
+        }
     }
 
     /// Polls until the worker answers. Each round first calls `look`, which reads the engine:
@@ -63,17 +69,25 @@ impl Probe {
         let mut pause = FIRST_PAUSE;
         let mut base = look()?;
         let mut looked = Instant::now();
+        let mut last = None;
         loop {
             if looked.elapsed() >= LOOK_EVERY {
                 base = look()?;
                 looked = Instant::now();
             }
-            if base.as_deref().is_some_and(|b| self.answers(b, path)) {
-                return Ok(());
+            if let Some(b) = base.as_deref() {
+                match self.ask(b, path) {
+                    Ok(()) => return Ok(()),
+                    Err(why) => last = Some(why),
+                }
             }
             if Instant::now() >= deadline {
+                let tried = match &last {
+                    Some(why) => format!(" (last try: {why})"),
+                    None => " (it had no address yet)".to_string(),
+                };
                 return Err(BackendError::NotReady(format!(
-                    "the worker did not answer {}{path} within {}s",
+                    "the worker did not answer {}{path} within {}s{tried}",
                     base.as_deref().unwrap_or(url),
                     self.timeout.as_secs_f32()
                 )));
@@ -114,7 +128,7 @@ mod tests {
     fn ready_when_the_card_answers() {
         let probe = Probe::new(Duration::from_secs(5));
         let base = server(200);
-        assert!(probe.answers(&base, CARD));
+        assert_eq!(probe.ask(&base, CARD), Ok(()));
         let mut rounds = 0;
         let r = probe.wait("http://unused", CARD, || {
             rounds += 1;
@@ -139,20 +153,25 @@ mod tests {
             ))
         );
         let not_found = server(404);
-        assert!(!probe.answers(&not_found, CARD));
+        assert_eq!(probe.ask(&not_found, CARD), Err("it answered 404".into()));
         let Err(BackendError::NotReady(why)) =
             probe.wait("http://x", CARD, || Ok(Some(not_found.clone())))
         else {
             panic!("expected a timeout")
         };
         assert!(
-            why.contains("did not answer") && why.contains(&not_found),
+            why.contains("did not answer")
+                && why.contains(&not_found)
+                && why.ends_with("(last try: it answered 404)"),
             "{why}"
         );
         let Err(BackendError::NotReady(why)) = probe.wait("http://shown", CARD, || Ok(None)) else {
             panic!("expected a timeout")
         };
-        assert!(why.contains("http://shown"), "{why}");
+        assert!(
+            why.contains("http://shown") && why.ends_with("(it had no address yet)"),
+            "{why}"
+        );
         assert!(Probe::new(Duration::ZERO).disabled());
     }
 }

@@ -181,27 +181,47 @@ impl K8sBackend {
         }
     }
 
-    /// Pods matching every `key=value` label selector, oldest first, read page by page.
+    /// Pods matching every `key=value` label selector, oldest first, read page by page. While
+    /// a page is parsed the next one is already asked for (on a thread of its own, its
+    /// `continue` token read first): the API server builds it meanwhile.
     fn select(&self, selectors: &[String]) -> Result<Vec<Pod>, BackendError> {
         let base = format!(
             "{}?limit={PAGE}&labelSelector={}",
             self.pods_path(),
             percent_encode(&selectors.join(","))
         );
-        let mut pods = Vec::new();
-        let mut next: Option<String> = None;
-        loop {
-            let path = match &next {
+        let fetch = |token: Option<&str>| -> Result<Vec<u8>, BackendError> {
+            let path = match token {
                 Some(token) => format!("{base}&continue={}", percent_encode(token)),
                 None => base.clone(),
             };
             let (_, body) = self.api.call(Method::Get, &path, None).map_err(api_error)?;
-            let (page, token) = status::parse_list(&body).map_err(BackendError::Internal)?;
-            pods.extend(page);
-            match token {
-                Some(t) => next = Some(t),
-                None => break,
-            }
+            Ok(body)
+        };
+        let parse = |body: &[u8]| {
+            status::parse_list(body)
+                .map(|(page, _)| page)
+                .map_err(BackendError::Internal)
+        };
+        let mut pods = Vec::new();
+        let mut body = fetch(None)?;
+        loop {
+            let Some(token) = status::next_token(&body).map_err(BackendError::Internal)? else {
+                pods.extend(parse(&body)?);
+                break;
+            };
+            let (page, next) = thread::scope(|s| {
+                let next = s.spawn(|| fetch(Some(&token)));
+                let page = parse(&body);
+                let next = next.join().unwrap_or_else(|_| {
+                    Err(BackendError::Internal(
+                        "reading the next page of pods failed unexpectedly".into(),
+                    ))
+                });
+                (page, next)
+            });
+            pods.extend(page?);
+            body = next?;
         }
         pods.sort_by(|a, b| {
             (&a.metadata.creation_timestamp, &a.metadata.name)
