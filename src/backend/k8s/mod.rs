@@ -198,11 +198,7 @@ impl K8sBackend {
             let (_, body) = self.api.call(Method::Get, &path, None).map_err(api_error)?;
             Ok(body)
         };
-        let parse = |body: &[u8]| {
-            status::parse_list(body)
-                .map(|(page, _)| page)
-                .map_err(BackendError::Internal)
-        };
+        let parse = |body: &[u8]| status::parse_list(body).map_err(BackendError::Internal);
         let mut pods = Vec::new();
         let mut body = fetch(None)?;
         loop {

@@ -35,7 +35,6 @@ use super::api::{ApiError, Method, Reason};
 use super::refusals::{api_error, create_error};
 use super::status::Pod;
 use super::{delete_pod, pod, K8sBackend};
-use crate::backend::api_call::percent_encode;
 use crate::backend::labels::{self, MemberLabels};
 use crate::backend::members;
 use crate::backend::{
@@ -628,18 +627,7 @@ impl K8sBackend {
             labels::BINDING,
             worker_pod
         );
-        let path = format!(
-            "{}?labelSelector={}",
-            self.pods_path(),
-            percent_encode(&selector)
-        );
-        let found = self.api.call(Method::Get, &path, None).map_err(api_error);
-        let pods = found.and_then(|(_, body)| {
-            super::status::parse_list(&body)
-                .map(|(pods, _)| pods)
-                .map_err(BackendError::Internal)
-        });
-        match pods {
+        match self.select(&[selector]) {
             Ok(pods) => {
                 for b in pods.iter().filter_map(|p| Binding::of(p, &self.controller_id)) {
                     if b.member_uid == uid {

@@ -127,8 +127,6 @@ pub struct Terminated {
 
 #[derive(Deserialize)]
 struct PodList {
-    #[serde(default)]
-    metadata: ListMeta,
     items: Vec<Pod>,
 }
 
@@ -155,10 +153,10 @@ pub fn next_token(body: &[u8]) -> Result<Option<String>, String> {
         .map_err(|e| format!("unexpected pod list from the Kubernetes API: {e}"))
 }
 
-/// One page of a pod list, and the `continue` token of the next page, if any.
-pub fn parse_list(body: &[u8]) -> Result<(Vec<Pod>, Option<String>), String> {
+/// The pods of one page of a pod list (its `continue` token: [`next_token`]).
+pub fn parse_list(body: &[u8]) -> Result<Vec<Pod>, String> {
     serde_json::from_slice::<PodList>(body)
-        .map(|l| (l.items, l.metadata.next.filter(|c| !c.is_empty())))
+        .map(|l| l.items)
         .map_err(|e| format!("unexpected pod list from the Kubernetes API: {e}"))
 }
 
@@ -396,8 +394,7 @@ mod tests {
             next_token(more.as_bytes()),
             Ok(Some("eyJ2IjoxfQ".to_string()))
         );
-        let (pods, token) = parse_list(more.as_bytes()).unwrap();
-        assert_eq!((pods.len(), token.as_deref()), (2, Some("eyJ2IjoxfQ")));
+        assert_eq!(parse_list(more.as_bytes()).unwrap().len(), 2);
         // The last page: no token, or an empty one (as the API server writes it).
         assert_eq!(
             next_token(page(json!({"continue": ""})).as_bytes()),
