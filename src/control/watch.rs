@@ -11,11 +11,12 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender, TryRecvError};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
+use serde_json::value::RawValue;
 
 use super::Filter;
 use crate::backend::{Backend, Change, Worker};
@@ -28,6 +29,42 @@ pub const BACKLOG: usize = 1024;
 /// How long a stop's reason is kept for the removal it explains.
 const REASON_TTL: Duration = Duration::from_secs(120);
 
+/// A worker as the source last saw it, shared by every watcher's events: a snapshot of a
+/// thousand workers for 64 watchers copies no worker, and each worker is written out as JSON
+/// once (when the first event naming it is sent), not once per watcher.
+#[derive(Debug, Clone)]
+pub struct Seen(Arc<(Worker, OnceLock<Option<Box<RawValue>>>)>);
+
+impl Seen {
+    pub fn new(worker: Worker) -> Seen {
+        Seen(Arc::new((worker, OnceLock::new())))
+    }
+}
+
+impl std::ops::Deref for Seen {
+    type Target = Worker;
+    fn deref(&self) -> &Worker {
+        &self.0 .0
+    }
+}
+
+impl PartialEq for Seen {
+    fn eq(&self, other: &Seen) -> bool {
+        **self == **other
+    }
+}
+
+impl Eq for Seen {}
+
+impl Serialize for Seen {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.0 .1.get_or_init(|| serde_json::value::to_raw_value(&**self).ok()) {
+            Some(text) => text.serialize(s),
+            None => (**self).serialize(s),
+        }
+    }
+}
+
 /// One thing that happened to a worker.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Event {
@@ -35,7 +72,7 @@ pub struct Event {
     #[serde(rename = "type")]
     pub kind: &'static str,
     /// The worker as `list` shows it (never a token); `null` for `synced`.
-    pub worker: Option<Worker>,
+    pub worker: Option<Seen>,
     /// Why, when known: the new reason of a `changed` worker, how a `removed` one went.
     pub reason: String,
     /// RFC 3339 UTC, milliseconds.
@@ -43,7 +80,7 @@ pub struct Event {
 }
 
 impl Event {
-    fn new(kind: &'static str, worker: Option<Worker>, reason: String) -> Event {
+    fn new(kind: &'static str, worker: Option<Seen>, reason: String) -> Event {
         Event {
             kind,
             worker,
@@ -111,7 +148,7 @@ impl Watcher {
 #[derive(Default)]
 struct State {
     /// The workers as last listed (`None` until the first list).
-    known: Option<BTreeMap<String, Worker>>,
+    known: Option<BTreeMap<String, Seen>>,
     watchers: Vec<Watcher>,
     /// Why this controller stopped a worker, until its removal is seen.
     reasons: HashMap<String, (String, Instant)>,
@@ -162,24 +199,30 @@ impl Hub {
         if state.known.is_none() {
             self.refresh(&mut state).map_err(WatchError::Backend)?;
         }
-        let mut snapshot: Vec<Event> = state
+        // Oldest first, the workers ordered by reference (no key copied per comparison).
+        let mut matching: Vec<&Seen> = state
             .known
             .as_ref()
-            .map(|k| k.values().cloned().collect::<Vec<_>>())
-            .unwrap_or_default()
+            .map(|k| k.values().filter(|w| filter.matches(w)).collect())
+            .unwrap_or_default();
+        matching.sort_by(|a, b| (&a.created_at, &a.worker_id).cmp(&(&b.created_at, &b.worker_id)));
+        // One time for the whole snapshot: it is what the workers were at that moment.
+        let at = rfc3339_millis(now_millis());
+        let mut snapshot: Vec<Event> = matching
             .into_iter()
-            .filter(|w| filter.matches(w))
-            .map(|w| Event::new("added", Some(w), String::new()))
+            .map(|w| Event {
+                kind: "added",
+                worker: Some(w.clone()),
+                reason: String::new(),
+                at: at.clone(),
+            })
             .collect();
-        snapshot.sort_by(|a, b| {
-            let key = |e: &Event| {
-                e.worker
-                    .as_ref()
-                    .map(|w| (w.created_at.clone(), w.worker_id.clone()))
-            };
-            key(a).cmp(&key(b))
+        snapshot.push(Event {
+            kind: "synced",
+            worker: None,
+            reason: String::new(),
+            at,
         });
-        snapshot.push(Event::new("synced", None, String::new()));
         let (tx, events) = channel();
         let pending = Arc::new(AtomicUsize::new(0));
         let cut_off = Arc::new(AtomicBool::new(false));
@@ -308,15 +351,16 @@ impl Hub {
             Some(w) => {
                 let kind = match known.get(worker_id) {
                     None => "added",
-                    Some(old) if *old != w => "changed",
+                    Some(old) if **old != w => "changed",
                     Some(_) => return Ok(0),
                 };
-                known.insert(worker_id.to_string(), w.clone());
                 let reason = if kind == "changed" {
                     w.reason.clone()
                 } else {
                     String::new()
                 };
+                let w = Seen::new(w);
+                known.insert(worker_id.to_string(), w.clone());
                 Event::new(kind, Some(w), reason)
             }
             None => {
@@ -376,11 +420,20 @@ impl Hub {
     /// changes.
     fn refresh(&self, state: &mut State) -> Result<usize, String> {
         let listed = self.backend.list().map_err(|e| e.to_string())?;
-        let now: BTreeMap<String, Worker> = listed
+        // A worker listed as it was keeps its shared self (and the JSON written of it).
+        let before = state.known.take();
+        let now: BTreeMap<String, Seen> = listed
             .into_iter()
-            .map(|w| (w.worker_id.clone(), w))
+            .map(|w| {
+                let seen = match before.as_ref().and_then(|b| b.get(&w.worker_id)) {
+                    Some(old) if **old == w => old.clone(),
+                    _ => Seen::new(w),
+                };
+                (seen.worker_id.clone(), seen)
+            })
             .collect();
-        let Some(before) = state.known.replace(now.clone()) else {
+        state.known = Some(now.clone());
+        let Some(before) = before else {
             return Ok(0);
         };
         state.reasons.retain(|_, (_, at)| at.elapsed() < REASON_TTL);

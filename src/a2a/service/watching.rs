@@ -142,12 +142,21 @@ fn event_status(task: &Task, event: &crate::control::watch::Event) -> TaskStatus
         ),
         None => format!("{}: what follows happens as it happens", event.kind),
     };
+    // Written out once, as text: each stream of the watch sends these bytes as they are.
+    #[derive(serde::Serialize)]
+    struct Data<'a> {
+        event: &'a crate::control::watch::Event,
+    }
+    let data = match serde_json::value::to_raw_value(&Data { event }) {
+        Ok(raw) => Part::data_text(raw),
+        Err(e) => {
+            log::error!("a watch event could not be written: {e}");
+            Part::data(json!({ "event": null }))
+        }
+    };
     TaskStatus {
         state: TaskState::Working,
         timestamp: event.at.clone(),
-        message: Some(agent_message(
-            task,
-            vec![Part::text(text), Part::data(json!({ "event": event }))],
-        )),
+        message: Some(agent_message(task, vec![Part::text(text), data])),
     }
 }
