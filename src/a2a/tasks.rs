@@ -311,6 +311,31 @@ impl TaskStore {
         }
     }
 
+    /// A step of a running task that its subscribers hear but its status does not keep (a
+    /// watch's snapshot: a thousand `added` before the `synced` it keeps). The status is moved
+    /// to the last subscriber, copied only for the others.
+    pub fn pass(&self, id: &str, status: TaskStatus) {
+        let mut inner = self.lock();
+        let running = inner
+            .tasks
+            .get(id)
+            .is_some_and(|e| !e.task.status.state.is_terminal());
+        let Some(watchers) = inner.watchers.get_mut(id).filter(|_| running) else {
+            return;
+        };
+        let mut status = Some(status);
+        let last = watchers.len().saturating_sub(1);
+        let mut i = 0;
+        watchers.retain(|w| {
+            let update = match i == last {
+                true => status.take(),
+                false => status.clone(),
+            };
+            i += 1;
+            update.is_some_and(|u| w.send(Update::Status(u), id))
+        });
+    }
+
     /// Waits while one of task `id`'s streams has [`PACE_HIGH`] changes unread, until it is
     /// down to [`PACE_LOW`], `until` passes, or `ended` is set: a task that sends many at once
     /// (a watch's snapshot) is paced to its slowest stream, so a stream that reads is never

@@ -1,8 +1,6 @@
 //! A2A v1.0 wire types (JSON-RPC binding, ProtoJSON names) and the JSON-RPC error object.
 //! Nothing here knows about workers, backends or the wire.
 
-use std::sync::Arc;
-
 use serde::Serialize;
 use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
@@ -132,7 +130,7 @@ impl Part {
     /// A data part of this agent's, its value written out once (see [`PartData::Text`]).
     pub fn data_text(data: Box<RawValue>) -> Part {
         Part {
-            data: Some(PartData::Text(Arc::from(data))),
+            data: Some(PartData::Text(data)),
             ..Part::default()
         }
     }
@@ -147,12 +145,12 @@ impl Part {
 }
 
 /// A data part's value: as a request carried it (a value to read), or written out as JSON
-/// text once by this agent and shared, never copied or walked again on its way: a watch's
-/// snapshot sends a thousand workers' events to each of its streams.
+/// text once by this agent, then moved to its stream and sent as it is, never walked again:
+/// a watch's snapshot sends a thousand workers' events to each of its streams.
 #[derive(Debug, Clone)]
 pub enum PartData {
     Value(Value),
-    Text(Arc<RawValue>),
+    Text(Box<RawValue>),
 }
 
 impl PartialEq for PartData {

@@ -39,6 +39,19 @@ impl Seen {
     pub fn new(worker: Worker) -> Seen {
         Seen(Arc::new((worker, OnceLock::new())))
     }
+
+    /// The worker written out as JSON (once, by whoever asks first).
+    fn text(&self) -> Option<&RawValue> {
+        self.0
+             .1
+            .get_or_init(|| serde_json::value::to_raw_value(&**self).ok())
+            .as_deref()
+    }
+
+    /// The length of its JSON text (to size what it is written into).
+    pub fn json_len(&self) -> usize {
+        self.text().map_or(0, |t| t.get().len())
+    }
 }
 
 impl std::ops::Deref for Seen {
@@ -58,7 +71,7 @@ impl Eq for Seen {}
 
 impl Serialize for Seen {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match self.0 .1.get_or_init(|| serde_json::value::to_raw_value(&**self).ok()) {
+        match self.text() {
             Some(text) => text.serialize(s),
             None => (**self).serialize(s),
         }

@@ -135,6 +135,18 @@ impl Recorder {
         self.tasks.progress(&task.id, status);
     }
 
+    /// A step of a running task told to its streams and webhooks, not kept as its status
+    /// ([`TaskStore::pass`]).
+    pub(super) fn passing(&self, task: &Task, status: TaskStatus) {
+        let event = StreamResponse::StatusUpdate(StatusUpdateEvent {
+            task_id: &task.id,
+            context_id: &task.context_id,
+            status: &status,
+        });
+        self.push(&task.id, &event, false);
+        self.tasks.pass(&task.id, status);
+    }
+
     /// A running task's end: its artifacts, then its final status. False if the task was
     /// evicted meanwhile.
     pub(super) fn finished(&self, task: &Task, token: Option<Token>, status_millis: u64) -> bool {

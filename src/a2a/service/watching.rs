@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 
 use serde_json::json;
+use serde_json::value::RawValue;
 
 use super::super::tasks;
 use super::super::types::{Part, Task, TaskState, TaskStatus};
@@ -59,11 +60,18 @@ impl Service {
             Arc::clone(&why),
         );
         let run = move || {
-            // Sent, then let go: a thousand workers' snapshot is not kept for the watch's life.
+            // Sent, then let go: a thousand workers' snapshot is not kept for the watch's life,
+            // nor each of its events as the task's status (its `synced` is).
             let mut sub = sub;
-            for event in std::mem::take(&mut sub.snapshot) {
+            let snapshot = std::mem::take(&mut sub.snapshot);
+            let last = snapshot.len().saturating_sub(1);
+            for (i, event) in snapshot.into_iter().enumerate() {
                 record.room_for(&base.id, &why);
-                record.progress(&base, event_status(&base, &event));
+                let status = event_status(&base, &event);
+                match i == last {
+                    true => record.progress(&base, status),
+                    false => record.passing(&base, status),
+                }
             }
             let (state, text) = loop {
                 if let Some(why) = why.lock().unwrap_or_else(|p| p.into_inner()).clone() {
@@ -147,7 +155,12 @@ fn event_status(task: &Task, event: &crate::control::watch::Event) -> TaskStatus
     struct Data<'a> {
         event: &'a crate::control::watch::Event,
     }
-    let data = match serde_json::value::to_raw_value(&Data { event }) {
+    let mut out = Vec::with_capacity(256 + event.worker.as_ref().map_or(0, |w| w.json_len()));
+    let written = serde_json::to_writer(&mut out, &Data { event })
+        .map_err(|e| e.to_string())
+        .and_then(|()| String::from_utf8(out).map_err(|e| e.to_string()))
+        .and_then(|text| RawValue::from_string(text).map_err(|e| e.to_string()));
+    let data = match written {
         Ok(raw) => Part::data_text(raw),
         Err(e) => {
             log::error!("a watch event could not be written: {e}");
