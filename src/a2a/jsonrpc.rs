@@ -106,7 +106,7 @@ impl JsonRpc {
             });
             return match stream {
                 Ok(stream) => Answer::Events(Arc::new(TaskEvents::new(
-                    Enveloped { id: id.clone() },
+                    Enveloped::new(id.clone()),
                     stream,
                 ))),
                 Err(e) => refuse(e),
@@ -169,10 +169,23 @@ fn addressed_task(method: &str, params: &Map<String, Value>) -> Option<String> {
 /// JSON-RPC's framing of a stream event: a response object with the request's id.
 struct Enveloped {
     id: Value,
+    /// What [`Reply`] writes before the result, for text already written.
+    head: String,
+}
+
+impl Enveloped {
+    fn new(id: Value) -> Enveloped {
+        let head = format!(r#"{{"jsonrpc":"2.0","id":{id},"result":"#);
+        Enveloped { id, head }
+    }
 }
 
 impl Frame for Enveloped {
     fn frame_into(&self, event: &StreamResponse<'_>, out: &mut Vec<u8>) -> Result<(), String> {
+        // The envelope [`Reply`] writes, around text already written.
+        if event.append_written(self.head.as_bytes(), b"}", out) {
+            return Ok(());
+        }
         crate::json::append_sized(&Reply::new(&self.id, event), event.data_bytes(), out)
             .map_err(|e| e.to_string())
     }
@@ -207,4 +220,36 @@ struct TaskResult<'a> {
 fn reply<T: Serialize + ?Sized>(id: &Value, result: &T, hint: usize) -> Result<String, RpcError> {
     crate::json::to_string_sized(&Reply::new(id, result), hint)
         .map_err(|e| RpcError::internal(&e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::a2a::stream::StatusUpdateEvent;
+    use crate::a2a::types::{TaskState, TaskStatus};
+    use serde_json::json;
+
+    #[test]
+    fn a_written_event_is_framed_as_its_serialized_self() {
+        let status = TaskStatus {
+            state: TaskState::Working,
+            timestamp: "2026-12-05T10:00:00.123Z".into(),
+            message: None,
+        };
+        let event = StreamResponse::StatusUpdate(StatusUpdateEvent {
+            task_id: "t",
+            context_id: "c",
+            status: &status,
+        });
+        let text = serde_json::to_string(&event).unwrap();
+        for id in [json!(7), json!("a \"quoted\" id"), Value::Null] {
+            let frame = Enveloped::new(id);
+            let (mut built, mut written) = (Vec::new(), Vec::new());
+            frame.frame_into(&event, &mut built).unwrap();
+            frame
+                .frame_into(&StreamResponse::Written(&text), &mut written)
+                .unwrap();
+            assert_eq!(String::from_utf8(written), String::from_utf8(built));
+        }
+    }
 }

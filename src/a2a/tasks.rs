@@ -186,6 +186,9 @@ struct Inner {
 pub enum Update {
     Status(TaskStatus),
     Artifact(Artifact),
+    /// A status update its task does not keep ([`TaskStore::pass`]), already written out as
+    /// the JSON text of the `StreamResponse` a stream sends: framed as it is, one block to free.
+    Written(String),
 }
 
 pub struct TaskStore {
@@ -312,9 +315,9 @@ impl TaskStore {
     }
 
     /// A step of a running task that its subscribers hear but its status does not keep (a
-    /// watch's snapshot: a thousand `added` before the `synced` it keeps). The status is moved
-    /// to the last subscriber, copied only for the others.
-    pub fn pass(&self, id: &str, status: TaskStatus) {
+    /// watch's snapshot: a thousand `added` before the `synced` it keeps), written out as its
+    /// `StreamResponse`. It is moved to the last subscriber, copied only for the others.
+    pub fn pass(&self, id: &str, status: String) {
         let mut inner = self.lock();
         let running = inner
             .tasks
@@ -332,7 +335,7 @@ impl TaskStore {
                 false => status.clone(),
             };
             i += 1;
-            update.is_some_and(|u| w.send(Update::Status(u), id))
+            update.is_some_and(|u| w.send(Update::Written(u), id))
         });
     }
 

@@ -63,9 +63,14 @@ pub(super) fn with_history(mut task: Task, history_length: Option<usize>) -> Tas
 /// How long a task waits for its streams to read before it sends on anyway.
 const ROOM_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// A new message id for a message about `task`.
+pub(super) fn message_id(task: &Task) -> String {
+    uuid_v4().unwrap_or_else(|_| format!("{}-{}", task.id, now_millis()))
+}
+
 pub(super) fn agent_message(task: &Task, parts: Vec<Part>) -> Message {
     Message {
-        message_id: uuid_v4().unwrap_or_else(|_| format!("{}-{}", task.id, now_millis())),
+        message_id: message_id(task),
         role: Role::Agent,
         parts,
         context_id: Some(task.context_id.clone()),
@@ -136,15 +141,17 @@ impl Recorder {
     }
 
     /// A step of a running task told to its streams and webhooks, not kept as its status
-    /// ([`TaskStore::pass`]).
-    pub(super) fn passing(&self, task: &Task, status: TaskStatus) {
-        let event = StreamResponse::StatusUpdate(StatusUpdateEvent {
-            task_id: &task.id,
-            context_id: &task.context_id,
-            status: &status,
-        });
-        self.push(&task.id, &event, false);
-        self.tasks.pass(&task.id, status);
+    /// ([`TaskStore::pass`]);
+    /// `written` is the JSON text of the update's `StreamResponse`: the streams frame these
+    /// bytes as they are, a webhook posts them.
+    pub(super) fn passing(&self, task: &Task, written: String) {
+        if written.is_empty() {
+            return;
+        }
+        if self.push.watches(&task.id) {
+            self.push.notify(&task.id, &written, false);
+        }
+        self.tasks.pass(&task.id, written);
     }
 
     /// A running task's end: its artifacts, then its final status. False if the task was

@@ -6,13 +6,14 @@ use std::sync::mpsc::RecvTimeoutError;
 use std::sync::{Arc, Mutex};
 use std::thread;
 
+use serde::Serialize;
 use serde_json::json;
-use serde_json::value::RawValue;
 
 use super::super::tasks;
-use super::super::types::{Part, Task, TaskState, TaskStatus};
-use super::record::{agent_message, finish};
+use super::super::types::{Part, Role, Task, TaskState, TaskStatus};
+use super::record::{agent_message, finish, message_id};
 use super::{Service, Watch};
+use crate::control::watch::Event;
 use crate::control::{self, Caller, ControlError, ErrorCode, Outcome};
 use crate::time::{now_millis, rfc3339_millis};
 
@@ -67,10 +68,9 @@ impl Service {
             let last = snapshot.len().saturating_sub(1);
             for (i, event) in snapshot.into_iter().enumerate() {
                 record.room_for(&base.id, &why);
-                let status = event_status(&base, &event);
                 match i == last {
-                    true => record.progress(&base, status),
-                    false => record.passing(&base, status),
+                    true => record.progress(&base, event_status(&base, &event)),
+                    false => record.passing(&base, written_update(&base, &event)),
                 }
             }
             let (state, text) = loop {
@@ -128,8 +128,125 @@ impl Service {
     }
 }
 
+/// The line for people that a watch event's status carries.
+struct EventLine<'a>(&'a Event);
+
+impl std::fmt::Display for EventLine<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let event = self.0;
+        match &event.worker {
+            Some(w) => {
+                write!(
+                    f,
+                    "{} worker {} (task {:?}): {}",
+                    event.kind,
+                    w.worker_id,
+                    w.task,
+                    w.state.as_str()
+                )?;
+                if !event.reason.is_empty() {
+                    write!(f, ": {}", event.reason)?;
+                }
+                Ok(())
+            }
+            None => write!(f, "{}: what follows happens as it happens", event.kind),
+        }
+    }
+}
+
+/// Written by `collect_str`: straight into the JSON, escaped, with no string of its own.
+impl serde::Serialize for EventLine<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// A snapshot event's status update as the JSON text of its `StreamResponse`, written straight
+/// from the event into one buffer: the same text as [`event_status`] in a
+/// `StreamResponse::StatusUpdate` (a test holds the two alike), without building the status,
+/// its message and parts first and freeing them after (for 64 watchers of a thousand workers
+/// that was most of the allocator's traffic, and every thread contends for its two arenas).
+fn written_update(task: &Task, event: &Event) -> String {
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Update<'a> {
+        status_update: StatusUpdate<'a>,
+    }
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct StatusUpdate<'a> {
+        task_id: &'a str,
+        context_id: &'a str,
+        status: Status<'a>,
+    }
+    #[derive(Serialize)]
+    struct Status<'a> {
+        state: TaskState,
+        timestamp: &'a str,
+        message: Message<'a>,
+    }
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Message<'a> {
+        message_id: &'a str,
+        role: Role,
+        parts: (Text<'a>, Data<'a>),
+        context_id: &'a str,
+        task_id: &'a str,
+    }
+    #[derive(Serialize)]
+    struct Text<'a> {
+        text: EventLine<'a>,
+    }
+    #[derive(Serialize)]
+    struct Data<'a> {
+        data: EventData<'a>,
+    }
+    let message_id = message_id(task);
+    let update = Update {
+        status_update: StatusUpdate {
+            task_id: &task.id,
+            context_id: &task.context_id,
+            status: Status {
+                state: TaskState::Working,
+                timestamp: &event.at,
+                message: Message {
+                    message_id: &message_id,
+                    role: Role::Agent,
+                    parts: (
+                        Text {
+                            text: EventLine(event),
+                        },
+                        Data {
+                            data: EventData { event },
+                        },
+                    ),
+                    context_id: &task.context_id,
+                    task_id: &task.id,
+                },
+            },
+        },
+    };
+    let hint = 512 + event.worker.as_ref().map_or(0, |w| w.json_len());
+    let mut out = Vec::with_capacity(hint);
+    match serde_json::to_writer(&mut out, &update) {
+        // serde_json writes UTF-8 only.
+        Ok(()) => String::from_utf8(out).unwrap_or_default(),
+        Err(e) => {
+            log::error!("a watch event could not be written: {e}");
+            String::new()
+        }
+    }
+}
+
+/// A watch event's data part: `{"event": ...}`.
+#[derive(Serialize)]
+struct EventData<'a> {
+    event: &'a Event,
+}
+
 /// A watch event as its task's WORKING status: a line for people, the event for programs.
-fn event_status(task: &Task, event: &crate::control::watch::Event) -> TaskStatus {
+fn event_status(task: &Task, event: &Event) -> TaskStatus {
     let text = match &event.worker {
         Some(w) if event.reason.is_empty() => {
             format!(
@@ -150,16 +267,9 @@ fn event_status(task: &Task, event: &crate::control::watch::Event) -> TaskStatus
         ),
         None => format!("{}: what follows happens as it happens", event.kind),
     };
-    // Written out once, as text: each stream of the watch sends these bytes as they are.
-    #[derive(serde::Serialize)]
-    struct Data<'a> {
-        event: &'a crate::control::watch::Event,
-    }
-    let mut out = Vec::with_capacity(256 + event.worker.as_ref().map_or(0, |w| w.json_len()));
-    let written = serde_json::to_writer(&mut out, &Data { event })
-        .map_err(|e| e.to_string())
-        .and_then(|()| String::from_utf8(out).map_err(|e| e.to_string()))
-        .and_then(|text| RawValue::from_string(text).map_err(|e| e.to_string()));
+    // Written out once, as text: each stream of the watch sends these bytes as they are
+    // (to_raw_value, not RawValue::from_string: the text is not parsed again to check it).
+    let written = serde_json::value::to_raw_value(&EventData { event });
     let data = match written {
         Ok(raw) => Part::data_text(raw),
         Err(e) => {
@@ -171,5 +281,75 @@ fn event_status(task: &Task, event: &crate::control::watch::Event) -> TaskStatus
         state: TaskState::Working,
         timestamp: event.at.clone(),
         message: Some(agent_message(task, vec![Part::text(text), data])),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::a2a::stream::{StatusUpdateEvent, StreamResponse};
+    use crate::backend::{BackendKind, Worker, WorkerState};
+    use crate::control::watch::Seen;
+
+    fn task() -> Task {
+        Task {
+            id: "t-1".into(),
+            context_id: "c-1".into(),
+            status: TaskStatus {
+                state: TaskState::Working,
+                timestamp: String::new(),
+                message: None,
+            },
+            artifacts: Vec::new(),
+            history: Vec::new(),
+            metadata: None,
+        }
+    }
+
+    fn event(kind: &'static str, worker: Option<Worker>, reason: &str) -> Event {
+        Event {
+            kind,
+            worker: worker.map(Seen::new),
+            reason: reason.into(),
+            at: "2026-12-05T10:00:00.123Z".into(),
+        }
+    }
+
+    /// The JSON of `text`, its message id taken out (each message has a new one).
+    fn without_message_id(text: &str) -> serde_json::Value {
+        let mut v: serde_json::Value = serde_json::from_str(text).expect("JSON");
+        let message = &mut v["statusUpdate"]["status"]["message"];
+        let id = message["messageId"].as_str().map(str::to_string);
+        assert!(id.is_some_and(|id| id.len() == 36), "{message}");
+        message.as_object_mut().map(|m| m.remove("messageId"));
+        v
+    }
+
+    #[test]
+    fn a_written_update_is_the_status_update_of_its_event() {
+        let task = task();
+        let mut w = Worker::new(
+            BackendKind::Docker,
+            "w-1",
+            "a \"quoted\" task\nwith é",
+            WorkerState::Exited,
+            "2026-12-05T09:00:00Z",
+        );
+        w.reason = "exited with code 3".into();
+        for e in [
+            event("added", Some(w.clone()), ""),
+            event("changed", Some(w), "exited with code 3"),
+            event("synced", None, ""),
+        ] {
+            let status = event_status(&task, &e);
+            let built = serde_json::to_string(&StreamResponse::StatusUpdate(StatusUpdateEvent {
+                task_id: &task.id,
+                context_id: &task.context_id,
+                status: &status,
+            }))
+            .unwrap();
+            let written = written_update(&task, &e);
+            assert_eq!(without_message_id(&written), without_message_id(&built));
+        }
     }
 }
