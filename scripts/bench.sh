@@ -29,6 +29,10 @@
 #   (time, engine lists, memory), event latency — then 1,000 pods on the Kubernetes stand-in
 #   (BENCH_SCALE_PODS) and 200 tabs on the WezTerm stand-in (BENCH_SCALE_TABS). Every worker
 #   it makes is removed at the end, also when it fails. About 15 minutes here.
+#   --sizes: instead of all that, the stripped binary's size and each crate's share of its
+#   code: the same release build, unstripped, in target/bench-sizes/, its function symbols
+#   (nm) summed by the crate their name starts with (a generic function counts for the crate
+#   that defines it, wherever it was instantiated; ring's C and assembly for ring). No engine.
 # The engine: A2A_TEST_DOCKER_HOST, else the system engine, else (root + dockerd) a private one.
 set -euo pipefail
 scale=
@@ -36,6 +40,33 @@ if [ "${1:-}" = --scale ]; then
   scale=1
 fi
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = --sizes ]; then
+  cargo build --release --locked --quiet --bin a2a-worker-controller
+  stripped=$(wc -c <target/release/a2a-worker-controller)
+  CARGO_TARGET_DIR=target/bench-sizes CARGO_PROFILE_RELEASE_STRIP=false \
+    cargo build --release --locked --quiet --bin a2a-worker-controller
+  echo "stripped binary: $stripped bytes ($(awk -v b="$stripped" 'BEGIN {printf "%.2f", b / 1048576}') MiB)"
+  echo "code by crate (function symbols, bytes; the rest of the file is data, tables and headers):"
+  nm --print-size --radix=d -C target/bench-sizes/release/a2a-worker-controller \
+    | awk '$3 ~ /^[tTwW]$/ && NF >= 4 {
+        name = $0; sub(/^[^ ]+ [^ ]+ [^ ]+ /, "", name)
+        # The first path segment of the name (inside "<" for an impl, "<&" for a reference).
+        sub(/^(<|&|mut |dyn |\(|\[)+/, "", name)
+        if (name ~ /^ring_core_/ || name ~ /^(GFp|LIMBS|CRYPTO|OPENSSL)_/) crate = "ring"
+        else if (match(name, /^[A-Za-z_][A-Za-z0-9_]*::/)) crate = substr(name, 1, RLENGTH - 2)
+        else crate = "(C and other)"
+        if (crate == "core" || crate == "alloc" || crate == "std" || crate == "panic_unwind" \
+            || crate == "hashbrown" || crate == "std_detect" || crate == "addr2line" \
+            || crate == "gimli" || crate == "miniz_oxide" || crate == "object" \
+            || crate == "rustc_demangle" || crate == "adler2") crate = "std (core, alloc, std)"
+        size[crate] += $2; total += $2
+      }
+      END {
+        for (c in size) printf "%9d  %5.1f%%  %s\n", size[c], 100 * size[c] / total, c
+        printf "%9d  100.0%%  all code\n", total
+      }' | sort -rn
+  exit 0
+fi
 cleanup=()
 trap 'for c in "${cleanup[@]}"; do eval "$c" || true; done' EXIT
 d=$(mktemp -d /tmp/a2a-bench-dockerd.XXXXXX)
