@@ -620,6 +620,32 @@ mod tests {
     }
 
     #[test]
+    fn a_passed_update_reaches_every_stream_and_is_not_kept() {
+        let store = TaskStore::new(4);
+        let mut t = task("w", TaskState::Working);
+        t.artifacts.clear();
+        store.insert(&t, O, None, 1);
+        let (_, a) = store.subscribe("w", O).unwrap();
+        let (_, b) = store.subscribe("w", O).unwrap();
+        store.pass("w", r#"{"statusUpdate":{}}"#.into());
+        for s in [&a, &b] {
+            match s.try_recv() {
+                Some(Update::Written(text)) => assert_eq!(text, r#"{"statusUpdate":{}}"#),
+                other => panic!("{other:?}"),
+            }
+        }
+        let kept = store.get("w", O, false).unwrap();
+        assert_eq!(kept.status, t.status, "the task's status is as it was");
+        // A finished task passes nothing on.
+        let mut done = t.clone();
+        done.status.state = TaskState::Completed;
+        store.update(&done, None, 2);
+        while a.try_recv().is_some() {}
+        store.pass("w", "{}".into());
+        assert!(a.try_recv().is_none());
+    }
+
+    #[test]
     fn bounded_evicting_terminal_tasks_first() {
         let store = TaskStore::new(2);
         store.insert(&task("working", TaskState::Working), O, None, 1);

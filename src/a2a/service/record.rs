@@ -141,9 +141,8 @@ impl Recorder {
     }
 
     /// A step of a running task told to its streams and webhooks, not kept as its status
-    /// ([`TaskStore::pass`]);
-    /// `written` is the JSON text of the update's `StreamResponse`: the streams frame these
-    /// bytes as they are, a webhook posts them.
+    /// ([`TaskStore::pass`]). `written` is the JSON text of the update's `StreamResponse`: the
+    /// streams frame these bytes as they are, a webhook posts them.
     pub(super) fn passing(&self, task: &Task, written: String) {
         if written.is_empty() {
             return;
