@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value};
 
-use super::types::{Message, Part, PartData, Role, RpcError};
+use super::types::{Message, Part, Role, RpcError};
 use crate::push::{Authentication, PushConfig};
 
 /// The service parameters of one request, normalised.
@@ -213,11 +213,7 @@ fn parse_part(i: usize, v: &Value) -> Result<Part, RpcError> {
     let name = |k: &str| format!("message.parts[{i}].{k}");
     let mut part = Part {
         text: optional_string(p, &["text"], &name("text"))?,
-        data: p
-            .get("data")
-            .filter(|d| !d.is_null())
-            .cloned()
-            .map(PartData::Value),
+        data: p.get("data").filter(|d| !d.is_null()).cloned(),
         raw: optional_string(p, &["raw"], &name("raw"))?,
         url: optional_string(p, &["url"], &name("url"))?,
         media_type: optional_string(p, &["mediaType", "media_type"], &name("mediaType"))?,

@@ -106,7 +106,7 @@ impl JsonRpc {
             });
             return match stream {
                 Ok(stream) => Answer::Events(Arc::new(TaskEvents::new(
-                    Enveloped::new(id.clone()),
+                    Enveloped { id: id.clone() },
                     stream,
                 ))),
                 Err(e) => refuse(e),
@@ -169,23 +169,10 @@ fn addressed_task(method: &str, params: &Map<String, Value>) -> Option<String> {
 /// JSON-RPC's framing of a stream event: a response object with the request's id.
 struct Enveloped {
     id: Value,
-    /// What [`Reply`] writes before the result, for text already written.
-    head: String,
-}
-
-impl Enveloped {
-    fn new(id: Value) -> Enveloped {
-        let head = format!(r#"{{"jsonrpc":"2.0","id":{id},"result":"#);
-        Enveloped { id, head }
-    }
 }
 
 impl Frame for Enveloped {
     fn frame_into(&self, event: &StreamResponse<'_>, out: &mut Vec<u8>) -> Result<(), String> {
-        // The envelope [`Reply`] writes, around text already written.
-        if event.append_written(self.head.as_bytes(), b"}", out) {
-            return Ok(());
-        }
         crate::json::append_sized(&Reply::new(&self.id, event), event.data_bytes(), out)
             .map_err(|e| e.to_string())
     }
@@ -241,9 +228,9 @@ mod tests {
             context_id: "c",
             status: &status,
         });
-        let text = serde_json::to_string(&event).unwrap();
+        let text = serde_json::value::to_raw_value(&event).unwrap();
         for id in [json!(7), json!("a \"quoted\" id"), Value::Null] {
-            let frame = Enveloped::new(id);
+            let frame = Enveloped { id };
             let (mut built, mut written) = (Vec::new(), Vec::new());
             frame.frame_into(&event, &mut built).unwrap();
             frame

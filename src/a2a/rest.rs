@@ -330,9 +330,6 @@ struct Bare;
 
 impl Frame for Bare {
     fn frame_into(&self, event: &StreamResponse<'_>, out: &mut Vec<u8>) -> Result<(), String> {
-        if event.append_written(b"", b"", out) {
-            return Ok(());
-        }
         crate::json::append_sized(event, event.data_bytes(), out).map_err(|e| e.to_string())
     }
 }

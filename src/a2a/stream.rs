@@ -7,6 +7,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use serde::Serialize;
+use serde_json::value::RawValue;
 
 use super::tasks::{Update, Updates};
 use super::types::{Artifact, Task, TaskStatus};
@@ -26,10 +27,9 @@ pub enum StreamResponse<'a> {
     Task(&'a Task),
     StatusUpdate(StatusUpdateEvent<'a>),
     ArtifactUpdate(ArtifactUpdateEvent<'a>),
-    /// One of the above already written out as JSON text ([`Update::Written`]): a frame
-    /// appends it as it is (see [`StreamResponse::append_written`]); never serialized.
-    #[serde(skip)]
-    Written(&'a str),
+    /// One of the above already written out as JSON ([`Update::Written`]), written as it is.
+    #[serde(untagged)]
+    Written(&'a RawValue),
 }
 
 #[derive(Serialize)]
@@ -56,21 +56,8 @@ impl StreamResponse<'_> {
             StreamResponse::Task(task) => task.data_bytes(),
             StreamResponse::StatusUpdate(_) => 0,
             StreamResponse::ArtifactUpdate(a) => a.artifact.data().get().len(),
-            StreamResponse::Written(text) => text.len(),
+            StreamResponse::Written(text) => text.get().len(),
         }
-    }
-
-    /// For [`StreamResponse::Written`]: `before`, its text and `after` appended to `out`
-    /// (a frame's envelope around it); false for the others, which are serialized.
-    pub fn append_written(&self, before: &[u8], after: &[u8], out: &mut Vec<u8>) -> bool {
-        let StreamResponse::Written(text) = self else {
-            return false;
-        };
-        out.reserve(before.len() + text.len() + after.len());
-        out.extend_from_slice(before);
-        out.extend_from_slice(text.as_bytes());
-        out.extend_from_slice(after);
-        true
     }
 
     /// The change an update makes to `task` (its id and context), as a `StreamResponse`.

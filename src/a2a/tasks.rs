@@ -130,6 +130,7 @@ impl Drop for Updates {
     }
 }
 
+use serde_json::value::RawValue;
 use serde_json::Value;
 
 use super::types::{Artifact, Task, TaskState, TaskStatus};
@@ -188,7 +189,7 @@ pub enum Update {
     Artifact(Artifact),
     /// A status update its task does not keep ([`TaskStore::pass`]), already written out as
     /// the JSON text of the `StreamResponse` a stream sends: framed as it is, one block to free.
-    Written(String),
+    Written(Box<RawValue>),
 }
 
 pub struct TaskStore {
@@ -317,7 +318,7 @@ impl TaskStore {
     /// A step of a running task that its subscribers hear but its status does not keep (a
     /// watch's snapshot: a thousand `added` before the `synced` it keeps), written out as its
     /// `StreamResponse`. It is moved to the last subscriber, copied only for the others.
-    pub fn pass(&self, id: &str, status: String) {
+    pub fn pass(&self, id: &str, status: Box<RawValue>) {
         let mut inner = self.lock();
         let running = inner
             .tasks
@@ -627,10 +628,11 @@ mod tests {
         store.insert(&t, O, None, 1);
         let (_, a) = store.subscribe("w", O).unwrap();
         let (_, b) = store.subscribe("w", O).unwrap();
-        store.pass("w", r#"{"statusUpdate":{}}"#.into());
+        let raw = |t: &str| RawValue::from_string(t.into()).unwrap();
+        store.pass("w", raw(r#"{"statusUpdate":{}}"#));
         for s in [&a, &b] {
             match s.try_recv() {
-                Some(Update::Written(text)) => assert_eq!(text, r#"{"statusUpdate":{}}"#),
+                Some(Update::Written(text)) => assert_eq!(text.get(), r#"{"statusUpdate":{}}"#),
                 other => panic!("{other:?}"),
             }
         }
@@ -641,7 +643,7 @@ mod tests {
         done.status.state = TaskState::Completed;
         store.update(&done, None, 2);
         while a.try_recv().is_some() {}
-        store.pass("w", "{}".into());
+        store.pass("w", raw("{}"));
         assert!(a.try_recv().is_none());
     }
 

@@ -99,7 +99,7 @@ pub struct Part {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub data: Option<PartData>,
+    pub data: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub raw: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -122,52 +122,8 @@ impl Part {
 
     pub fn data(data: Value) -> Part {
         Part {
-            data: Some(PartData::Value(data)),
+            data: Some(data),
             ..Part::default()
-        }
-    }
-
-    /// A data part of this agent's, its value written out once (see [`PartData::Text`]).
-    pub fn data_text(data: Box<RawValue>) -> Part {
-        Part {
-            data: Some(PartData::Text(data)),
-            ..Part::default()
-        }
-    }
-
-    /// The data part's value as a request carried it (`None` for this agent's own text).
-    pub fn data_value(&self) -> Option<&Value> {
-        match &self.data {
-            Some(PartData::Value(v)) => Some(v),
-            _ => None,
-        }
-    }
-}
-
-/// A data part's value: as a request carried it (a value to read), or written out as JSON
-/// text once by this agent, then moved to its stream and sent as it is, never walked again:
-/// a watch's snapshot sends a thousand workers' events to each of its streams.
-#[derive(Debug, Clone)]
-pub enum PartData {
-    Value(Value),
-    Text(Box<RawValue>),
-}
-
-impl PartialEq for PartData {
-    fn eq(&self, other: &PartData) -> bool {
-        match (self, other) {
-            (PartData::Value(a), PartData::Value(b)) => a == b,
-            (PartData::Text(a), PartData::Text(b)) => a.get() == b.get(),
-            _ => false,
-        }
-    }
-}
-
-impl Serialize for PartData {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match self {
-            PartData::Value(v) => v.serialize(s),
-            PartData::Text(t) => (**t).serialize(s),
         }
     }
 }

@@ -47,11 +47,6 @@ impl Seen {
             .get_or_init(|| serde_json::value::to_raw_value(&**self).ok())
             .as_deref()
     }
-
-    /// The length of its JSON text (to size what it is written into).
-    pub fn json_len(&self) -> usize {
-        self.text().map_or(0, |t| t.get().len())
-    }
 }
 
 impl std::ops::Deref for Seen {

@@ -31,7 +31,7 @@ use super::decode::{
 };
 use super::stream::TaskStream;
 use super::tasks::{self, TaskStore};
-use super::types::{Part, RpcError, Task, TaskState, TaskStatus, PROTOCOL_VERSION};
+use super::types::{RpcError, Task, TaskState, TaskStatus, PROTOCOL_VERSION};
 use crate::control::{self, Caller, Control, ControlError, ControlRequest};
 use crate::push::Pusher;
 use crate::replicas::{Location, Replicas};
@@ -363,7 +363,7 @@ impl Service {
         let mut user = message;
         user.task_id = Some(task_id.clone());
         user.context_id = Some(context_id.clone());
-        let request = control::parse_request(user.parts.iter().filter_map(Part::data_value));
+        let request = control::parse_request(user.parts.iter().filter_map(|p| p.data.as_ref()));
         let base = Task {
             id: task_id.clone(),
             context_id,

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use serde_json::json;
+use serde_json::value::RawValue;
 
 use super::super::stream::{ArtifactUpdateEvent, StatusUpdateEvent, StreamResponse};
 use super::super::tasks::TaskStore;
@@ -143,12 +144,9 @@ impl Recorder {
     /// A step of a running task told to its streams and webhooks, not kept as its status
     /// ([`TaskStore::pass`]). `written` is the JSON text of the update's `StreamResponse`: the
     /// streams frame these bytes as they are, a webhook posts them.
-    pub(super) fn passing(&self, task: &Task, written: String) {
-        if written.is_empty() {
-            return;
-        }
+    pub(super) fn passing(&self, task: &Task, written: Box<RawValue>) {
         if self.push.watches(&task.id) {
-            self.push.notify(&task.id, &written, false);
+            self.push.notify(&task.id, written.get(), false);
         }
         self.tasks.pass(&task.id, written);
     }

@@ -8,6 +8,7 @@ use std::thread;
 
 use serde::Serialize;
 use serde_json::json;
+use serde_json::value::RawValue;
 
 use super::super::tasks;
 use super::super::types::{Part, Role, Task, TaskState, TaskStatus};
@@ -70,7 +71,11 @@ impl Service {
                 record.room_for(&base.id, &why);
                 match i == last {
                     true => record.progress(&base, event_status(&base, &event)),
-                    false => record.passing(&base, written_update(&base, &event)),
+                    false => {
+                        if let Some(written) = written_update(&base, &event) {
+                            record.passing(&base, written);
+                        }
+                    }
                 }
             }
             let (state, text) = loop {
@@ -162,11 +167,11 @@ impl serde::Serialize for EventLine<'_> {
 }
 
 /// A snapshot event's status update as the JSON text of its `StreamResponse`, written straight
-/// from the event into one buffer: the same text as [`event_status`] in a
+/// from the event: the same text as [`event_status`] in a
 /// `StreamResponse::StatusUpdate` (a test holds the two alike), without building the status,
 /// its message and parts first and freeing them after (for 64 watchers of a thousand workers
 /// that was most of the allocator's traffic, and every thread contends for its two arenas).
-fn written_update(task: &Task, event: &Event) -> String {
+fn written_update(task: &Task, event: &Event) -> Option<Box<RawValue>> {
     #[derive(Serialize)]
     #[serde(rename_all = "camelCase")]
     struct Update<'a> {
@@ -227,16 +232,10 @@ fn written_update(task: &Task, event: &Event) -> String {
             },
         },
     };
-    let hint = 512 + event.worker.as_ref().map_or(0, |w| w.json_len());
-    let mut out = Vec::with_capacity(hint);
-    match serde_json::to_writer(&mut out, &update) {
-        // serde_json writes UTF-8 only.
-        Ok(()) => String::from_utf8(out).unwrap_or_default(),
-        Err(e) => {
-            log::error!("a watch event could not be written: {e}");
-            String::new()
-        }
-    }
+    // to_raw_value, not RawValue::from_string: the text is not parsed again to check it.
+    serde_json::value::to_raw_value(&update)
+        .map_err(|e| log::error!("a watch event could not be written: {e}"))
+        .ok()
 }
 
 /// A watch event's data part: `{"event": ...}`.
@@ -247,40 +246,16 @@ struct EventData<'a> {
 
 /// A watch event as its task's WORKING status: a line for people, the event for programs.
 fn event_status(task: &Task, event: &Event) -> TaskStatus {
-    let text = match &event.worker {
-        Some(w) if event.reason.is_empty() => {
-            format!(
-                "{} worker {} (task {:?}): {}",
-                event.kind,
-                w.worker_id,
-                w.task,
-                w.state.as_str()
-            )
-        }
-        Some(w) => format!(
-            "{} worker {} (task {:?}): {}: {}",
-            event.kind,
-            w.worker_id,
-            w.task,
-            w.state.as_str(),
-            event.reason
-        ),
-        None => format!("{}: what follows happens as it happens", event.kind),
-    };
-    // Written out once, as text: each stream of the watch sends these bytes as they are
-    // (to_raw_value, not RawValue::from_string: the text is not parsed again to check it).
-    let written = serde_json::value::to_raw_value(&EventData { event });
-    let data = match written {
-        Ok(raw) => Part::data_text(raw),
-        Err(e) => {
-            log::error!("a watch event could not be written: {e}");
-            Part::data(json!({ "event": null }))
-        }
-    };
     TaskStatus {
         state: TaskState::Working,
         timestamp: event.at.clone(),
-        message: Some(agent_message(task, vec![Part::text(text), data])),
+        message: Some(agent_message(
+            task,
+            vec![
+                Part::text(EventLine(event).to_string()),
+                Part::data(json!({ "event": event })),
+            ],
+        )),
     }
 }
 
@@ -348,8 +323,11 @@ mod tests {
                 status: &status,
             }))
             .unwrap();
-            let written = written_update(&task, &e);
-            assert_eq!(without_message_id(&written), without_message_id(&built));
+            let written = written_update(&task, &e).expect("written");
+            assert_eq!(
+                without_message_id(written.get()),
+                without_message_id(&built)
+            );
         }
     }
 }
