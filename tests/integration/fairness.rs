@@ -331,6 +331,8 @@ fn one_callers_flood_does_not_starve_another() {
         counts.refused,
         &during,
     );
+    drop(c);
+    let _ = std::fs::remove_dir_all(file.parent().unwrap());
 }
 
 /// One caller's flood, from a process of its own at the lowest CPU priority (`nice -n 19`):

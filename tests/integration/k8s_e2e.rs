@@ -18,9 +18,14 @@ use crate::support::{p50, reply_data, Controls, TOKEN};
 pub const NS: &str = "a2a";
 
 pub fn flags(standin: &Standin, pki: &Pki) -> Vec<String> {
+    flags_at(&standin.url, pki)
+}
+
+/// The flags for the API server at `url`, trusted and answered with `pki`'s files.
+pub fn flags_at(url: &str, pki: &Pki) -> Vec<String> {
     vec![
         "-backend=k8s".into(),
-        format!("-k8s-api-url={}", standin.url),
+        format!("-k8s-api-url={url}"),
         format!("-k8s-ca-file={}", pki.path("ca.crt").display()),
         format!("-k8s-client-cert-file={}", pki.path("client.crt").display()),
         format!("-k8s-client-key-file={}", pki.path("client.key").display()),
@@ -37,12 +42,17 @@ pub fn start(standin: &Standin, pki: &Pki, id: &str, extra: &[&str]) -> Proc {
 
 /// The test's own client to the stand-in, for looking behind the controller's back.
 pub fn api(standin: &Standin, pki: &Pki) -> K8sApi {
+    api_at(&standin.url, pki)
+}
+
+/// The test's own client to the API server at `url`.
+pub fn api_at(url: &str, pki: &Pki) -> K8sApi {
     let mut args = vec![
         "-a2a-auth-token=0123456789abcdef".to_string(),
         "-a2a-public-url=http://x".into(),
         "-worker-image=a2a-echo-worker:dev".into(),
     ];
-    args.extend(flags(standin, pki));
+    args.extend(flags_at(url, pki));
     let Ok(Cli::Run(s)) = settings::parse(args, Vec::new()) else {
         panic!()
     };
