@@ -429,6 +429,10 @@ fn watchers_join(
 ) {
     std::thread::sleep(Duration::from_secs(1));
     let idle = status_kib(m.pid(), "VmRSS:");
+    // What it is made of: the heap and stacks, and pages of the program's own file (and
+    // libc's), read in once its code ran and shared with the page cache.
+    let split = |pid: u32| (status_kib(pid, "RssAnon:"), status_kib(pid, "RssFile:"));
+    let idle_split = split(m.pid());
     let threads_idle = m.rss_and_threads().1;
     let before = lists.map(|l| l.load(Ordering::SeqCst));
     let (cpu_before, started) = (cpu_ticks(m.pid()), Instant::now());
@@ -461,8 +465,16 @@ fn watchers_join(
     // A stream looks whether its client is gone four times a second.
     std::thread::sleep(Duration::from_secs(3));
     let (peak, after) = (status_kib(m.pid(), "VmHWM:"), status_kib(m.pid(), "VmRSS:"));
+    let after_split = split(m.pid());
     let threads_after = m.rss_and_threads().1;
     println!("BENCH scale, {on}: threads idle {threads_idle}, with 64 watchers {threads_with}, after {threads_after}");
+    println!(
+        "BENCH scale, {on}: resident idle {:.1} MiB anonymous + {:.1} MiB of files (the program, libc); after the watchers {:.1} + {:.1} MiB",
+        mib(idle_split.0),
+        mib(idle_split.1),
+        mib(after_split.0),
+        mib(after_split.1)
+    );
     row(
         &format!("64 watchers joining at once, {total} workers, {on}: each one's snapshot (to `synced`) ÷ one `list`"),
         &format!(
@@ -581,6 +593,26 @@ fn k8s_at_scale() {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
         })
         .collect();
+    let api = api_at(&url, pki);
+    let selector = encoded(&owner_selector(&id).join(","));
+    // A real server's pods outlive this test unless they are deleted (the stand-in's go with
+    // it): all of this controller's at once, also when the test fails.
+    struct Sweep<'a>(Option<(&'a a2a_worker_controller::testing::K8sApi, String)>);
+    impl Drop for Sweep<'_> {
+        fn drop(&mut self) {
+            if let Some((api, path)) = &self.0 {
+                if let Err(e) = api.call(K8sMethod::Delete, path, None) {
+                    eprintln!("the pods made could not be deleted: {e}");
+                }
+            }
+        }
+    }
+    let _sweep = Sweep(_standin.is_none().then(|| {
+        (
+            &api,
+            format!("/api/v1/namespaces/{NS}/pods?labelSelector={selector}"),
+        )
+    }));
     let p = Proc::launch(&id, args, env);
     let started = Instant::now();
     fill(&p, total);
@@ -588,11 +620,7 @@ fn k8s_at_scale() {
         "BENCH scale: {total} pods made on the {on} in {:.0} s",
         started.elapsed().as_secs_f64()
     );
-    let api = api_at(&url, pki);
-    let base = format!(
-        "/api/v1/namespaces/{NS}/pods?limit=500&labelSelector={}",
-        encoded(&owner_selector(&id).join(","))
-    );
+    let base = format!("/api/v1/namespaces/{NS}/pods?limit=500&labelSelector={selector}");
     // The same pages the controller asks for, read and not parsed (the `continue` token is
     // found by its bytes).
     let direct_list = || {

@@ -181,9 +181,9 @@ impl K8sBackend {
         }
     }
 
-    /// Pods matching every `key=value` label selector, oldest first, read page by page. While
-    /// a page is parsed the next one is already asked for (on a thread of its own, its
-    /// `continue` token read first): the API server builds it meanwhile.
+    /// Pods matching every `key=value` label selector, oldest first, read page by page. Each
+    /// page is parsed once; the next one is asked for (on a thread of its own) as soon as its
+    /// `continue` token is read, so the API server builds it while this one is parsed.
     fn select(&self, selectors: &[String]) -> Result<Vec<Pod>, BackendError> {
         let base = format!(
             "{}?limit={PAGE}&labelSelector={}",
@@ -198,27 +198,37 @@ impl K8sBackend {
             let (_, body) = self.api.call(Method::Get, &path, None).map_err(api_error)?;
             Ok(body)
         };
-        let parse = |body: &[u8]| status::parse_list(body).map_err(BackendError::Internal);
+        let fetch = &fetch;
         let mut pods = Vec::new();
-        let mut body = fetch(None)?;
-        loop {
-            let Some(token) = status::next_token(&body).map_err(BackendError::Internal)? else {
-                pods.extend(parse(&body)?);
-                break;
-            };
-            let (page, next) = thread::scope(|s| {
-                let next = s.spawn(|| fetch(Some(&token)));
-                let page = parse(&body);
-                let next = next.join().unwrap_or_else(|_| {
-                    Err(BackendError::Internal(
-                        "reading the next page of pods failed unexpectedly".into(),
-                    ))
+        thread::scope(|s| -> Result<(), BackendError> {
+            let mut body = fetch(None)?;
+            loop {
+                // The next page: being fetched, or (no thread to be had) to fetch after.
+                let mut next = None;
+                let page = status::parse_page(&body, &mut |token| {
+                    next = token.map(|t| {
+                        let kept = t.clone();
+                        thread::Builder::new()
+                            .name("k8s-page".into())
+                            .spawn_scoped(s, move || fetch(Some(&t)))
+                            .map_err(|_| kept)
+                    });
                 });
-                (page, next)
-            });
-            pods.extend(page?);
-            body = next?;
-        }
+                let next = next.map(|n| match n {
+                    Ok(fetching) => fetching.join().unwrap_or_else(|_| {
+                        Err(BackendError::Internal(
+                            "reading the next page of pods failed unexpectedly".into(),
+                        ))
+                    }),
+                    Err(token) => fetch(Some(&token)),
+                });
+                pods.extend(page.map_err(BackendError::Internal)?);
+                match next {
+                    Some(next) => body = next?,
+                    None => return Ok(()),
+                }
+            }
+        })?;
         pods.sort_by(|a, b| {
             (&a.metadata.creation_timestamp, &a.metadata.name)
                 .cmp(&(&b.metadata.creation_timestamp, &b.metadata.name))
