@@ -133,8 +133,9 @@ struct ListMeta {
 }
 
 /// The pods of one page of a pod list, parsed once; its `continue` token (`None` on the last
-/// page: none, or an empty one) is handed to `on_token` as soon as it is read, and always
-/// exactly once. The API server writes a list's metadata before its items, so the next page
+/// page: none, or an empty one) is handed to `on_token` as soon as it is read: exactly once for
+/// a page that parses, at most once for one that does not (its token may come before the
+/// fault). The API server writes a list's metadata before its items, so the next page
 /// can be asked for while this one's pods are still being parsed (a real server's pods are
 /// ~6.5 KiB each, half of it `managedFields`: scanning a page of 500 takes milliseconds).
 pub fn parse_page(
