@@ -223,13 +223,14 @@ stage integration "the integration tests without a container engine"
 cargo test --locked --test integration -- --test-threads=4 "${skip_docker[@]}" 2>&1 | show_tests
 passed
 
-# The floods (tens of thousands of requests in a few seconds) measure a p99 and would starve
-# the tests beside them: each runs alone. They also leave some 25,000 loopback connections in
-# TIME_WAIT for a minute, most of the local port range, so they come last: a Docker stage
+# The floods (hundreds of thousands of requests) measure a p99 and would starve the tests
+# beside them: each runs alone, on the release build (the one users run; the Docker stage's
+# load test has built it already). They also leave the local port range full of loopback
+# connections in TIME_WAIT for a minute, so they come last: a Docker stage
 # started right after them once saw new workers never answer their readiness probe.
 floods() {
   stage floods "one at a time, last: fairness between callers, unknown OIDC kids on the real provider"
-  cargo test --locked --test integration -- --ignored --test-threads=1 --nocapture \
+  cargo test --release --locked --test integration -- --ignored --test-threads=1 --nocapture \
     fairness::one_callers_flood_does_not_starve_another oidc_provider::a_real_openid_provider_over_https 2>&1 \
     | grep -E '^(FIGURE|test |test result|SKIPPED)|panicked|left:|right:'
   [ "${PIPESTATUS[0]}" = 0 ] || { echo "a flood test failed" >&2; exit 1; }

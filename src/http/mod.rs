@@ -20,7 +20,9 @@
 //!   discards input for a bounded time and byte count (a lingering close, as nginx does), so a
 //!   client that sends its whole body before reading still sees the status;
 //! - at most [`Limits::max_connections`] connections are served at once, one thread each; a
-//!   connection beyond that is answered 503 at once and closed. Threads stay bounded;
+//!   connection beyond that is answered 503 at once and closed. A thread whose connection
+//!   ended waits up to a second for the next one (at most 16 wait), so a connection per call
+//!   does not start and end a thread per call. Threads stay bounded;
 //! - a handler that panics is answered 500 and the connection's thread goes on (the release
 //!   profile keeps `panic = "unwind"` for this).
 

@@ -1,7 +1,13 @@
 //! The accept loop and the connections: one thread per connection, at most
 //! [`Limits::max_connections`] at once, each reading with deadlines and answering through the
 //! [`Handler`]. What goes over the wire is [`super::wire`]'s.
+//!
+//! A connection's thread, its connection ended, waits a moment as a spare ([`SPARES`],
+//! [`SPARE_WAIT`]) and serves the next connection accepted meanwhile: a client that opens a
+//! connection per call (curl, or a flood of them) costs no thread start and end each time, and
+//! a new connection is served by a thread that is already there.
 
+use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -28,6 +34,10 @@ const LINGER_BYTES: usize = 8 << 20;
 const HOLD_AFTER_429: Duration = Duration::from_millis(100);
 /// What a held connection may send meanwhile before it is no longer read until the hold ends.
 const HOLD_BYTES: usize = 64 * 1024;
+/// At most this many connection threads wait for a next connection ...
+const SPARES: usize = 16;
+/// ... each for at most this long, then it ends.
+const SPARE_WAIT: Duration = Duration::from_secs(1);
 
 /// A bound, not yet serving, listener.
 pub struct Server {
@@ -59,6 +69,8 @@ impl Server {
             stopping: AtomicBool::new(false),
             active: Mutex::new(0),
             drained: Condvar::new(),
+            spares: Mutex::default(),
+            handed: Condvar::new(),
         });
         let accept_shared = Arc::clone(&shared);
         let listener = self.listener;
@@ -93,6 +105,17 @@ struct Shared {
     stopping: AtomicBool,
     active: Mutex<usize>,
     drained: Condvar,
+    spares: Mutex<Spares>,
+    /// Told when a connection is handed to the spares, and at shutdown.
+    handed: Condvar,
+}
+
+/// The connection threads waiting for a next connection, and the connections handed to them
+/// not yet taken (never more than the threads waiting).
+#[derive(Default)]
+struct Spares {
+    waiting: usize,
+    handed: VecDeque<TcpStream>,
 }
 
 impl Shared {
@@ -108,6 +131,56 @@ impl Shared {
         let mut n = self.active();
         *n = n.saturating_sub(1);
         self.drained.notify_all();
+    }
+
+    fn spares(&self) -> std::sync::MutexGuard<'_, Spares> {
+        self.spares.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Hands `stream` to a waiting spare thread, or gives it back when none is free.
+    fn hand_to_spare(&self, stream: TcpStream) -> Option<TcpStream> {
+        let mut spares = self.spares();
+        if spares.waiting > spares.handed.len() {
+            spares.handed.push_back(stream);
+            self.handed.notify_one();
+            return None;
+        }
+        Some(stream)
+    }
+
+    /// Wakes the waiting spares at a shutdown: they end (after taking what was handed to
+    /// them). The lock is taken first, so no spare is between its look and its wait.
+    fn end_spares(&self) {
+        drop(self.spares());
+        self.handed.notify_all();
+    }
+
+    /// Waits as a spare for a next connection, at most [`SPARE_WAIT`]; `None` when none came,
+    /// when [`SPARES`] threads wait already, or at shutdown. A connection handed over is always
+    /// taken, also at shutdown (it is counted as active: it is served, and closes at once).
+    fn next_connection(&self) -> Option<TcpStream> {
+        let mut spares = self.spares();
+        if spares.waiting >= SPARES || self.stopping() {
+            return None;
+        }
+        spares.waiting += 1;
+        let until = Instant::now() + SPARE_WAIT;
+        loop {
+            if let Some(stream) = spares.handed.pop_front() {
+                spares.waiting -= 1;
+                return Some(stream);
+            }
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() || self.stopping() {
+                spares.waiting -= 1;
+                return None;
+            }
+            spares = self
+                .handed
+                .wait_timeout(spares, left)
+                .map(|(g, _)| g)
+                .unwrap_or_else(|p| p.into_inner().0);
+        }
     }
 }
 
@@ -127,6 +200,7 @@ impl Serving {
         if let Some(accept) = self.accept.take() {
             let _ = accept.join();
         }
+        self.shared.end_spares();
         let deadline = Instant::now() + grace;
         let mut active = self.shared.active();
         while *active > 0 {
@@ -168,13 +242,20 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
             }
             *active += 1;
         }
+        let Some(stream) = shared.hand_to_spare(stream) else {
+            continue;
+        };
         let conn_shared = Arc::clone(shared);
         let spawned = thread::Builder::new()
             .name("http-conn".into())
             .stack_size(THREAD_STACK)
             .spawn(move || {
-                serve_connection(stream, &conn_shared);
-                conn_shared.release();
+                let mut next = Some(stream);
+                while let Some(stream) = next {
+                    serve_connection(stream, &conn_shared);
+                    conn_shared.release();
+                    next = conn_shared.next_connection();
+                }
             });
         if let Err(e) = spawned {
             log::warn!("http: cannot start a connection thread: {e}");
@@ -502,4 +583,120 @@ fn serve_request(conn: &mut Conn<'_>, first: bool) -> Result<After, Stop> {
         (true, false, true) => After::Linger,
         _ => After::Close,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+
+    use super::*;
+
+    /// Answers each request with the id of the thread that served it.
+    struct WhichThread;
+
+    impl Handler for WhichThread {
+        fn handle(&self, _: Request) -> Response {
+            Response::text(200, &format!("{:?}", thread::current().id()))
+        }
+    }
+
+    fn shared() -> Shared {
+        Shared {
+            handler: Arc::new(WhichThread),
+            limits: Limits::default(),
+            stopping: AtomicBool::new(false),
+            active: Mutex::new(0),
+            drained: Condvar::new(),
+            spares: Mutex::default(),
+            handed: Condvar::new(),
+        }
+    }
+
+    #[test]
+    fn connections_one_after_another_are_served_by_the_threads_already_there() {
+        let server = Server::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let addr = server.local_addr().unwrap();
+        let serving = server
+            .serve(Arc::new(WhichThread), Limits::default())
+            .unwrap();
+        let mut threads = std::collections::HashSet::new();
+        for _ in 0..30 {
+            let mut s = TcpStream::connect(addr).unwrap();
+            s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                .unwrap();
+            let mut answer = String::new();
+            s.read_to_string(&mut answer).unwrap();
+            let body = answer.split("\r\n\r\n").nth(1).unwrap().trim().to_string();
+            threads.insert(body);
+        }
+        // A thread started for each would be 30; a new one is started only when the spare
+        // has not yet seen the last connection's end as the next one comes.
+        assert!(
+            threads.len() <= 10,
+            "30 connections, {} threads",
+            threads.len()
+        );
+        assert!(serving.shutdown(Duration::from_secs(5)));
+    }
+
+    #[test]
+    fn at_most_spares_threads_wait_and_each_takes_one_connection() {
+        let shared = Arc::new(shared());
+        let waiters: Vec<_> = (0..SPARES)
+            .map(|_| {
+                let shared = Arc::clone(&shared);
+                thread::spawn(move || shared.next_connection().is_some())
+            })
+            .collect();
+        while shared.spares().waiting < SPARES {
+            thread::sleep(Duration::from_millis(1));
+        }
+        // One more does not wait.
+        let started = Instant::now();
+        assert!(shared.next_connection().is_none());
+        assert!(
+            started.elapsed() < SPARE_WAIT / 2,
+            "{:?}",
+            started.elapsed()
+        );
+        // Each waiting spare is handed one connection; past them, the accept loop gets it back.
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let clients: Vec<_> = (0..=SPARES)
+            .map(|_| TcpStream::connect(addr).unwrap())
+            .collect();
+        for i in 0..=SPARES {
+            let (stream, _) = listener.accept().unwrap();
+            let back = shared.hand_to_spare(stream);
+            assert_eq!(back.is_some(), i == SPARES, "connection {i}");
+        }
+        for w in waiters {
+            assert!(w.join().unwrap(), "a spare took no connection");
+        }
+        assert_eq!(shared.spares().waiting, 0);
+        assert!(shared.spares().handed.is_empty());
+        drop(clients);
+    }
+
+    #[test]
+    fn a_shutdown_ends_the_waiting_spares() {
+        let shared = Arc::new(shared());
+        let spare = {
+            let shared = Arc::clone(&shared);
+            thread::spawn(move || shared.next_connection().is_none())
+        };
+        while shared.spares().waiting < 1 {
+            thread::sleep(Duration::from_millis(1));
+        }
+        let started = Instant::now();
+        shared.stopping.store(true, Ordering::SeqCst);
+        shared.end_spares();
+        assert!(spare.join().unwrap());
+        assert!(
+            started.elapsed() < SPARE_WAIT / 2,
+            "{:?}",
+            started.elapsed()
+        );
+    }
 }
