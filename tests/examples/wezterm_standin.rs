@@ -25,7 +25,11 @@
 //! - `spawn [--new-window | --window-id N] [--cwd DIR] [--workspace W] -- PROG ARGS...` prints
 //!   the new pane id and a newline; without `--new-window` or `--window-id` (and no
 //!   `WEZTERM_PANE`) it fails, as the real CLI does outside a WezTerm pane.
-//! - `list [--format json|table]`: the real JSON shape (an array, one object per pane).
+//! - `list [--format json|table]`: the real JSON shape (an array, one object per pane),
+//!   written in one go. The real CLI writes it a line at a time (about 5,000 writes for 200
+//!   panes, seen with strace on a real CLI and mux server on 2026-12-05, not in the
+//!   recordings): the local backend's reader paces such an answer, and its unit test covers
+//!   that path; the stand-in covers the answer read at once.
 //! - `kill-pane --pane-id N`: prints nothing; an unknown id fails with "no such pane N".
 //! - `get-text --pane-id N [--start-line L] [--end-line L] [--escapes]`: line 0 is the first
 //!   row of the 24-row screen, negative lines reach back into the scrollback; the default
