@@ -276,14 +276,15 @@ pub fn activation_body(
 /// The agent activations and member cards are asked with: plain HTTP, no proxy, no
 /// redirects, no call longer than `timeout` (the activation's).
 pub fn agent(timeout: Duration) -> ureq::Agent {
-    ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(timeout))
-        .timeout_connect(Some(Duration::from_secs(1)))
-        .proxy(None)
-        .max_redirects(0)
-        .build()
-        .new_agent()
+    super::api_call::agent(
+        ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(timeout))
+            .timeout_connect(Some(Duration::from_secs(1)))
+            .proxy(None)
+            .max_redirects(0)
+            .build(),
+    )
 }
 
 #[cfg(test)]

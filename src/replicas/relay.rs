@@ -144,7 +144,7 @@ fn send(
         } else {
             config.timeout_recv_response(Some(ANSWER))
         };
-        config.build().into()
+        crate::backend::api_call::agent(config.build())
     };
     let agent = if whole {
         WHOLE.get_or_init(|| make(true))

@@ -337,10 +337,11 @@ impl Api {
             .root_certs(RootCerts::new_with_certs(&config.roots))
             .client_cert(client_cert)
             .build();
-        let agent = api_call::agent_config(CALL_TIMEOUT, CONNECT_TIMEOUT)
-            .tls_config(tls)
-            .build()
-            .new_agent();
+        let agent = api_call::agent(
+            api_call::agent_config(CALL_TIMEOUT, CONNECT_TIMEOUT)
+                .tls_config(tls)
+                .build(),
+        );
         let token = match &config.auth {
             Auth::TokenFile(path) => Some(TokenFile {
                 path: path.clone(),
