@@ -174,94 +174,6 @@ pub fn one_line(text: &str) -> String {
     line.trim().to_string()
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_address_in_the_url_is_answered_without_a_lookup() {
-        let at = |url: &str| literal_address(&url.parse().unwrap()).map(|a| a.to_string());
-        assert_eq!(
-            at("https://10.0.0.1:6443/api"),
-            Some("10.0.0.1:6443".into())
-        );
-        assert_eq!(at("https://10.0.0.1/api"), Some("10.0.0.1:443".into()));
-        assert_eq!(at("http://10.0.0.1/a2a"), Some("10.0.0.1:80".into()));
-        assert_eq!(at("http://[fd00::1]:8080/"), Some("[fd00::1]:8080".into()));
-        assert_eq!(at("https://[::1]/"), Some("[::1]:443".into()));
-        // A name is ureq's to resolve.
-        assert_eq!(at("https://kubernetes.default.svc/api"), None);
-        assert_eq!(at("https://localhost:6443/api"), None);
-        assert_eq!(at("https://10.0.0.1.example/"), None);
-    }
-
-    /// Counts the names it is asked to resolve, and answers one address.
-    #[derive(Debug, Default)]
-    struct Counting(std::sync::atomic::AtomicUsize);
-
-    impl ureq::unversioned::resolver::Resolver for Counting {
-        fn resolve(
-            &self,
-            _uri: &http::Uri,
-            _config: &ureq::config::Config,
-            _timeout: ureq::unversioned::transport::NextTimeout,
-        ) -> Result<ureq::unversioned::resolver::ResolvedSocketAddrs, ureq::Error> {
-            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            let mut addrs = self.empty();
-            addrs.push("127.0.0.1:9".parse().unwrap());
-            Ok(addrs)
-        }
-    }
-
-    #[test]
-    fn only_a_name_goes_to_the_resolver_behind() {
-        use ureq::unversioned::resolver::Resolver;
-        let first = LiteralFirst(Counting::default());
-        let config = agent_config(Duration::from_secs(5), Duration::from_secs(5)).build();
-        let timeout = ureq::unversioned::transport::NextTimeout::default();
-        let resolve = |url: &str| {
-            first
-                .resolve(&url.parse().unwrap(), &config, timeout)
-                .unwrap()
-                .iter()
-                .map(|a| a.to_string())
-                .collect::<Vec<_>>()
-        };
-        assert_eq!(resolve("https://10.0.0.1:6443/api"), ["10.0.0.1:6443"]);
-        assert_eq!(first.0 .0.load(std::sync::atomic::Ordering::SeqCst), 0);
-        assert_eq!(
-            resolve("https://kubernetes.default.svc/api"),
-            ["127.0.0.1:9"]
-        );
-        assert_eq!(first.0 .0.load(std::sync::atomic::Ordering::SeqCst), 1);
-    }
-
-    #[test]
-    fn an_agent_with_it_calls_an_address() {
-        use std::io::{Read as _, Write as _};
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let server = std::thread::spawn(move || {
-            let (mut s, _) = listener.accept().unwrap();
-            let mut buf = [0u8; 1024];
-            let _ = s.read(&mut buf);
-            let _ = s.write_all(b"HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n");
-        });
-        let agent = agent(agent_config(Duration::from_secs(5), Duration::from_secs(5)).build());
-        let url = format!("http://127.0.0.1:{port}/");
-        let r = send(&agent, Method::Get, &url, &[], None, Duration::from_secs(5)).unwrap();
-        assert_eq!(r.status(), 204);
-        server.join().unwrap();
-    }
-
-    #[test]
-    fn encodes_and_clips() {
-        assert_eq!(percent_encode("a=b,c/d"), "a%3Db%2Cc%2Fd");
-        assert_eq!(one_line(" etcd\nlost "), "etcd lost");
-        assert_eq!(one_line(&"x".repeat(400)).len(), 300);
-    }
-}
-
 /// ureq's own resolver, less its thread for a URL that names an address. With a timeout set,
 /// ureq resolves on a thread of its own at every call, before it looks for a kept connection,
 /// even when the host is an IP address (as a Kubernetes API server's, a pod's and a replica's
@@ -300,9 +212,7 @@ impl<R: ureq::unversioned::resolver::Resolver> ureq::unversioned::resolver::Reso
     ) -> Result<ureq::unversioned::resolver::ResolvedSocketAddrs, ureq::Error> {
         match literal_address(uri) {
             Some(addr) if config.ip_family() == ureq::config::IpFamily::Any => {
-                let mut addrs = self.empty();
-                addrs.push(addr);
-                Ok(addrs)
+                OneAddress(addr).resolve(uri, config, timeout)
             }
             _ => self.0.resolve(uri, config, timeout),
         }
@@ -315,6 +225,21 @@ pub fn agent(config: ureq::config::Config) -> ureq::Agent {
         config,
         ureq::unversioned::transport::DefaultConnector::new(),
         LiteralFirst::<ureq::unversioned::resolver::DefaultResolver>::default(),
+    )
+}
+
+/// What calls to a worker are made with (readiness probes, member cards, activations): plain
+/// HTTP, statuses as answers, no proxy, no redirects, a second to connect and `timeout` for
+/// the whole call.
+pub fn worker_agent(timeout: Duration) -> ureq::Agent {
+    agent(
+        ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(timeout))
+            .timeout_connect(Some(Duration::from_secs(1)))
+            .proxy(None)
+            .max_redirects(0)
+            .build(),
     )
 }
 
@@ -333,5 +258,73 @@ impl ureq::unversioned::resolver::Resolver for OneAddress {
         let mut addrs = self.empty();
         addrs.push(self.0);
         Ok(addrs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_address_in_the_url_is_answered_without_a_lookup() {
+        let at = |url: &str| literal_address(&url.parse().unwrap()).map(|a| a.to_string());
+        assert_eq!(
+            at("https://10.0.0.1:6443/api"),
+            Some("10.0.0.1:6443".into())
+        );
+        assert_eq!(at("https://10.0.0.1/api"), Some("10.0.0.1:443".into()));
+        assert_eq!(at("http://10.0.0.1/a2a"), Some("10.0.0.1:80".into()));
+        assert_eq!(at("http://[fd00::1]:8080/"), Some("[fd00::1]:8080".into()));
+        assert_eq!(at("https://[::1]/"), Some("[::1]:443".into()));
+        // A name is ureq's to resolve.
+        assert_eq!(at("https://kubernetes.default.svc/api"), None);
+        assert_eq!(at("https://localhost:6443/api"), None);
+        assert_eq!(at("https://10.0.0.1.example/"), None);
+    }
+
+    #[test]
+    fn only_a_name_goes_to_the_resolver_behind() {
+        use ureq::unversioned::resolver::Resolver;
+        // Behind it, a resolver that answers one address whatever it is asked.
+        let first = LiteralFirst(OneAddress("127.0.0.1:9".parse().unwrap()));
+        let config = agent_config(Duration::from_secs(5), Duration::from_secs(5)).build();
+        let resolve = |url: &str| {
+            first
+                .resolve(&url.parse().unwrap(), &config, Default::default())
+                .unwrap()
+                .iter()
+                .map(|a| a.to_string())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(resolve("https://10.0.0.1:6443/api"), ["10.0.0.1:6443"]);
+        assert_eq!(
+            resolve("https://kubernetes.default.svc/api"),
+            ["127.0.0.1:9"]
+        );
+    }
+
+    #[test]
+    fn an_agent_with_it_calls_an_address() {
+        use std::io::{Read as _, Write as _};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let mut buf = [0u8; 1024];
+            let _ = s.read(&mut buf);
+            let _ = s.write_all(b"HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n");
+        });
+        let agent = agent(agent_config(Duration::from_secs(5), Duration::from_secs(5)).build());
+        let url = format!("http://127.0.0.1:{port}/");
+        let r = send(&agent, Method::Get, &url, &[], None, Duration::from_secs(5)).unwrap();
+        assert_eq!(r.status(), 204);
+        server.join().unwrap();
+    }
+
+    #[test]
+    fn encodes_and_clips() {
+        assert_eq!(percent_encode("a=b,c/d"), "a%3Db%2Cc%2Fd");
+        assert_eq!(one_line(" etcd\nlost "), "etcd lost");
+        assert_eq!(one_line(&"x".repeat(400)).len(), 300);
     }
 }

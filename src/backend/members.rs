@@ -228,7 +228,7 @@ pub fn speaks_contract(card: &serde_json::Value) -> bool {
 /// A started member at `base` (of image `image`) answers its card as an unbound member: it
 /// speaks the contract, or it cannot be pooled (an error saying so).
 pub fn check_member(base: &str, image: &str) -> Result<(), BackendError> {
-    match member_card(&agent(Duration::from_secs(2)), base) {
+    match member_card(&super::api_call::worker_agent(Duration::from_secs(2)), base) {
         Ok(true) => Ok(()),
         Ok(false) => Err(BackendError::Internal(format!(
             "image {image} does not speak the activation contract: its card lists no {ACTIVATION_EXTENSION} extension, so it cannot be pooled"
@@ -271,20 +271,6 @@ pub fn activation_body(
         "agent_name": format!("claude-interactive-{}", spec.worker_id),
         "env": env,
     })
-}
-
-/// The agent activations and member cards are asked with: plain HTTP, no proxy, no
-/// redirects, no call longer than `timeout` (the activation's).
-pub fn agent(timeout: Duration) -> ureq::Agent {
-    super::api_call::agent(
-        ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(timeout))
-            .timeout_connect(Some(Duration::from_secs(1)))
-            .proxy(None)
-            .max_redirects(0)
-            .build(),
-    )
 }
 
 #[cfg(test)]

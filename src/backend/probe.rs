@@ -26,15 +26,7 @@ pub struct Probe {
 impl Probe {
     /// A probe that waits up to `timeout` (`WORKER_READY_TIMEOUT`; zero means do not wait).
     pub fn new(timeout: Duration) -> Probe {
-        let agent = super::api_call::agent(
-            ureq::Agent::config_builder()
-                .http_status_as_error(false)
-                .timeout_global(Some(Duration::from_secs(2)))
-                .timeout_connect(Some(Duration::from_secs(1)))
-                .proxy(None)
-                .max_redirects(0)
-                .build(),
-        );
+        let agent = super::api_call::worker_agent(Duration::from_secs(2));
         Probe { agent, timeout }
     }
 

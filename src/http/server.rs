@@ -63,15 +63,7 @@ impl Server {
             .listener
             .local_addr()
             .map_err(|e| Error::Thread(io::Error::other(e)))?;
-        let shared = Arc::new(Shared {
-            handler,
-            limits,
-            stopping: AtomicBool::new(false),
-            active: Mutex::new(0),
-            drained: Condvar::new(),
-            spares: Mutex::default(),
-            handed: Condvar::new(),
-        });
+        let shared = Arc::new(Shared::new(handler, limits));
         let accept_shared = Arc::clone(&shared);
         let listener = self.listener;
         let accept = thread::Builder::new()
@@ -119,6 +111,18 @@ struct Spares {
 }
 
 impl Shared {
+    fn new(handler: Arc<dyn Handler>, limits: Limits) -> Shared {
+        Shared {
+            handler,
+            limits,
+            stopping: AtomicBool::new(false),
+            active: Mutex::new(0),
+            drained: Condvar::new(),
+            spares: Mutex::default(),
+            handed: Condvar::new(),
+        }
+    }
+
     fn stopping(&self) -> bool {
         self.stopping.load(Ordering::SeqCst)
     }
@@ -602,15 +606,7 @@ mod tests {
     }
 
     fn shared() -> Shared {
-        Shared {
-            handler: Arc::new(WhichThread),
-            limits: Limits::default(),
-            stopping: AtomicBool::new(false),
-            active: Mutex::new(0),
-            drained: Condvar::new(),
-            spares: Mutex::default(),
-            handed: Condvar::new(),
-        }
+        Shared::new(Arc::new(WhichThread), Limits::default())
     }
 
     #[test]

@@ -26,6 +26,7 @@ use serde_json::{json, Value};
 
 use super::engine::Summary;
 use super::{engine_error, is_name_conflict, DockerBackend};
+use crate::backend::api_call;
 use crate::backend::labels::{self, MemberLabels, Ours, Owned};
 use crate::backend::members::{self, IMAGE_LABEL};
 use crate::backend::{
@@ -346,7 +347,7 @@ impl DockerBackend {
         };
         let body = members::activation_body(spec, &a2a_url, &env);
         match members::activate(
-            &members::agent(activation.timeout),
+            &api_call::worker_agent(activation.timeout),
             &base,
             activation,
             &body,

@@ -35,6 +35,7 @@ use super::api::{ApiError, Method, Reason};
 use super::refusals::{api_error, create_error};
 use super::status::Pod;
 use super::{delete_pod, pod, K8sBackend};
+use crate::backend::api_call;
 use crate::backend::labels::{self, MemberLabels};
 use crate::backend::members;
 use crate::backend::{
@@ -407,7 +408,7 @@ impl K8sBackend {
         // 1. The activation, which the member takes once.
         let body = members::activation_body(spec, &a2a_url, &env);
         match members::activate(
-            &members::agent(activation.timeout),
+            &api_call::worker_agent(activation.timeout),
             &member.address,
             activation,
             &body,
