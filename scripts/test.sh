@@ -338,7 +338,7 @@ if [ -n "${A2A_TEST_DOCKER_HOST:-}" ]; then
   echo "$result" | cut -c1-160
   [ "$(echo "$result" | grep -c '"state":"TASK_STATE_COMPLETED"')" = 4 ] || { echo "README commands did not all complete" >&2; exit 1; }
   echo "$result" | grep -q '"text":"hello worker"' || { echo "the worker did not answer" >&2; exit 1; }
-  step "the HTTP+JSON examples (README)"
+  step "the HTTP+JSON examples (docs/protocol.md)"
   result=$(bash -e <(against_run rest examples))
   echo "$result" | cut -c1-160
   [ "$(echo "$result" | grep -c '"state":"TASK_STATE_COMPLETED"')" = 4 ] || { echo "README HTTP+JSON commands did not all complete" >&2; exit 1; }

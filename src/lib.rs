@@ -1,37 +1,25 @@
 //! a2a-worker-controller: creates, lists and stops A2A workers, one per task, on a backend
-//! behind one seam. This file is the composition root (settings → backend → server) and the
-//! table of contents. The layers, from the outside in; a module uses only what is below it:
+//! behind one seam. This file is the composition root: settings → backend (and, for one
+//! replica of several, its discovery) → control → protocol → routes → http. The layers, from
+//! the outside in (a module uses only what is below it; `tests/integration/architecture.rs`
+//! checks it):
 //!
 //! ```text
-//! lib.rs, main.rs      composition root: settings → backend → control → protocol → routes → http
-//! cli/                 the command line for people: create / list / stop / logs against a running
-//!                      controller, and `check` (settings and backend, then exit)
-//! settings/            flags and environment, validated once (specs, values, backends); worker
-//!                      templates (templates, re-read when the file changes: watched)
-//! routes, auth         which path reaches what; bearer authentication, Content-Type
-//! ui/                  the status page at /ui (HTML, CSS, JS compiled in; the public API only)
-//! a2a/                 A2A v1.0: types, decode, tasks, stream, card; service/ (sending here,
-//!                      background, watching, queries, push_configs, record: where a task's
-//!                      changes go); and its two bindings (jsonrpc, rest)
-//! replicas/            one replica of several: task ids that name their replica, the relay of a
-//!                      call to the replica holding its task
-//! push/                push notifications: webhook configs, ordered bounded delivery, SSRF guard
-//! control/             create / list / stop / logs over the seam (mod.rs: scopes, MAX_WORKERS,
-//!                      log lines); request.rs (validation, metadata, filters, TTLs), error.rs
-//!                      (outcomes, error codes), reaper.rs, caller.rs; watch.rs: the one
-//!                      source of worker events every watcher shares; templates.rs: which
-//!                      templates a caller may use, task workspaces
-//! backend/             the seam (trait, Worker, BackendError, BackendKind), shared container
-//!                      pieces (probe, labels, worker_env), one folder per backend: docker/,
-//!                      k8s/, local/
-//! http/                HTTP/1.1 server (wire format, connections); knows no route
-//! metrics, sentry, hash, json, pem, time, token  leaf utilities
-//! malloc               glibc's arena limit, set by executing the server once more
+//! lib.rs, main.rs, cli/     composition root; the command line for people
+//! routes, ui/               the route table and the one door every binding comes through
+//! a2a/ (bindings)           JSON-RPC and HTTP+JSON: they only translate
+//! a2a/service, auth/        the A2A service; who is calling and their fair share
+//! replicas/, push/          one replica of several; webhooks
+//! control/                  the operations over the seam
+//! backend/                  the seam, its abilities, one folder per backend
+//! settings/, http/          flags and environment; the HTTP/1.1 server
+//! metrics, time, token, ... leaf utilities (and replicas/discovery.rs, a seam of its own)
 //! ```
 //!
-//! Nothing above `backend/` names a backend: [`build_backend`] here is the one place that
-//! does. The public surface is deliberate: the binary, the echo worker, integration tests
-//! and fuzz targets use the `pub` modules below; everything else is crate-private.
+//! The map of every file is in docs/development.md (the architecture test holds it to the
+//! tree). Nothing above `backend/` names a backend: [`build`] here is the one place that does.
+//! The public surface is deliberate: the binary, the echo worker, integration tests and fuzz
+//! targets use the `pub` modules below; everything else is crate-private.
 #![forbid(unsafe_code)]
 
 pub mod a2a;
@@ -48,6 +36,7 @@ mod pem;
 pub mod push;
 pub mod replicas;
 mod routes;
+mod secret_file;
 mod sentry;
 pub mod settings;
 pub mod time;
@@ -69,9 +58,8 @@ use crate::settings::{BackendSettings, Settings};
 /// with the code it exposes.
 #[doc(hidden)]
 pub mod testing {
-    pub use crate::backend::docker::engine::{
-        error_message, negotiate_version, parse_inspect, parse_list, Engine, Summary,
-    };
+    pub use crate::backend::docker::engine::{negotiate_version, Engine};
+    pub use crate::backend::docker::wire::{error_message, parse_inspect, parse_list, Summary};
     pub use crate::backend::k8s::api::{
         Api as K8sApi, ApiConfig as K8sApiConfig, ApiError as K8sApiError,
         ConfigError as K8sConfigError, Method as K8sMethod, Reason as K8sReason,
@@ -129,33 +117,56 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
-/// Builds the backend the settings select: the one place that names a backend. The match is
-/// exhaustive, so a new [`BackendSettings`] variant does not compile until it is built here.
-pub fn build_backend(settings: &Settings) -> Result<Arc<dyn Backend>, Error> {
+/// What the settings select: the backend, and where the controller's replicas are when it is
+/// one of several.
+pub struct Built {
+    pub backend: Arc<dyn Backend>,
+    pub replicas: Option<Arc<dyn replicas::Discovery>>,
+}
+
+/// Builds the backend the settings select, and its replicas' discovery: the one place that
+/// names a backend. The match is exhaustive, so a new [`BackendSettings`] variant does not
+/// compile until it is built here.
+pub fn build(settings: &Settings) -> Result<Built, Error> {
     match &settings.backend {
-        BackendSettings::Docker { container, docker } => Ok(Arc::new(DockerBackend::new(
-            &settings.controller_id,
-            container.clone(),
-            docker.clone(),
-            settings.worker_ready_timeout,
-            settings.anthropic_auth_token.clone(),
-        ))),
-        BackendSettings::K8s { container, k8s } => Ok(Arc::new(
-            K8sBackend::new(
+        BackendSettings::Docker { container, docker } => Ok(Built {
+            backend: Arc::new(DockerBackend::new(
                 &settings.controller_id,
                 container.clone(),
-                k8s.clone(),
+                docker.clone(),
                 settings.worker_ready_timeout,
                 settings.anthropic_auth_token.clone(),
-                &process_env,
-                std::path::Path::new(backend::k8s::api::SERVICE_ACCOUNT_DIR),
-            )
-            .map_err(Error::K8s)?,
-        )),
-        BackendSettings::Local(local) => Ok(Arc::new(
-            LocalBackend::new(local, &process_env).map_err(Error::Local)?,
-        )),
+            )),
+            replicas: None,
+        }),
+        BackendSettings::K8s { container, k8s } => {
+            let backend = Arc::new(
+                K8sBackend::new(
+                    &settings.controller_id,
+                    container.clone(),
+                    k8s.clone(),
+                    settings.worker_ready_timeout,
+                    settings.anthropic_auth_token.clone(),
+                    &process_env,
+                    std::path::Path::new(backend::k8s::api::SERVICE_ACCOUNT_DIR),
+                )
+                .map_err(Error::K8s)?,
+            );
+            Ok(Built {
+                replicas: backend.discovery(),
+                backend,
+            })
+        }
+        BackendSettings::Local(local) => Ok(Built {
+            backend: Arc::new(LocalBackend::new(local, &process_env).map_err(Error::Local)?),
+            replicas: None,
+        }),
     }
+}
+
+/// The backend alone ([`build`]).
+pub fn build_backend(settings: &Settings) -> Result<Arc<dyn Backend>, Error> {
+    build(settings).map(|built| built.backend)
 }
 
 /// The backend `check` asks: the same, but one that only looks beside a controller that may
@@ -180,16 +191,18 @@ pub fn open_templates(
     let judge = Arc::clone(backend);
     let keyed = settings.pool_key_file.is_some() || settings.auth_token.is_some();
     let accepts = Box::new(move |t: &backend::Template| {
-        if t.pool > 0 && !judge.pools() {
+        if t.pool > 0 && judge.pools().is_none() {
             return Err(format!(
-                "pool: the {} backend keeps no warm pools (docker does); remove pool",
+                "pool: the {} backend keeps no warm pools; remove pool",
                 judge.kind()
             ));
         }
         if t.pool > 0 && !keyed {
             return Err("pool: a warm pool needs a key its members' secrets come from: set POOL_KEY_FILE (or A2A_AUTH_TOKEN, from which it is derived otherwise)".into());
         }
-        judge.accepts(t)
+        judge
+            .validate(backend::Subject::Template(t))
+            .map_err(|refused| refused.to_string())
     });
     let default = settings.default_template();
     let file = match &settings.templates_file {
@@ -206,7 +219,7 @@ pub fn open_templates(
 pub fn pool_key(settings: &Settings) -> Result<Option<(control::pool::PoolKey, String)>, Error> {
     use control::pool::PoolKey;
     if let Some(path) = &settings.pool_key_file {
-        let (key, _) = settings::read_secret_file(path)
+        let (key, _) = secret_file::read_secret_file(path)
             .map_err(|why| Error::Refused(format!("setting POOL_KEY_FILE is invalid: {why}")))?;
         if key.chars().count() < 16 {
             return Err(Error::Refused(format!(
@@ -261,15 +274,34 @@ impl Running {
 /// Wires settings, a backend and the HTTP server together and starts serving.
 pub fn start(settings: &Settings, backend: Arc<dyn Backend>) -> Result<Running, Error> {
     let templates = open_templates(settings, &backend)?;
-    start_with(settings, backend, templates)
+    start_with(
+        settings,
+        Built {
+            backend,
+            replicas: None,
+        },
+        templates,
+    )
+}
+
+/// The same, as one replica of several, found by `replicas`.
+pub fn start_replica(
+    settings: &Settings,
+    backend: Arc<dyn Backend>,
+    replicas: Arc<dyn replicas::Discovery>,
+) -> Result<Running, Error> {
+    let templates = open_templates(settings, &backend)?;
+    let replicas = Some(replicas);
+    start_with(settings, Built { backend, replicas }, templates)
 }
 
 /// The same, with the templates read already.
 pub fn start_with(
     settings: &Settings,
-    backend: Arc<dyn Backend>,
+    built: Built,
     templates: Arc<settings::templates::TemplatesFile>,
 ) -> Result<Running, Error> {
+    let Built { backend, replicas } = built;
     let (credentials, warnings) = auth::Authenticator::new(settings).map_err(Error::Auth)?;
     for w in warnings {
         log::warn!("{w}");
@@ -284,8 +316,7 @@ pub fn start_with(
         )),
         None => None,
     };
-    let listed = Arc::clone(&backend);
-    let pool = match (backend.pools(), pool_key(settings)?) {
+    let pool = match (backend.pools().is_some(), pool_key(settings)?) {
         (true, Some((key, source))) => {
             let pooled: Vec<String> = templates
                 .current()
@@ -342,11 +373,11 @@ pub fn start_with(
         settings.push.clone(),
         Arc::clone(&metrics),
     ));
-    let replicas = listed.replica().map(|own| {
+    let replicas = replicas.map(|found| {
         Arc::new(replicas::Replicas::new(
-            own,
+            found.own(),
             settings.listen.port(),
-            Box::new(move || listed.replicas().map_err(|e| e.to_string())),
+            Box::new(move || found.replicas()),
         ))
     });
     if let Some(r) = &replicas {
@@ -407,11 +438,15 @@ pub fn run(settings: &Settings) -> Result<(), Error> {
     warn_about(settings);
     let mut signals =
         signal_hook::iterator::Signals::new([SIGTERM, SIGINT]).map_err(Error::Signals)?;
-    let backend = build_backend(settings)?;
+    let built = build(settings)?;
+    let backend = Arc::clone(&built.backend);
     let templates = open_templates(settings, &backend)?;
     let current = templates.current();
     for t in current.all() {
-        backend.validate(t).map_err(Error::Refused)?;
+        let refused = backend.check(backend::Check::Startup(t));
+        if let Some(f) = refused.into_iter().find(|f| !f.ok) {
+            return Err(Error::Refused(f.what));
+        }
     }
     log::info!(
         "worker templates: {}",
@@ -422,7 +457,7 @@ pub fn run(settings: &Settings) -> Result<(), Error> {
             .join(", ")
     );
     let kind = backend.kind();
-    let running = start_with(settings, backend, templates)?;
+    let running = start_with(settings, built, templates)?;
     log::info!(
         "{} listening on {} (backend {kind}, controller id {:?}, public URL {})",
         settings::version_text(),

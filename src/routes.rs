@@ -1,7 +1,8 @@
-//! Routes: which path and method reach what, with authentication and the `Content-Type` rule
-//! wrapped around both A2A bindings (JSON-RPC at `/a2a`, HTTP+JSON below `/a2a/rest`), in
-//! the same order for both: the body's size, then the caller's token, then the media type,
-//! and only then is anything parsed. Every answer is counted by route and status.
+//! Routes: which path and method reach what. Every binding (JSON-RPC at `/a2a`, HTTP+JSON
+//! below `/a2a/rest`) is reached through one door ([`Routes::door`]), which checks in the
+//! same order for all: the body's size, then the caller's token, then the media type, then
+//! the caller's fair share; only then is anything parsed, by the binding ([`Binding`]), which
+//! writes the door's refusals in its own shape. Every answer is counted by route and status.
 
 use std::sync::Arc;
 
@@ -90,7 +91,8 @@ impl Routes {
         match req.path.as_str() {
             "/a2a" | "/a2a/" => (
                 "a2a",
-                only(method, &["POST"]).unwrap_or_else(|| self.a2a(&req)),
+                only(method, &["POST"])
+                    .unwrap_or_else(|| self.door(&JsonRpcBinding(&self.jsonrpc), &req)),
             ),
             "/.well-known/agent-card.json" => (
                 "agent_card",
@@ -115,94 +117,52 @@ impl Routes {
                 only(method, &["GET", "HEAD"]).unwrap_or_else(|| ui_page(&req)),
             ),
             path if path.starts_with(REST_BASE) && path[REST_BASE.len()..].starts_with('/') => {
-                ("a2a_rest", self.a2a_rest(&req, &path[REST_BASE.len()..]))
+                ("a2a_rest", self.door(&RestBinding(&self.rest), &req))
             }
             _ => ("not_found", Response::text(404, "not found")),
         }
     }
 
-    /// The HTTP+JSON binding: the same checks, in the same order, as the JSON-RPC endpoint,
-    /// with errors in the binding's own shape (AIP-193).
-    fn a2a_rest(&self, req: &Request, path: &str) -> Response {
-        let rest_error = |status: u16, code: &str, reason: &str, message: String| {
-            Response::json(
-                status,
-                &rest_error_body(status, code, reason, &message, Default::default()),
-            )
-        };
+    /// The door every binding is reached through: the body's size, then the caller's token,
+    /// then the media type, then the caller's places (a stream's too, when it asks for one);
+    /// only then does the binding read the request, while the caller holds its turn. A
+    /// refusal is written in the binding's own shape; the credentials are stripped from what
+    /// the binding is handed.
+    fn door<B: Binding>(&self, binding: &B, req: &Request) -> Response {
         let body = match &req.body {
             Body::Complete(b) => b,
             Body::TooLarge => {
-                return rest_error(
-                    413,
-                    "INVALID_ARGUMENT",
-                    "PAYLOAD_TOO_LARGE",
-                    format!("request bodies are limited to {MAX_BODY} bytes"),
-                )
-                .with_header("Connection", "close")
+                return binding
+                    .refusal(Refused::TooLarge, &[])
+                    .with_header("Connection", "close")
             }
         };
         let caller = match self.credentials.check(req.header("Authorization")) {
             Ok(caller) => caller,
-            Err(failure) => {
-                return rest_error(
-                    401,
-                    "UNAUTHENTICATED",
-                    "UNAUTHENTICATED",
-                    failure.message().to_string(),
-                )
-                .with_header("WWW-Authenticate", failure.challenge())
-            }
+            Err(failure) => return binding.refusal(Refused::Unauthenticated(failure), body),
         };
-        if req.method == "POST" || !body.is_empty() {
+        if binding.reads_json(req, body) {
             if let Some(e) = content_type_error(req.header("Content-Type")) {
                 let accepted = JSON_MEDIA_TYPES.join(", ");
-                return Response::json(415, &e.to_rest_json()).with_header("Accept", accepted);
+                return binding
+                    .refusal(Refused::MediaType(e), body)
+                    .with_header("Accept", accepted);
             }
         }
-        let streaming = path.ends_with(":stream") || path.ends_with(":subscribe");
-        let places = match self.places(&caller, streaming) {
+        let places = match self.places(&caller, binding.streams(req, body)) {
             Ok(p) => p,
             Err(refused) => {
-                return rest_error(
-                    429,
-                    "RESOURCE_EXHAUSTED",
-                    "CALLER_LIMIT",
-                    refused.to_string(),
-                )
-                .with_header("Retry-After", RETRY_AFTER_SECS)
+                return binding
+                    .refusal(Refused::Busy(refused), body)
+                    .with_header("Retry-After", RETRY_AFTER_SECS)
             }
         };
         let params = service_params(req);
         let answer = {
             let _turn = self.turns.turn(&caller.key);
-            self.rest
-                .handle(&caller, &params, &req.method, path, &req.query, body)
+            binding.handle(&caller, &params, req, body)
         };
-        places.keep(self.rest_response(req, path, answer))
-    }
-
-    fn rest_response(&self, req: &Request, path: &str, answer: RestAnswer) -> Response {
-        let response = match answer.body {
-            RestBody::Relay(to, unanswered) => {
-                return match self.relay(req, to) {
-                    Ok(relayed) => relayed,
-                    Err(why) => self.rest_response(req, path, unanswered(&why)),
-                }
-            }
-            // The extended card is for this caller only (§13.3): no shared cache keeps it.
-            RestBody::Json(text) if path == "/extendedAgentCard" && answer.status == 200 => {
-                Response::new(200, "application/json", text)
-                    .with_header("Cache-Control", "private, max-age=300")
-            }
-            RestBody::Json(text) => Response::new(answer.status, "application/json", text),
-            RestBody::Events(events) => Response::streamed(200, "text/event-stream", events)
-                .with_header("Cache-Control", "no-store"),
-        };
-        match answer.allow {
-            Some(allow) => response.with_header("Allow", allow),
-            None => response,
-        }
+        places.keep(binding.respond(self, req, answer))
     }
 
     /// The request's place, and a stream's when `streaming`, for `caller`; or why not (logged
@@ -229,53 +189,6 @@ impl Routes {
             log::debug!("refused (429): {refused}");
         }
         taken
-    }
-
-    fn a2a(&self, req: &Request) -> Response {
-        let body = match &req.body {
-            Body::Complete(b) => b,
-            Body::TooLarge => {
-                return Response::json(
-                    413,
-                    &json!({"error": "payload_too_large", "message": format!("request bodies are limited to {MAX_BODY} bytes")}),
-                )
-                .with_header("Connection", "close")
-            }
-        };
-        let caller = match self.credentials.check(req.header("Authorization")) {
-            Ok(caller) => caller,
-            Err(failure) => return failure.response(),
-        };
-        if let Some(refusal) = content_type_refusal(req.header("Content-Type")) {
-            return refusal;
-        }
-        let (id, streaming) = peek(body);
-        let places = match self.places(&caller, streaming) {
-            Ok(p) => p,
-            Err(refused) => {
-                let error = RpcError::caller_limit(refused.to_string());
-                return Response::json(429, &response_err(&id, &error))
-                    .with_header("Retry-After", RETRY_AFTER_SECS);
-            }
-        };
-        let params = service_params(req);
-        let answer = {
-            let _turn = self.turns.turn(&caller.key);
-            self.jsonrpc.handle(&caller, &params, body)
-        };
-        places.keep(self.jsonrpc_response(req, answer))
-    }
-
-    fn jsonrpc_response(&self, req: &Request, answer: Answer) -> Response {
-        match answer {
-            Answer::Json(text) => Response::new(200, "application/json", text),
-            Answer::Events(events) => Response::streamed(200, "text/event-stream", events)
-                .with_header("Cache-Control", "no-store"),
-            Answer::Relay(to, relayed) => match self.relay(req, to) {
-                Ok(response) => response,
-                Err(why) => self.jsonrpc_response(req, relayed.unanswered(&why)),
-            },
-        }
     }
 
     /// Sends `req` to the replica at `to`, which holds its task.
@@ -314,6 +227,197 @@ impl Routes {
         match self.control.backend().health() {
             Ok(()) => Response::text(200, "ready"),
             Err(e) => Response::text(503, &format!("not ready: {e}")),
+        }
+    }
+}
+
+/// Why the door refused a request before its binding read it; each binding writes it in
+/// its own shape.
+enum Refused {
+    /// The body is over [`MAX_BODY`].
+    TooLarge,
+    /// No credentials, or wrong ones.
+    Unauthenticated(auth::Failure),
+    /// A declared media type that is not JSON.
+    MediaType(RpcError),
+    /// The caller holds all it may at once.
+    Busy(auth::limits::Refused),
+}
+
+/// A binding behind the door: what the door needs to know of a request, how the binding
+/// writes the door's refusals, and its handler. A new binding is one of these and a line in
+/// the route table.
+trait Binding {
+    /// What the handler answers, before it is a response.
+    type Answer;
+    /// Whether the request's body is read as JSON (then its `Content-Type` is checked).
+    fn reads_json(&self, req: &Request, body: &[u8]) -> bool;
+    /// Whether the request asks for a stream (then it takes a stream place too).
+    fn streams(&self, req: &Request, body: &[u8]) -> bool;
+    /// The door's refusal in this binding's shape (`body` is empty for one too large).
+    fn refusal(&self, refused: Refused, body: &[u8]) -> Response;
+    /// The admitted request, handled while its caller holds its turn.
+    fn handle(
+        &self,
+        caller: &crate::control::Caller,
+        params: &ServiceParams,
+        req: &Request,
+        body: &[u8],
+    ) -> Self::Answer;
+    /// The answer as a response, after the turn (a relay to another replica happens here).
+    fn respond(&self, routes: &Routes, req: &Request, answer: Self::Answer) -> Response;
+}
+
+/// JSON-RPC 2.0 at `/a2a`: every refusal a JSON-RPC error (the 401 the authenticator's own).
+struct JsonRpcBinding<'a>(&'a JsonRpc);
+
+impl Binding for JsonRpcBinding<'_> {
+    type Answer = Answer;
+
+    fn reads_json(&self, _: &Request, _: &[u8]) -> bool {
+        true
+    }
+
+    fn streams(&self, _: &Request, body: &[u8]) -> bool {
+        peek(body).1
+    }
+
+    fn refusal(&self, refused: Refused, body: &[u8]) -> Response {
+        rpc_refusal(refused, body)
+    }
+
+    fn handle(
+        &self,
+        caller: &crate::control::Caller,
+        params: &ServiceParams,
+        _: &Request,
+        body: &[u8],
+    ) -> Answer {
+        self.0.handle(caller, params, body)
+    }
+
+    fn respond(&self, routes: &Routes, req: &Request, answer: Answer) -> Response {
+        match answer {
+            Answer::Json(text) => Response::new(200, "application/json", text),
+            Answer::Events(events) => Response::streamed(200, "text/event-stream", events)
+                .with_header("Cache-Control", "no-store"),
+            Answer::Relay(to, relayed) => match routes.relay(req, to) {
+                Ok(response) => response,
+                Err(why) => self.respond(routes, req, relayed.unanswered(&why)),
+            },
+        }
+    }
+}
+
+/// The door's refusal as JSON-RPC answers it (the 401 the authenticator's own).
+fn rpc_refusal(refused: Refused, body: &[u8]) -> Response {
+    match refused {
+        Refused::TooLarge => Response::json(
+            413,
+            &json!({"error": "payload_too_large", "message": format!("request bodies are limited to {MAX_BODY} bytes")}),
+        ),
+        Refused::Unauthenticated(failure) => failure.response(),
+        Refused::MediaType(e) => Response::json(415, &response_err(&Value::Null, &e)),
+        Refused::Busy(refused) => {
+            let error = RpcError::caller_limit(refused.to_string());
+            Response::json(429, &response_err(&peek(body).0, &error))
+        }
+    }
+}
+
+/// HTTP+JSON below `/a2a/rest`: every refusal in the binding's AIP-193 shape.
+struct RestBinding<'a>(&'a Rest);
+
+impl RestBinding<'_> {
+    /// The route below [`REST_BASE`] (the route table only sends requests that have one).
+    fn path(req: &Request) -> &str {
+        req.path.get(REST_BASE.len()..).unwrap_or("")
+    }
+}
+
+fn rest_error(status: u16, code: &str, reason: &str, message: String) -> Response {
+    Response::json(
+        status,
+        &rest_error_body(status, code, reason, &message, Default::default()),
+    )
+}
+
+impl Binding for RestBinding<'_> {
+    type Answer = RestAnswer;
+
+    /// A `POST`, or a body sent with another method.
+    fn reads_json(&self, req: &Request, body: &[u8]) -> bool {
+        req.method == "POST" || !body.is_empty()
+    }
+
+    fn streams(&self, req: &Request, _: &[u8]) -> bool {
+        let path = Self::path(req);
+        path.ends_with(":stream") || path.ends_with(":subscribe")
+    }
+
+    fn refusal(&self, refused: Refused, _: &[u8]) -> Response {
+        match refused {
+            Refused::TooLarge => rest_error(
+                413,
+                "INVALID_ARGUMENT",
+                "PAYLOAD_TOO_LARGE",
+                format!("request bodies are limited to {MAX_BODY} bytes"),
+            ),
+            Refused::Unauthenticated(failure) => rest_error(
+                401,
+                "UNAUTHENTICATED",
+                "UNAUTHENTICATED",
+                failure.message().to_string(),
+            )
+            .with_header("WWW-Authenticate", failure.challenge()),
+            Refused::MediaType(e) => Response::json(415, &e.to_rest_json()),
+            Refused::Busy(refused) => rest_error(
+                429,
+                "RESOURCE_EXHAUSTED",
+                "CALLER_LIMIT",
+                refused.to_string(),
+            ),
+        }
+    }
+
+    fn handle(
+        &self,
+        caller: &crate::control::Caller,
+        params: &ServiceParams,
+        req: &Request,
+        body: &[u8],
+    ) -> RestAnswer {
+        self.0.handle(
+            caller,
+            params,
+            &req.method,
+            Self::path(req),
+            &req.query,
+            body,
+        )
+    }
+
+    fn respond(&self, routes: &Routes, req: &Request, answer: RestAnswer) -> Response {
+        let path = Self::path(req);
+        let response = match answer.body {
+            RestBody::Relay(to, unanswered) => {
+                return match routes.relay(req, to) {
+                    Ok(relayed) => relayed,
+                    Err(why) => self.respond(routes, req, unanswered(&why)),
+                }
+            }
+            // The extended card is for this caller only (§13.3): no shared cache keeps it.
+            RestBody::Json(text) if path == "/extendedAgentCard" && answer.status == 200 => {
+                Response::new(200, "application/json", text)
+                    .with_header("Cache-Control", "private, max-age=300")
+            }
+            RestBody::Json(text) => Response::new(answer.status, "application/json", text),
+            RestBody::Events(events) => Response::streamed(200, "text/event-stream", events)
+                .with_header("Cache-Control", "no-store"),
+        };
+        match answer.allow {
+            Some(allow) => response.with_header("Allow", allow),
+            None => response,
         }
     }
 }
@@ -378,13 +482,6 @@ fn content_type_error(content_type: Option<&str>) -> Option<RpcError> {
     )
 }
 
-/// The JSON-RPC endpoint's 415.
-fn content_type_refusal(content_type: Option<&str>) -> Option<Response> {
-    let error = content_type_error(content_type)?;
-    let accepted = JSON_MEDIA_TYPES.join(", ");
-    Some(Response::json(415, &response_err(&Value::Null, &error)).with_header("Accept", accepted))
-}
-
 /// A file of the status page, with its security headers and validators.
 fn ui_page(req: &Request) -> Response {
     let Some(asset) = crate::ui::asset(&req.path) else {
@@ -440,7 +537,7 @@ mod tests {
             Some("application/a2a+json"),
             Some(" application/a2a+json ;v=1"),
         ] {
-            assert!(content_type_refusal(ok).is_none(), "{ok:?}");
+            assert!(content_type_error(ok).is_none(), "{ok:?}");
         }
         for bad in [
             "text/plain",
@@ -448,7 +545,8 @@ mod tests {
             "application/jsonx",
             "multipart/form-data; boundary=x",
         ] {
-            let r = content_type_refusal(Some(bad)).expect(bad);
+            let error = content_type_error(Some(bad)).expect(bad);
+            let r = rpc_refusal(Refused::MediaType(error), &[]);
             assert_eq!(r.status, 415);
             let body: Value = serde_json::from_slice(&r.body).unwrap();
             assert_eq!(body["error"]["code"], -32005);

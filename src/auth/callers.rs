@@ -24,8 +24,9 @@ use serde::Deserialize;
 use crate::control::caller::check_scope;
 use crate::control::Caller;
 use crate::hash::sha256;
+use crate::secret_file::{read_secret_file, read_secret_file_up_to};
 use crate::settings::templates::check_name as check_template_name;
-use crate::settings::{check_auth_token, read_secret_file, read_secret_file_up_to, Watched};
+use crate::settings::{check_auth_token, Watched};
 use crate::token::constant_time_eq;
 
 /// The most callers a file may list.

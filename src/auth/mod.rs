@@ -19,7 +19,8 @@ use serde_json::json;
 
 use crate::control::Caller;
 use crate::http::Response;
-use crate::settings::{check_auth_token, read_secret_file, Settings, Watched};
+use crate::secret_file::read_secret_file;
+use crate::settings::{check_auth_token, Settings, Watched};
 use crate::time::now_millis;
 use crate::token::constant_time_eq;
 

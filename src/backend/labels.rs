@@ -47,7 +47,30 @@ pub const BINDING: &str = "a2a-worker-controller/binding";
 /// A caller's metadata key `k` is the label (Docker) or annotation (Kubernetes) `META + k`.
 pub const META: &str = "a2a-worker-controller.meta/";
 
-/// The labels of a new worker.
+/// A worker's identity labels, built the same way on every engine: its id, task, scope,
+/// template and (when it has one) expiry. `task` is given as the engine's label takes it
+/// (Kubernetes bounds label values: [`task_label_value`]); the owner label and the caller's
+/// metadata are each engine's to place (labels on Docker, annotations on Kubernetes).
+pub fn identity(
+    worker_id: &str,
+    task: String,
+    scope: &str,
+    template: &str,
+    expires_at: Option<u64>,
+) -> Vec<(&'static str, String)> {
+    let mut labels = vec![
+        (WORKER_ID, worker_id.to_string()),
+        (TASK, task),
+        (SCOPE, scope.to_string()),
+        (TEMPLATE, template.to_string()),
+    ];
+    if let Some(at) = expires_at {
+        labels.push((EXPIRES_AT, at.to_string()));
+    }
+    labels
+}
+
+/// The labels of a new worker (Docker's: the task whole, the caller's metadata beside).
 pub fn for_worker(
     controller_id: &str,
     worker_id: &str,
@@ -57,16 +80,9 @@ pub fn for_worker(
     expires_at: Option<u64>,
     metadata: &Metadata,
 ) -> BTreeMap<String, String> {
-    let mut labels = BTreeMap::from([
-        (OWNER.to_string(), controller_id.to_string()),
-        (WORKER_ID.to_string(), worker_id.to_string()),
-        (TASK.to_string(), task.to_string()),
-        (SCOPE.to_string(), scope.to_string()),
-        (TEMPLATE.to_string(), template.to_string()),
-    ]);
-    if let Some(at) = expires_at {
-        labels.insert(EXPIRES_AT.to_string(), at.to_string());
-    }
+    let mut labels = BTreeMap::from([(OWNER.to_string(), controller_id.to_string())]);
+    let own = identity(worker_id, task.to_string(), scope, template, expires_at);
+    labels.extend(own.into_iter().map(|(k, v)| (k.to_string(), v)));
     labels.extend(meta_entries(metadata));
     labels
 }

@@ -21,7 +21,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::BackendError;
+use super::{BackendError, CreateSpec};
 use crate::settings::templates::Template;
 use crate::token::Token;
 
@@ -132,6 +132,83 @@ pub fn claimed_worker(
         .scoped(spec.scope.clone())
         .templated(spec.template.name.clone())
     }
+}
+
+/// One engine's steps of a claim; [`claim`] runs them in the protocol's order. Each step
+/// that fails after the activation cleans up after itself (the member, a binding).
+pub trait ClaimSteps {
+    /// What step 2 made, which step 3 commits.
+    type Bound;
+    /// Which backend the claimed worker is on.
+    fn kind(&self) -> super::BackendKind;
+    /// The URL the claimed worker will serve at (a member without an address is `Broken`).
+    fn worker_url(&self, member: &PoolMember, spec: &CreateSpec) -> Result<String, ClaimError>;
+    /// The environment a worker started cold would have had, at `url`.
+    fn environment(&self, spec: &CreateSpec, url: &str) -> Result<Environment, BackendError>;
+    /// Refuses (`Task`) when the task has its worker already, or a claim is binding one.
+    fn task_free(&self, spec: &CreateSpec) -> Result<(), ClaimError>;
+    /// Whether the member is still unclaimed as listed: the pool's list may be a second old,
+    /// and a member another replica took or removed meanwhile is passed over at once.
+    fn still_unclaimed(&self, member: &PoolMember) -> Result<bool, ClaimError>;
+    /// Where the member answers its activation, reaching `url` once claimed.
+    fn activation_base(
+        &self,
+        member: &PoolMember,
+        spec: &CreateSpec,
+        url: &str,
+    ) -> Result<String, ClaimError>;
+    /// Removes a member whose activation failed.
+    fn discard(&self, member: &PoolMember);
+    /// Step 2: the worker's identity bound to the member.
+    fn bind(&self, member: &PoolMember, spec: &CreateSpec) -> Result<Self::Bound, ClaimError>;
+    /// Step 3: the commit, which the engine gives one claim of the task (a cold create or
+    /// another claim may win it: then this member goes, and so does its binding).
+    fn commit(
+        &self,
+        member: &PoolMember,
+        spec: &CreateSpec,
+        bound: Self::Bound,
+    ) -> Result<(), ClaimError>;
+}
+
+/// A worker's environment, as `worker_env` builds it.
+pub type Environment = Vec<(String, String)>;
+
+/// The claim protocol, one for every engine: the member's URL and environment, the task free
+/// and the member unclaimed, then (1) the activation, which the member takes once — of claims
+/// racing for it (from any replica) one is answered 200, the others 409 and try another —
+/// (2) the binding, (3) the commit. The worker is owned exactly like one created cold.
+pub fn claim<S: ClaimSteps>(
+    steps: &S,
+    member: &PoolMember,
+    spec: &CreateSpec,
+    activation: &Activation,
+) -> Result<super::Worker, ClaimError> {
+    let a2a_url = steps.worker_url(member, spec)?;
+    let env = steps
+        .environment(spec, &a2a_url)
+        .map_err(ClaimError::Task)?;
+    steps.task_free(spec)?;
+    if !steps.still_unclaimed(member)? {
+        return Err(ClaimError::Lost);
+    }
+    let base = steps.activation_base(member, spec, &a2a_url)?;
+    let body = activation_body(spec, &a2a_url, &env);
+    let agent = super::api_call::worker_agent(activation.timeout);
+    match activate(&agent, &base, activation, &body) {
+        Ok(()) => {}
+        Err(ActivateError::Taken) => return Err(ClaimError::Lost),
+        Err(ActivateError::Failed(why)) => {
+            steps.discard(member);
+            return Err(ClaimError::Broken(format!("member {}: {why}", member.name)));
+        }
+    }
+    spec.progress
+        .step("a started worker from the pool took its task");
+    let bound = steps.bind(member, spec)?;
+    steps.commit(member, spec, bound)?;
+    spec.progress.step("ready");
+    Ok(claimed_worker(steps.kind(), member, spec, a2a_url))
 }
 
 /// `POST <base>/activate` until the member answers or `timeout` passes: a member that is

@@ -14,9 +14,9 @@
 //! - **One worker per task** is owned by the backend: [`Backend::create`] must refuse a second
 //!   worker for a task with [`BackendError::WorkerExists`]. Backends that get this atomically
 //!   from their engine (a deterministic container or pod name that the engine keeps unique)
-//!   return `true` from [`Backend::atomic_task_uniqueness`]; then it also holds across
-//!   several controllers. A backend that can only check-then-create returns `false`, and the
-//!   operation layer serialises that backend's creates within this process.
+//!   say so in [`Capabilities::atomic_task_uniqueness`]; then it also holds across several
+//!   controllers. A backend that can only check-then-create does not, and the operation
+//!   layer serialises that backend's creates within this process.
 //! - **`MAX_WORKERS`** is owned by the operation layer (no engine offers a counted quota):
 //!   it counts listed workers plus creates in flight under one lock, so one controller never
 //!   exceeds it; several controllers sharing one owner id could, together.
@@ -24,20 +24,30 @@
 //!   labels or its state file on every call, never memory.
 
 pub(crate) mod api_call;
+pub mod changes;
 pub(crate) mod docker;
+#[doc(hidden)]
+pub mod fake;
 pub(crate) mod k8s;
 pub(crate) mod labels;
 pub(crate) mod local;
 pub mod members;
+pub mod pools;
 pub(crate) mod probe;
 pub mod tail;
+pub mod validation;
 pub(crate) mod worker_env;
+pub mod workspaces;
 
 use std::fmt;
 
 use serde::Serialize;
 
+pub use self::changes::{Change, Changes};
 pub use self::members::{Activation, ClaimError, MemberSpec, MemberState, PoolMember};
+pub use self::pools::Pools;
+pub use self::validation::{Check, Finding, Refusal, Subject};
+pub use self::workspaces::{TaskWorkspace, Workspaces};
 pub use crate::settings::templates::{Template, DEFAULT_TEMPLATE};
 use crate::time::rfc3339_secs;
 use crate::token::Token;
@@ -151,15 +161,6 @@ impl WorkerState {
     }
 }
 
-/// What an engine's change stream told ([`Backend::follow_changes`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Change {
-    /// The worker with this id changed (or may have): [`Backend::worker`] says how it is now.
-    Worker(String),
-    /// Something changed that the event does not tie to one worker: list them all.
-    Any,
-}
-
 /// A worker as callers see it. Every key is always present; what does not apply is `""`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Worker {
@@ -241,26 +242,6 @@ impl Worker {
         self.expires_at = expires_at.map(rfc3339_secs).unwrap_or_default();
         self
     }
-}
-
-/// A task's workspace as a backend reports it: made by the first create of a template with a
-/// workspace, kept by `stop`, mounted by the task's next worker. Every key is always present.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct TaskWorkspace {
-    pub task: String,
-    pub scope: String,
-    /// The template whose create made it.
-    pub template: String,
-    /// As the template said (`2Gi`); where it is enforced is the backend's (README).
-    pub size: String,
-    /// RFC 3339 UTC.
-    pub created_at: String,
-    /// When a worker last had it (RFC 3339 UTC): made, or its worker stopped.
-    pub last_used: String,
-    /// Whether a worker of its task exists now (filled in by the control layer).
-    pub in_use: bool,
-    /// The engine's name for it (volume, claim, directory).
-    pub name: String,
 }
 
 /// The end of a worker's output, as `logs` returns it.
@@ -349,33 +330,28 @@ impl BackendError {
     }
 }
 
-/// One line of `check`: what was asked, and whether it passed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Finding {
-    pub ok: bool,
-    pub what: String,
-}
-
-impl Finding {
-    pub fn ok(what: impl Into<String>) -> Finding {
-        Finding {
-            ok: true,
-            what: what.into(),
-        }
-    }
-
-    pub fn failed(what: impl fmt::Display) -> Finding {
-        Finding {
-            ok: false,
-            what: what.to_string(),
-        }
-    }
+/// What a backend can promise, beside what it does. The optional abilities (a change stream,
+/// workspaces, pools) are not flags here: each is a trait reached through the backend
+/// ([`Backend::changes`], [`Backend::workspaces`], [`Backend::pools`]), so having one and
+/// implementing it cannot disagree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capabilities {
+    /// Whether [`Backend::create`] refuses a second worker per task atomically in the engine
+    /// (then it also holds across several controllers); without, the operation layer
+    /// serialises this backend's creates within this process.
+    pub atomic_task_uniqueness: bool,
+    /// Whether workers have an endpoint of their own, and so a token. Without one, `create`
+    /// hands out an empty token and none is generated.
+    pub endpoints: bool,
 }
 
 /// The seam every backend implements. Calls block; each is made from one request thread.
 pub trait Backend: Send + Sync {
     /// Which backend this is: the `backend` field of its workers.
     fn kind(&self) -> BackendKind;
+
+    /// What it promises ([`Capabilities`]).
+    fn capabilities(&self) -> Capabilities;
 
     /// Starts one worker for `spec.task`, or refuses with [`BackendError::WorkerExists`].
     /// Anything half-created on a failure path is removed before this returns.
@@ -395,161 +371,37 @@ pub trait Backend: Send + Sync {
     /// Whether the engine answers (for `/readiness`).
     fn health(&self) -> Result<(), BackendError>;
 
-    /// What `check` proves, one finding per line: by default that the engine answers. A
-    /// backend that can ask its engine more (permissions, a dry run of the worker it would
-    /// start) says each in its own line.
-    fn check(&self) -> Vec<Finding> {
-        vec![match self.health() {
-            Ok(()) => Finding::ok("answers"),
-            Err(e) => Finding::failed(e),
-        }]
-    }
-
-    /// Whether this backend can start workers from `template` at all, asked without the
-    /// engine whenever templates are read (at startup, and when the templates file changed):
-    /// a program that does not exist, a pod template that breaks the rules, a field that does
-    /// not apply here. `Err` is one line naming the field.
-    fn accepts(&self, _template: &Template) -> Result<(), String> {
+    /// Validation's first step, without the engine ([`Subject`]): whether this backend can
+    /// start workers from a template at all, or take a task's name. By default, everything.
+    fn validate(&self, _subject: Subject<'_>) -> Result<(), Refusal> {
         Ok(())
     }
 
-    /// What `check` proves of one template, asking the engine (the image is present, the pod
-    /// passes a dry run, the program is executable).
-    fn check_template(&self, template: &Template) -> Finding {
-        match self.accepts(template) {
-            Ok(()) => Finding::ok("usable"),
-            Err(why) => Finding::failed(why),
+    /// Validation's second step, asking the engine ([`Check`]). By default: the engine
+    /// answers; a template passes the first step; nothing to dry-run at startup.
+    fn check(&self, asked: Check<'_>) -> Vec<Finding> {
+        match asked {
+            Check::Engine => vec![Finding::of_health(self.health())],
+            Check::Template(t) => vec![Finding::of(self.validate(Subject::Template(t)), "usable")],
+            Check::Startup(_) => Vec::new(),
         }
     }
 
-    /// A dry run at startup of what creates of `template` will send (where the engine offers
-    /// one): `Err` is a configuration the engine will always refuse, and stops startup. An
-    /// engine that cannot be asked now is not a refusal (the controller starts and says so in
-    /// `/readiness`).
-    fn validate(&self, _template: &Template) -> Result<(), String> {
-        Ok(())
-    }
-
-    /// Whether the engine tells of changes to this controller's workers as they happen
-    /// ([`Backend::follow_changes`]); without, watchers rely on listing alone.
-    fn has_change_stream(&self) -> bool {
-        false
-    }
-
-    /// Follows the engine's change stream for this controller's workers, calling `changed`
-    /// after each change (it says whether to go on). Returns when `changed` says stop, when
-    /// the stream ends (the caller follows again, and lists: nothing is missed), or fails.
-    /// The events only say *which* worker changed (or that something did); what it is now is
-    /// read from the engine ([`Backend::worker`], or a list), so a stream that reconnects or
-    /// runs late can neither lose nor invent an event. Events that change nothing a list
-    /// shows (an exec, an unclaimed pool member) need not be told.
-    fn follow_changes(&self, _changed: &mut dyn FnMut(Change) -> bool) -> Result<(), BackendError> {
-        Ok(())
-    }
-
-    /// One worker this controller owns, as [`Backend::list`] would show it, read from the
-    /// engine now; `None` when it owns none by that id (any more). The watch source asks it
-    /// after each [`Change::Worker`]: one engine call instead of a list of every worker.
-    fn worker(&self, worker_id: &str) -> Result<Option<Worker>, BackendError> {
-        Ok(self.list()?.into_iter().find(|w| w.worker_id == worker_id))
-    }
-
-    /// Whether [`Backend::create`] refuses a second worker per task atomically in the engine.
-    fn atomic_task_uniqueness(&self) -> bool {
-        true
-    }
-
-    /// Refuses a task name this backend cannot take (one line why), before anything runs.
-    /// The operation layer has already checked what every backend requires.
-    fn check_task(&self, _task: &str) -> Result<(), String> {
-        Ok(())
-    }
-
-    /// Whether workers have an endpoint of their own, and so a token. Without one, `create`
-    /// hands out an empty token and none is generated.
-    fn workers_have_endpoints(&self) -> bool {
-        true
-    }
-
-    /// Every task workspace this controller owns, read from the engine (or the state file).
-    fn workspaces(&self) -> Result<Vec<TaskWorkspace>, BackendError> {
-        Ok(Vec::new())
-    }
-
-    /// Deletes the workspace of `task` in `scope`, returning it as it was;
-    /// [`BackendError::NotFound`] when there is none. The control layer has checked that no
-    /// worker of the task exists.
-    fn delete_workspace(&self, _scope: &str, _task: &str) -> Result<TaskWorkspace, BackendError> {
-        Err(BackendError::NotFound)
-    }
-
-    /// Notes that the last worker of `task` in `scope` has gone now (its workspace's last use),
-    /// when it has a workspace.
-    fn workspace_released(&self, _scope: &str, _task: &str) -> Result<(), BackendError> {
-        Ok(())
-    }
-
-    /// Whether this backend keeps warm pools ([`Backend::start_member`] and the rest below);
-    /// a template with `pool` on a backend without is refused by [`Backend::accepts`].
-    fn pools(&self) -> bool {
-        false
-    }
-
-    /// This controller's pool members that are not workers (unclaimed, or being claimed),
-    /// of every template, read from the engine. A claimed member is a worker, and only
-    /// [`Backend::list`] shows it.
-    fn pool_members(&self) -> Result<Vec<PoolMember>, BackendError> {
-        Ok(Vec::new())
-    }
-
-    /// Starts a member in its slot and waits until it answers its card as an unbound member
-    /// (one that does not speak the activation contract is removed and refused).
-    /// [`BackendError::WorkerExists`] when the slot is taken (another replica filled it).
-    fn start_member(&self, member: &MemberSpec) -> Result<(), BackendError> {
-        Err(BackendError::Internal(format!(
-            "the {} backend keeps no pools (member {})",
-            self.kind(),
-            member.name
-        )))
-    }
-
-    /// Binds `member` to `spec`'s task, atomically in the engine against every other create
-    /// of the task and every other claim of the member (from any replica), activates it, and
-    /// returns the worker, owned exactly like one created cold.
-    fn claim_member(
-        &self,
-        member: &PoolMember,
-        _spec: &CreateSpec,
-        _activation: &Activation,
-    ) -> Result<Worker, ClaimError> {
-        Err(ClaimError::Broken(format!(
-            "the {} backend keeps no pools (member {})",
-            self.kind(),
-            member.name
-        )))
-    }
-
-    /// Removes a member that is not a worker (drained, ended, stuck in a claim), and what an
-    /// interrupted claim left of it. A member that is gone already is not an error.
-    fn remove_member(&self, _member: &PoolMember) -> Result<(), BackendError> {
-        Ok(())
-    }
-
-    /// Removes what interrupted claims left behind that belongs to no member or worker
-    /// (Docker: bindings of containers that are gone); how many.
-    fn sweep_pool(&self) -> Result<usize, BackendError> {
-        Ok(0)
-    }
-
-    /// This controller's own address when it is one of several replicas of one deployment
-    /// (which [`Backend::replicas`] lists); `None` for a controller on its own.
-    fn replica(&self) -> Option<std::net::IpAddr> {
+    /// The engine's change stream, when it has one ([`Changes`]).
+    fn changes(&self) -> Option<&dyn Changes> {
         None
     }
 
-    /// The addresses of all the replicas that run now, this one included.
-    fn replicas(&self) -> Result<Vec<std::net::IpAddr>, BackendError> {
-        Ok(self.replica().into_iter().collect())
+    /// Task workspaces, when this backend keeps them ([`Workspaces`]); without, a template
+    /// with a `workspace` is refused by [`Backend::validate`].
+    fn workspaces(&self) -> Option<&dyn Workspaces> {
+        None
+    }
+
+    /// Warm pools, when this backend keeps them ([`Pools`]); without, a template with a
+    /// `pool` is refused when templates are read.
+    fn pools(&self) -> Option<&dyn Pools> {
+        None
     }
 }
 

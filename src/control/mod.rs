@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::backend::{
-    Backend, BackendError, CreateSpec, Metadata, Progress, Template, Worker, WorkerState,
+    Backend, BackendError, CreateSpec, Metadata, Progress, Subject, Template, Worker, WorkerState,
     DEFAULT_TEMPLATE,
 };
 use crate::metrics::Metrics;
@@ -321,8 +321,11 @@ impl Control {
         progress: Progress,
     ) -> (Outcome, String) {
         let failed = |e: ControlError| (Outcome::Failed(e), String::new());
-        if let Err(why) = self.backend.check_task(&task) {
-            return (Outcome::Rejected(ControlError::invalid(why)), String::new());
+        if let Err(refused) = self.backend.validate(Subject::Task(&task)) {
+            return (
+                Outcome::Rejected(ControlError::invalid(refused.why)),
+                String::new(),
+            );
         }
         if let Err(e) = self.workspace_room(caller, &task, &template) {
             return failed(e);
@@ -336,7 +339,8 @@ impl Control {
             Ok(ttl) => ttl,
             Err(e) => return (Outcome::Rejected(e), String::new()),
         };
-        let endpoints = self.backend.workers_have_endpoints();
+        let can = self.backend.capabilities();
+        let endpoints = can.endpoints;
         let ids = token::random_hex(6).and_then(|id| {
             let token = if endpoints {
                 Token::generate()?
@@ -354,7 +358,7 @@ impl Control {
                 ))
             }
         };
-        let _serial = if self.backend.atomic_task_uniqueness() {
+        let _serial = if can.atomic_task_uniqueness {
             None
         } else {
             Some(self.create_lock.lock().unwrap_or_else(|p| p.into_inner()))

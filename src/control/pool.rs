@@ -26,7 +26,7 @@ use ring::hmac;
 use crate::backend::labels;
 use crate::backend::{
     Activation, Backend, BackendError, ClaimError, CreateSpec, MemberSpec, MemberState, PoolMember,
-    Template, Worker,
+    Pools, Template, Worker,
 };
 use crate::metrics::Metrics;
 use crate::settings::templates::TemplatesFile;
@@ -158,6 +158,17 @@ impl PoolHandle {
 }
 
 impl Pool {
+    /// The backend's side of pools. A pool is started only for a backend that keeps them
+    /// (`lib.rs`), so the error is one no caller sees unless that changes.
+    fn engine(&self) -> Result<&dyn Pools, BackendError> {
+        self.backend.pools().ok_or_else(|| {
+            BackendError::Internal(format!(
+                "the {} backend keeps no warm pools",
+                self.backend.kind()
+            ))
+        })
+    }
+
     pub fn new(
         backend: Arc<dyn Backend>,
         templates: Arc<TemplatesFile>,
@@ -250,7 +261,11 @@ impl Pool {
                 secret: self.key.secret(&member.name, &member.nonce),
                 timeout: self.activation_timeout,
             };
-            match self.backend.claim_member(&member, spec, &activation) {
+            match self
+                .engine()
+                .map_err(ClaimError::Task)
+                .and_then(|pools| pools.claim_member(&member, spec, &activation))
+            {
                 Ok(worker) => {
                     self.poke();
                     return Some(Ok(worker));
@@ -328,7 +343,7 @@ impl Pool {
         if wanted.is_empty() && self.lock().found_members == Some(false) {
             return Ok(false);
         }
-        let mut members = self.backend.pool_members()?;
+        let mut members = self.engine()?.members()?;
         self.lock().found_members = Some(!members.is_empty());
         // Oldest first: of two members in one slot (two replicas filled it at once on an
         // engine whose names are not the slots, Kubernetes), the older stays.
@@ -402,7 +417,7 @@ impl Pool {
         }
         for (m, why) in &remove {
             log::info!("pool: removing member {} ({why})", m.name);
-            if let Err(e) = self.backend.remove_member(m) {
+            if let Err(e) = self.engine().and_then(|pools| pools.remove_member(m)) {
                 log::warn!("pool: member {} could not be removed: {e}", m.name);
             }
         }
@@ -438,7 +453,7 @@ impl Pool {
                 .retain(|t, _| wanted.contains_key(t.as_str()));
         }
         if sweep {
-            match self.backend.sweep_pool() {
+            match self.engine().and_then(|pools| pools.sweep()) {
                 Ok(0) => {}
                 Ok(n) => log::info!("pool: {n} bindings of claims that did not happen were swept"),
                 Err(e) => log::warn!("pool: bindings could not be swept: {e}"),
@@ -536,7 +551,7 @@ impl Pool {
             nonce,
             activation_sha256: token::hex(&crate::hash::sha256(secret.expose().as_bytes())),
         };
-        self.backend.start_member(&spec)
+        self.engine()?.start_member(&spec)
     }
 }
 

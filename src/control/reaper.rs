@@ -157,8 +157,7 @@ impl Control {
         };
         let now = time::now_millis();
         let past: Vec<_> = self
-            .backend
-            .workspaces()?
+            .owned_workspaces()?
             .into_iter()
             .filter(|s| {
                 time::parse_rfc3339_millis(&s.last_used)
@@ -178,7 +177,7 @@ impl Control {
                 continue;
             }
             let started = Instant::now();
-            let outcome = match self.backend.delete_workspace(&s.scope, &s.task) {
+            let outcome = match self.remove_workspace(&s.scope, &s.task) {
                 Ok(space) => {
                     log::info!(
                         "reaper: deleted the workspace {} of task {:?} (scope {}): unused since {}",
@@ -206,61 +205,22 @@ impl Control {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::Mutex;
+    use std::sync::atomic::Ordering;
 
     use super::*;
-    use crate::backend::{
-        Backend, BackendKind, CreateSpec, Logs, TaskWorkspace, Worker, WorkerState,
-    };
+    use crate::backend::fake::FakeBackend;
+    use crate::backend::TaskWorkspace;
     use crate::metrics::Metrics;
     use crate::settings::templates::{Template, TemplatesFile};
 
     /// One running worker (task `busy`), two workspaces unused for a day (`busy`'s and
     /// `idle`'s); every call counted.
-    #[derive(Default)]
-    struct Counted {
-        lists: AtomicUsize,
-        workspace_lists: AtomicUsize,
-        deleted: Mutex<Vec<String>>,
-    }
-
-    impl Backend for Counted {
-        fn kind(&self) -> BackendKind {
-            BackendKind::Docker
-        }
-        fn create(&self, _: &CreateSpec) -> Result<Worker, BackendError> {
-            Err(BackendError::NotFound)
-        }
-        fn list(&self) -> Result<Vec<Worker>, BackendError> {
-            self.lists.fetch_add(1, Ordering::SeqCst);
-            let mut w = Worker::new(
-                BackendKind::Docker,
-                "w1",
-                "busy",
-                WorkerState::Running,
-                "2026-12-01T00:00:00Z",
-            );
-            w.scope = "s".into();
-            Ok(vec![w])
-        }
-        fn stop(&self, _: &str) -> Result<Worker, BackendError> {
-            Err(BackendError::NotFound)
-        }
-        fn logs(&self, _: &str, _: u32) -> Result<Logs, BackendError> {
-            Err(BackendError::NotFound)
-        }
-        fn health(&self) -> Result<(), BackendError> {
-            Ok(())
-        }
-        fn workspaces(&self) -> Result<Vec<TaskWorkspace>, BackendError> {
-            self.workspace_lists.fetch_add(1, Ordering::SeqCst);
-            Ok(vec![unused_for_a_day("busy"), unused_for_a_day("idle")])
-        }
-        fn delete_workspace(&self, _: &str, task: &str) -> Result<TaskWorkspace, BackendError> {
-            self.deleted.lock().unwrap().push(task.into());
-            Ok(unused_for_a_day(task))
-        }
+    fn counted() -> Arc<FakeBackend> {
+        let backend = Arc::new(FakeBackend::default());
+        backend.add_by_hand("busy", "s");
+        *backend.workspaces.lock().unwrap() =
+            vec![unused_for_a_day("busy"), unused_for_a_day("idle")];
+        backend
     }
 
     fn unused_for_a_day(task: &str) -> TaskWorkspace {
@@ -277,7 +237,7 @@ mod tests {
         }
     }
 
-    fn control(backend: Arc<Counted>, ttl: Option<Duration>) -> Control {
+    fn control(backend: Arc<FakeBackend>, ttl: Option<Duration>) -> Control {
         let templates = TemplatesFile::fixed(
             Template::new("default", "img", 8080),
             Box::new(|_: &Template| Ok(())),
@@ -295,7 +255,7 @@ mod tests {
 
     #[test]
     fn a_pass_between_sweeps_is_one_list_and_a_sweep_spares_a_used_workspace() {
-        let backend = Arc::new(Counted::default());
+        let backend = counted();
         let c = control(Arc::clone(&backend), Some(Duration::from_secs(3600)));
         c.reap(false).unwrap();
         assert_eq!(backend.lists.load(Ordering::SeqCst), 1);
@@ -305,7 +265,7 @@ mod tests {
         c.reap(true).unwrap();
         assert_eq!(backend.lists.load(Ordering::SeqCst), 3);
         assert_eq!(backend.workspace_lists.load(Ordering::SeqCst), 1);
-        assert_eq!(*backend.deleted.lock().unwrap(), ["idle"]);
+        assert_eq!(*backend.deleted_workspaces.lock().unwrap(), ["idle"]);
     }
 
     #[test]

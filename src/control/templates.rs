@@ -98,9 +98,30 @@ impl Control {
         self
     }
 
+    /// Every workspace the backend keeps (none, for a backend that keeps none).
+    pub(super) fn owned_workspaces(&self) -> Result<Vec<TaskWorkspace>, BackendError> {
+        self.backend
+            .workspaces()
+            .map_or(Ok(Vec::new()), |spaces| spaces.owned())
+    }
+
+    /// Deletes the workspace of `task` in `scope` on the backend, returning it as it was;
+    /// [`BackendError::NotFound`] when there is none (or the backend keeps none).
+    pub(super) fn remove_workspace(
+        &self,
+        scope: &str,
+        task: &str,
+    ) -> Result<TaskWorkspace, BackendError> {
+        self.backend
+            .workspaces()
+            .map_or(Err(BackendError::NotFound), |spaces| {
+                spaces.delete(scope, task)
+            })
+    }
+
     /// The task workspaces, each with whether a worker of its task exists now.
     pub fn workspaces(&self) -> Result<Vec<TaskWorkspace>, BackendError> {
-        let mut spaces = self.backend.workspaces()?;
+        let mut spaces = self.owned_workspaces()?;
         if spaces.is_empty() {
             return Ok(spaces);
         }
@@ -129,15 +150,13 @@ impl Control {
             );
             return Err(e);
         }
-        self.backend
-            .delete_workspace(scope, task)
-            .map_err(|e| match e {
-                BackendError::NotFound => ControlError::new(
-                    ErrorCode::NotFound,
-                    format!("task {task:?} has no workspace (in this caller's scope)"),
-                ),
-                e => ControlError::from(e),
-            })
+        self.remove_workspace(scope, task).map_err(|e| match e {
+            BackendError::NotFound => ControlError::new(
+                ErrorCode::NotFound,
+                format!("task {task:?} has no workspace (in this caller's scope)"),
+            ),
+            e => ControlError::from(e),
+        })
     }
 
     /// The templates `caller` may create from, by name.
@@ -192,7 +211,7 @@ impl Control {
         let (Some(max), Some(_)) = (caller.max_workspaces, &template.workspace) else {
             return Ok(());
         };
-        let spaces = self.backend.workspaces().map_err(ControlError::from)?;
+        let spaces = self.owned_workspaces().map_err(ControlError::from)?;
         let mine: Vec<&TaskWorkspace> = spaces.iter().filter(|w| w.scope == caller.scope).collect();
         if mine.iter().any(|w| w.task == task) || mine.len() < max as usize {
             return Ok(());
@@ -208,7 +227,10 @@ impl Control {
 
     /// Notes a stopped worker's workspace as used until now (its TTL counts from here).
     pub(super) fn released(&self, worker: &Worker) {
-        if let Err(e) = self.backend.workspace_released(&worker.scope, &worker.task) {
+        let Some(spaces) = self.backend.workspaces() else {
+            return;
+        };
+        if let Err(e) = spaces.released(&worker.scope, &worker.task) {
             log::warn!(
                 "the workspace of task {:?} could not be marked as used now: {e}",
                 worker.task
@@ -281,7 +303,7 @@ impl Control {
             self.released(&worker);
             return completed(&super::OneWorker { worker }, None, 0);
         }
-        let workspace = match self.backend.delete_workspace(&worker.scope, &worker.task) {
+        let workspace = match self.remove_workspace(&worker.scope, &worker.task) {
             Ok(space) => Some(space),
             Err(BackendError::NotFound) => None,
             Err(e) => {

@@ -19,7 +19,7 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 
 use super::Filter;
-use crate::backend::{Backend, Change, Worker};
+use crate::backend::{Backend, Change, Changes, Worker};
 use crate::time::{now_millis, rfc3339_millis};
 
 /// How often the workers are listed while someone watches.
@@ -255,7 +255,7 @@ impl Hub {
                     "cannot start the watch source: {e}"
                 )));
             }
-            if self.backend.has_change_stream() && !state.following {
+            if self.backend.changes().is_some() && !state.following {
                 state.following = true;
                 let hub = Arc::clone(self);
                 let spawned = thread::Builder::new()
@@ -320,17 +320,22 @@ impl Hub {
     /// the source list. After a reconnect it lists too (what happened meanwhile).
     fn follow(&self) {
         loop {
-            if !self.lock().running {
-                self.lock().following = false;
-                return;
-            }
-            let followed = self.backend.follow_changes(&mut |change| {
+            let changes = match self.backend.changes() {
+                Some(changes) if self.lock().running => changes,
+                _ => {
+                    self.lock().following = false;
+                    return;
+                }
+            };
+            let followed = changes.follow(&mut |change| {
                 let mut state = self.lock();
                 if !state.running {
                     return false;
                 }
                 let looked = match change {
-                    Change::Worker(id) if state.known.is_some() => self.look_at(&mut state, &id),
+                    Change::Worker(id) if state.known.is_some() => {
+                        self.look_at(changes, &mut state, &id)
+                    }
                     _ => Err(String::new()),
                 };
                 if let Err(why) = looked {
@@ -352,8 +357,13 @@ impl Hub {
     }
 
     /// Reads one worker the engine said changed, and tells the watchers what did.
-    fn look_at(&self, state: &mut State, worker_id: &str) -> Result<usize, String> {
-        let now = self.backend.worker(worker_id).map_err(|e| e.to_string())?;
+    fn look_at(
+        &self,
+        changes: &dyn Changes,
+        state: &mut State,
+        worker_id: &str,
+    ) -> Result<usize, String> {
+        let now = changes.worker(worker_id).map_err(|e| e.to_string())?;
         let known = state.known.as_mut().ok_or_else(String::new)?;
         let event = match now {
             Some(w) => {
@@ -495,54 +505,20 @@ impl Hub {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::AtomicUsize;
-
     use super::*;
-    use crate::backend::{BackendError, BackendKind, CreateSpec, Logs, WorkerState};
-
-    /// A backend whose every list holds one more worker than the last.
-    #[derive(Default)]
-    struct Growing(AtomicUsize);
-
-    impl Backend for Growing {
-        fn kind(&self) -> BackendKind {
-            BackendKind::Docker
-        }
-        fn create(&self, _: &CreateSpec) -> Result<Worker, BackendError> {
-            Err(BackendError::NotFound)
-        }
-        fn list(&self) -> Result<Vec<Worker>, BackendError> {
-            let n = self.0.fetch_add(1, Ordering::SeqCst);
-            Ok((0..n)
-                .map(|i| {
-                    Worker::new(
-                        BackendKind::Docker,
-                        format!("w{i}"),
-                        format!("t{i}"),
-                        WorkerState::Running,
-                        "2026-12-01T00:00:00Z",
-                    )
-                })
-                .collect())
-        }
-        fn stop(&self, _: &str) -> Result<Worker, BackendError> {
-            Err(BackendError::NotFound)
-        }
-        fn logs(&self, _: &str, _: u32) -> Result<Logs, BackendError> {
-            Err(BackendError::NotFound)
-        }
-        fn health(&self) -> Result<(), BackendError> {
-            Ok(())
-        }
-    }
+    use crate::backend::fake::FakeBackend;
+    use crate::backend::{BackendKind, WorkerState};
 
     #[test]
     fn a_watcher_that_does_not_read_is_cut_off_and_the_others_go_on() {
-        let hub = Hub::new(Arc::new(Growing::default()), 4);
+        // Every list holds one more worker than the last.
+        let backend = Arc::new(FakeBackend::default());
+        let hub = Hub::new(backend.clone(), 4);
         let idle = hub.subscribe(Filter::default()).unwrap();
         let reader = hub.subscribe(Filter::default()).unwrap();
         let mut heard = 0;
-        for _ in 0..BACKLOG + 10 {
+        for i in 0..BACKLOG + 10 {
+            backend.add_by_hand(&format!("t{i}"), "s");
             let mut state = hub.lock();
             hub.refresh(&mut state).unwrap();
             drop(state);
@@ -571,7 +547,7 @@ mod tests {
 
     #[test]
     fn at_most_max_watchers_and_a_gone_one_frees_its_place() {
-        let hub = Hub::new(Arc::new(Growing::default()), 2);
+        let hub = Hub::new(Arc::new(FakeBackend::default()), 2);
         let a = hub.subscribe(Filter::default()).unwrap();
         let _b = hub.subscribe(Filter::default()).unwrap();
         assert!(matches!(
@@ -580,16 +556,6 @@ mod tests {
         ));
         drop(a);
         assert!(hub.subscribe(Filter::default()).is_ok());
-    }
-
-    /// A backend with a change stream the test drives: its workers are what the test put
-    /// in, and it records which workers it was asked for one by one.
-    #[derive(Default)]
-    struct Streaming {
-        workers: Mutex<BTreeMap<String, Worker>>,
-        changes: Mutex<Option<std::sync::mpsc::Receiver<Change>>>,
-        looked_at: Mutex<Vec<String>>,
-        refuse_looks: AtomicBool,
     }
 
     fn worker(id: &str, state: WorkerState) -> Worker {
@@ -602,74 +568,24 @@ mod tests {
         )
     }
 
-    impl Backend for Streaming {
-        fn kind(&self) -> BackendKind {
-            BackendKind::Docker
-        }
-        fn create(&self, _: &CreateSpec) -> Result<Worker, BackendError> {
-            Err(BackendError::NotFound)
-        }
-        fn list(&self) -> Result<Vec<Worker>, BackendError> {
-            Ok(self.workers.lock().unwrap().values().cloned().collect())
-        }
-        fn worker(&self, id: &str) -> Result<Option<Worker>, BackendError> {
-            self.looked_at.lock().unwrap().push(id.to_string());
-            if self.refuse_looks.load(Ordering::SeqCst) {
-                return Err(BackendError::Unavailable("not now".into()));
-            }
-            Ok(self.workers.lock().unwrap().get(id).cloned())
-        }
-        fn stop(&self, _: &str) -> Result<Worker, BackendError> {
-            Err(BackendError::NotFound)
-        }
-        fn logs(&self, _: &str, _: u32) -> Result<Logs, BackendError> {
-            Err(BackendError::NotFound)
-        }
-        fn health(&self) -> Result<(), BackendError> {
-            Ok(())
-        }
-        fn has_change_stream(&self) -> bool {
-            true
-        }
-        fn follow_changes(
-            &self,
-            changed: &mut dyn FnMut(Change) -> bool,
-        ) -> Result<(), BackendError> {
-            let Some(changes) = self.changes.lock().unwrap().take() else {
-                thread::sleep(Duration::from_millis(50));
-                return Ok(());
-            };
-            for c in changes.iter() {
-                if !changed(c) {
-                    break;
-                }
-            }
-            Ok(())
-        }
-    }
-
     #[test]
     fn a_change_tied_to_one_worker_reads_that_worker_and_tells_it_in_order() {
-        let backend = Arc::new(Streaming::default());
+        // A change stream the test drives: its workers are what the test put in, and it
+        // records which workers it was asked for one by one.
+        let backend = Arc::new(FakeBackend::default());
+        backend.streaming.store(true, Ordering::SeqCst);
         let (tell, changes) = std::sync::mpsc::channel();
         *backend.changes.lock().unwrap() = Some(changes);
-        backend
-            .workers
-            .lock()
-            .unwrap()
-            .insert("w1".into(), worker("w1", WorkerState::Running));
+        backend.put(worker("w1", WorkerState::Running));
         let hub = Hub::new(backend.clone(), 4);
         let sub = hub.subscribe(Filter::default()).unwrap();
         assert_eq!(sub.snapshot.len(), 2, "w1 and synced");
         let next = || sub.recv_timeout(Duration::from_secs(10)).unwrap();
 
         // It ends: the one worker is read, and its change told.
-        let set = |id: &str, w: Option<Worker>| {
-            let mut workers = backend.workers.lock().unwrap();
-            match w {
-                Some(w) => workers.insert(id.to_string(), w),
-                None => workers.remove(id),
-            };
+        let set = |id: &str, w: Option<Worker>| match w {
+            Some(w) => backend.put(w),
+            None => backend.remove_by_hand(id),
         };
         let mut exited = worker("w1", WorkerState::Exited);
         exited.reason = "exited with code 137".into();

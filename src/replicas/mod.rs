@@ -1,7 +1,7 @@
 //! Several replicas behind one Service, answering every A2A call alike.
 //!
 //! A replica keeps the tasks it ran in its own memory. When it runs as one of several
-//! (`A2A_REPLICA_IP` set, and a backend that lists the replicas), the task ids it mints name it:
+//! (`K8S_REPLICA_IP` set: a [`Discovery`] lists the replicas), the task ids it mints name it:
 //! `<uuid>.<ip>` with the IP's dots (or colons) written as `-`. A call on a task another replica
 //! holds (`GetTask`, `CancelTask`, `SubscribeToTask`, the push-config methods) is relayed to that
 //! replica, by its IP, with the caller's own request and credentials, so the replica that holds
@@ -9,11 +9,14 @@
 //! A relayed call is relayed no further.
 //!
 //! A task id is the caller's to write, so an id never sends anything anywhere by itself: only
-//! an IP the backend lists as a replica right now is relayed to (the list is cached for
+//! an IP the replicas' [`Discovery`] lists right now is relayed to (the list is cached for
 //! [`FRESH`], and read again before an IP is called gone). An IP no replica has is a replica
 //! that is gone, and its tasks with it: `TaskNotFound` says so.
 
+pub mod discovery;
 pub mod relay;
+
+pub use self::discovery::Discovery;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Mutex;
@@ -30,7 +33,7 @@ pub const REREAD: Duration = Duration::from_millis(250);
 /// arrives.
 pub const RELAYED_BY: &str = "A2A-Relayed-By";
 
-/// Where the replicas are read from (the backend's list of the controller's own pods).
+/// Where the replicas are read from ([`Discovery::replicas`], in the controller).
 pub type Source = Box<dyn Fn() -> Result<Vec<IpAddr>, String> + Send + Sync>;
 
 /// Where a task named by its id lives.

@@ -4,10 +4,48 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 
 use super::error::Error;
+use super::raw::Raw;
+use super::types::{
+    BackendSettings, ContainerSettings, DockerSettings, K8sSettings, LocalSettings, ReplicaSettings,
+};
 use super::values::{check_image, expand_home, http_url, invalid, parse_bytes};
-use super::{ContainerSettings, DockerSettings, K8sSettings, LocalSettings, Raw, ReplicaSettings};
 
 impl Raw {
+    /// The selected backend's settings.
+    pub(super) fn backend(&self, warnings: &mut Vec<String>) -> Result<BackendSettings, Error> {
+        // The backend's own settings are read (and required) only for the backend selected.
+        match self.get("BACKEND").as_str() {
+            "docker" => Ok(BackendSettings::Docker {
+                container: self.container()?,
+                docker: self.docker()?,
+            }),
+            "k8s" | "kubernetes" | "k3s" => {
+                let mut container = self.container()?;
+                // The compiled-in default (host.docker.internal) is Docker's name for the
+                // host: no cluster has it. Pods get the variable only when it is set.
+                if self
+                    .0
+                    .get("WORKER_ANTHROPIC_BASE_URL")
+                    .is_none_or(|v| v.trim().is_empty())
+                {
+                    container.anthropic_base_url = String::new();
+                    warnings.push(
+                        "WORKER_ANTHROPIC_BASE_URL is not set: worker pods get no ANTHROPIC_BASE_URL (the default, http://host.docker.internal:8788, does not exist in a cluster); set it to the model gateway's in-cluster URL".into(),
+                    );
+                }
+                Ok(BackendSettings::K8s {
+                    container,
+                    k8s: self.k8s()?,
+                })
+            }
+            "local" => Ok(BackendSettings::Local(self.local()?)),
+            other => Err(invalid(
+                "BACKEND",
+                format!("{other:?} is not one of docker, k8s, local"),
+            )),
+        }
+    }
+
     pub(super) fn container(&self) -> Result<ContainerSettings, Error> {
         let image = self.required("WORKER_IMAGE", " for the docker and k8s backends")?;
         check_image(&image)?;

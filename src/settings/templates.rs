@@ -28,8 +28,9 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::types::{BackendSettings, Lifetime, Settings};
 use super::values::parse_bytes;
-use super::{Lifetime, Watched};
+use super::watched::Watched;
 use crate::time::{duration_text, parse_duration};
 
 /// The template a create without `"template"` gets.
@@ -496,7 +497,7 @@ pub fn parse_quantity(text: &str) -> Option<u64> {
 
 fn check_image(image: &str) -> Result<(), String> {
     super::values::check_image(image).map_err(|e| match e {
-        super::Error::Invalid { reason, .. } => reason,
+        super::error::Error::Invalid { reason, .. } => reason,
         other => other.to_string(),
     })
 }
@@ -543,7 +544,7 @@ fn check_network(n: &str) -> Result<(), String> {
 pub fn extra_env(t: &Template) -> Result<Vec<(String, String)>, String> {
     let mut env = t.env.clone();
     for (name, path) in &t.env_files {
-        let (value, _) = super::read_secret_file(path)
+        let (value, _) = crate::secret_file::read_secret_file(path)
             .map_err(|why| format!("template {:?}: env_files {name}: {why}", t.name))?;
         env.push((name.clone(), value));
     }
@@ -614,6 +615,35 @@ impl TemplatesFile {
                 current.len()
             ),
         }
+    }
+}
+
+/// The settings' own template: `default`.
+impl Settings {
+    /// The template `default` as the settings describe it (what every worker was before
+    /// templates existed).
+    pub fn default_template(&self) -> Template {
+        let mut t = Template::new(DEFAULT_TEMPLATE, "", 0);
+        t.lifetime = self.lifetime;
+        t.pool = self.pool;
+        match &self.backend {
+            BackendSettings::Docker { container, docker } => {
+                t.image = container.image.clone();
+                t.port = container.port;
+                t.memory_bytes = container.memory_bytes;
+                t.nano_cpus = container.nano_cpus;
+                t.pids_limit = docker.pids_limit;
+                t.network = docker.network.clone();
+            }
+            BackendSettings::K8s { container, .. } => {
+                t.image = container.image.clone();
+                t.port = container.port;
+                t.memory_bytes = container.memory_bytes;
+                t.nano_cpus = container.nano_cpus;
+            }
+            BackendSettings::Local(local) => t.command = local.command.clone(),
+        }
+        t
     }
 }
 

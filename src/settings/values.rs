@@ -117,6 +117,37 @@ pub(super) fn is_hostname(s: &str) -> bool {
         })
 }
 
+/// A controller id: 1-63 characters of `[A-Za-z0-9_.-]`, starting and ending alphanumeric
+/// (it is part of every label and name the controller gives).
+pub(super) fn controller_id(name: &'static str, id: String) -> Result<String, Error> {
+    let edge_ok = |b: Option<&u8>| b.is_some_and(|b| b.is_ascii_alphanumeric());
+    let fits = !id.is_empty()
+        && id.len() <= 63
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        && edge_ok(id.as_bytes().first())
+        && edge_ok(id.as_bytes().last());
+    if !fits {
+        return Err(invalid(
+            name,
+            format!("{id:?} must be 1-63 characters of [A-Za-z0-9_.-], starting and ending alphanumeric"),
+        ));
+    }
+    Ok(id)
+}
+
+/// A Sentry DSN: `https://KEY@HOST/PROJECT` (or http).
+pub(super) fn sentry_dsn(name: &'static str, dsn: String) -> Result<String, Error> {
+    if !(dsn.starts_with("https://") || dsn.starts_with("http://")) || !dsn.contains('@') {
+        return Err(invalid(
+            name,
+            "it must look like https://KEY@HOST/PROJECT".into(),
+        ));
+    }
+    Ok(dsn)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,7 +16,17 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "leaf utilities",
         &[
-            "time", "token", "hash", "json", "metrics", "sentry", "malloc", "pem",
+            "time",
+            "token",
+            "hash",
+            "json",
+            "metrics",
+            "sentry",
+            "malloc",
+            "pem",
+            "secret_file",
+            // A seam of its own, which whatever lists replicas implements (k8s does).
+            "replicas::discovery",
         ],
     ),
     (
@@ -28,6 +38,9 @@ const LAYERS: &[(&str, &[&str])] = &[
             "ui",
             "a2a::types",
             "settings",
+            "settings::types",
+            "settings::raw",
+            "settings::auth",
             "settings::specs",
             "settings::values",
             "settings::backends",
@@ -37,9 +50,14 @@ const LAYERS: &[(&str, &[&str])] = &[
         ],
     ),
     (
-        "backend seam and backends",
+        "backend seam, its abilities and backends",
         &[
             "backend",
+            "backend::validation",
+            "backend::changes",
+            "backend::workspaces",
+            "backend::pools",
+            "backend::fake",
             "backend::probe",
             "backend::labels",
             "backend::worker_env",
@@ -48,13 +66,18 @@ const LAYERS: &[(&str, &[&str])] = &[
             "backend::members",
             "backend::docker",
             "backend::docker::engine",
+            "backend::docker::wire",
+            "backend::docker::create",
+            "backend::docker::status",
             "backend::docker::unix_socket",
             "backend::docker::workspace",
             "backend::docker::pool",
             "backend::docker::ended",
+            "backend::docker::check",
             "backend::docker::watcher",
             "backend::k8s",
             "backend::k8s::api",
+            "backend::k8s::create",
             "backend::k8s::pod",
             "backend::k8s::status",
             "backend::k8s::watch",
@@ -62,13 +85,17 @@ const LAYERS: &[(&str, &[&str])] = &[
             "backend::k8s::refusals",
             "backend::k8s::workspace",
             "backend::k8s::pool",
+            "backend::k8s::replicas",
             "backend::local",
             "backend::local::store",
+            "backend::local::create",
+            "backend::local::status",
             "backend::local::command",
             "backend::local::task",
             "backend::local::gui",
             "backend::local::wezterm",
             "backend::local::workspaces",
+            "backend::local::check",
         ],
     ),
     (
@@ -121,7 +148,16 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("routes", &["routes"]),
     (
         "composition root and the command line",
-        &["crate", "main", "cli", "cli::client", "cli::output"],
+        &[
+            "crate",
+            "main",
+            "cli",
+            "cli::flags",
+            "cli::request",
+            "cli::check",
+            "cli::client",
+            "cli::output",
+        ],
     ),
 ];
 
@@ -473,5 +509,146 @@ fn nothing_above_the_seam_names_a_backend() {
             .all(|t| !BACKENDS.contains(&t.as_str())),
         "{:?}",
         graph["backend"]
+    );
+}
+
+/// The abilities a backend may have, each a small trait beside the seam.
+const ABILITIES: &[&str] = &[
+    "backend::validation",
+    "backend::changes",
+    "backend::workspaces",
+    "backend::pools",
+];
+
+#[test]
+fn the_abilities_beside_the_seam_name_no_backend_and_nothing_uses_the_fake() {
+    let graph = module_graph();
+    for ability in ABILITIES {
+        let named: Vec<&String> = graph[*ability]
+            .iter()
+            .filter(|t| {
+                BACKENDS
+                    .iter()
+                    .any(|b| t == b || t.starts_with(&format!("{b}::")))
+            })
+            .collect();
+        assert!(named.is_empty(), "{ability} names a backend: {named:?}");
+    }
+    // The seam re-exports each ability: one door to everything a backend may do.
+    for ability in ABILITIES {
+        assert!(
+            graph["backend"].contains(*ability),
+            "backend/mod.rs does not re-export {ability}"
+        );
+    }
+    let users: Vec<&String> = graph
+        .iter()
+        .filter(|(from, targets)| *from != "backend" && targets.contains("backend::fake"))
+        .map(|(from, _)| from)
+        .collect();
+    assert!(
+        users.is_empty(),
+        "the test double is for tests only, yet these modules use it: {users:?}"
+    );
+}
+
+#[test]
+fn the_backend_trait_stays_small() {
+    let text = std::fs::read_to_string(src().join("backend/mod.rs")).unwrap();
+    let start = text
+        .find("pub trait Backend: Send + Sync {")
+        .expect("the seam's trait");
+    let body = &text[start..];
+    let body = &body[..body.find("\n}\n").expect("its end")];
+    let methods: Vec<&str> = body
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("fn "))
+        .collect();
+    assert!(
+        methods.len() <= 12,
+        "Backend has {} methods; a new ability is a trait of its own beside the seam (backend/changes.rs, workspaces.rs, pools.rs show how): {methods:?}",
+        methods.len()
+    );
+    assert!(methods.len() >= 7, "the scan found the trait: {methods:?}");
+}
+
+/// The files the layout map in docs/development.md names, as paths below `src/`: a line that
+/// starts with `src/DIR/` names the `.rs` files after it (and on its continuation lines) in
+/// that folder; a path that starts with `src/` is one file itself; bare names on a line whose
+/// first path is a file (`src/main.rs, lib.rs`) are beside it. After `sub/` in a folder's
+/// lines, a name is in `sub/` when such a file exists there, else in the folder.
+fn files_in_the_layout_map() -> BTreeSet<String> {
+    let doc = std::fs::read_to_string(src().join("../docs/development.md")).unwrap();
+    let start = doc
+        .find("## Architecture")
+        .expect("the Architecture section");
+    let block = &doc[start..];
+    let open = block.find("```text\n").expect("its map") + "```text\n".len();
+    let map = &block[open..open + block[open..].find("```").expect("the map's end")];
+    let mut named = BTreeSet::new();
+    let (mut dir, mut sub) = (String::new(), String::new());
+    for line in map.lines() {
+        let words: Vec<&str> = line
+            .split(|c: char| c.is_whitespace() || ",;:()".contains(c))
+            .filter(|w| !w.is_empty())
+            .collect();
+        if let Some(first) = words.first().filter(|w| w.starts_with("src/")) {
+            let first = first.trim_start_matches("src/");
+            dir = match first.rfind('/') {
+                Some(end) => first[..=end].to_string(),
+                None => String::new(),
+            };
+            sub.clear();
+            if first.ends_with(".rs") {
+                named.insert(first.to_string());
+            }
+        }
+        for w in words.iter().filter(|w| !w.starts_with("src/")) {
+            if w.ends_with('/')
+                && w.chars()
+                    .all(|c| c.is_ascii_lowercase() || c == '_' || c == '/')
+            {
+                sub = w.to_string();
+            } else if w.ends_with(".rs")
+                && w.chars()
+                    .all(|c| c.is_ascii_lowercase() || c == '_' || c == '.')
+            {
+                let in_sub = format!("{dir}{sub}{w}");
+                let here = format!("{dir}{w}");
+                named.insert(if !sub.is_empty() && src().join(&in_sub).exists() {
+                    in_sub
+                } else {
+                    here
+                });
+            }
+        }
+    }
+    named
+}
+
+#[test]
+fn the_layout_map_in_the_docs_names_every_file_and_only_real_ones() {
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    let tree: BTreeSet<String> = files
+        .iter()
+        .map(|p| {
+            p.strip_prefix(src())
+                .unwrap()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    let map = files_in_the_layout_map();
+    let unnamed: Vec<&String> = tree.difference(&map).collect();
+    let missing: Vec<&String> = map.difference(&tree).collect();
+    assert!(
+        unnamed.is_empty(),
+        "files of src/ that docs/development.md's layout map does not name: {unnamed:?}"
+    );
+    assert!(
+        missing.is_empty(),
+        "files docs/development.md's layout map names that do not exist: {missing:?}"
     );
 }

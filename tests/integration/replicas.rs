@@ -1,7 +1,7 @@
 //! Two replicas behind one Service (issue 29): every call on a task answers alike whichever
 //! replica it reaches. Two real controllers on real sockets, at 127.0.0.2 and 127.0.0.3 on one
-//! port (as two pods on their pod IPs), sharing one backend test double that lists them as
-//! the replicas; each request on a fresh connection, alternating replicas. Linux only: other
+//! port (as two pods on their pod IPs), sharing one backend test double, each with a discovery that
+//! lists them both as the replicas; each request on a fresh connection, alternating replicas. Linux only: other
 //! systems have no 127.0.0.2 without configuration.
 #![cfg(target_os = "linux")]
 
@@ -9,9 +9,8 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use a2a_worker_controller::backend::{
-    Backend, BackendError, BackendKind, CreateSpec, Logs, Worker,
-};
+use a2a_worker_controller::backend::Backend;
+use a2a_worker_controller::replicas::Discovery;
 use serde_json::{json, Value};
 
 use crate::callers::{callers_file, ALICE, BOB};
@@ -20,36 +19,17 @@ use crate::support::{
     call, call_with, message, reply_data, request, settings, FakeBackend, HttpResponse,
 };
 
-/// One replica's view of the shared test double: itself, and the replicas listed.
+/// One replica's discovery: itself, and the replicas listed (shared by both).
 struct Replica {
-    inner: Arc<FakeBackend>,
     own: IpAddr,
     listed: Arc<Mutex<Vec<IpAddr>>>,
 }
 
-impl Backend for Replica {
-    fn kind(&self) -> BackendKind {
-        self.inner.kind()
+impl Discovery for Replica {
+    fn own(&self) -> IpAddr {
+        self.own
     }
-    fn create(&self, spec: &CreateSpec) -> Result<Worker, BackendError> {
-        self.inner.create(spec)
-    }
-    fn list(&self) -> Result<Vec<Worker>, BackendError> {
-        self.inner.list()
-    }
-    fn stop(&self, worker_id: &str) -> Result<Worker, BackendError> {
-        self.inner.stop(worker_id)
-    }
-    fn logs(&self, worker_id: &str, lines: u32) -> Result<Logs, BackendError> {
-        self.inner.logs(worker_id, lines)
-    }
-    fn health(&self) -> Result<(), BackendError> {
-        self.inner.health()
-    }
-    fn replica(&self) -> Option<IpAddr> {
-        Some(self.own)
-    }
-    fn replicas(&self) -> Result<Vec<IpAddr>, BackendError> {
+    fn replicas(&self) -> Result<Vec<IpAddr>, String> {
         Ok(self.listed.lock().unwrap().clone())
     }
 }
@@ -97,11 +77,11 @@ impl Pair {
                         "-push-allow=127.0.0.1/32",
                     ]);
                     let replica = Arc::new(Replica {
-                        inner: Arc::clone(&backend),
                         own: ip(own),
                         listed: Arc::clone(&listed),
                     });
-                    running.push(a2a_worker_controller::start(&s, replica).ok()?);
+                    let shared = Arc::clone(&backend) as Arc<dyn Backend>;
+                    running.push(a2a_worker_controller::start_replica(&s, shared, replica).ok()?);
                 }
                 Some((port, running))
             })

@@ -1,41 +1,16 @@
-//! What the A2A fuzz targets share: a backend that refuses everything (nothing is created
-//! while fuzzing), the service over it (with a pusher that delivers nothing), and a sink that
+//! What the A2A fuzz targets share: the backend test double refusing every create (nothing
+//! is created while fuzzing), the service over it (with a pusher that delivers nothing), and a sink that
 //! collects a stream.
 use std::sync::{Arc, OnceLock};
 
 use a2a_worker_controller::a2a::{Service, TaskStore};
-use a2a_worker_controller::backend::{
-    Backend, BackendError, BackendKind, CreateSpec, Logs, Worker,
-};
+use a2a_worker_controller::backend::fake::FakeBackend;
 use a2a_worker_controller::control::Control;
 use a2a_worker_controller::http::Sink;
 use a2a_worker_controller::push::Pusher;
 use a2a_worker_controller::settings::templates::{Template, TemplatesFile, DEFAULT_TEMPLATE};
 use a2a_worker_controller::settings::PushSettings;
 use a2a_worker_controller::testing::Metrics;
-
-struct Refuses;
-
-impl Backend for Refuses {
-    fn kind(&self) -> BackendKind {
-        BackendKind::Docker
-    }
-    fn create(&self, _: &CreateSpec) -> Result<Worker, BackendError> {
-        Err(BackendError::Unavailable("fuzzing".into()))
-    }
-    fn list(&self) -> Result<Vec<Worker>, BackendError> {
-        Ok(Vec::new())
-    }
-    fn stop(&self, _: &str) -> Result<Worker, BackendError> {
-        Err(BackendError::NotFound)
-    }
-    fn logs(&self, _: &str, _: u32) -> Result<Logs, BackendError> {
-        Err(BackendError::NotFound)
-    }
-    fn health(&self) -> Result<(), BackendError> {
-        Ok(())
-    }
-}
 
 pub fn service() -> Arc<Service> {
     static S: OnceLock<Arc<Service>> = OnceLock::new();
@@ -46,8 +21,13 @@ pub fn service() -> Arc<Service> {
             Box::new(|_| Ok(())),
         )
         .expect("a plain template");
+        // The test double, refusing every create: nothing is created while fuzzing.
+        let refuses = FakeBackend::default();
+        refuses
+            .refuse_creates
+            .store(true, std::sync::atomic::Ordering::SeqCst);
         let control = Arc::new(Control::new(
-            Arc::new(Refuses),
+            Arc::new(refuses),
             Arc::clone(&metrics),
             None,
             0,

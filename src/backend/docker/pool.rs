@@ -24,14 +24,13 @@
 
 use serde_json::{json, Value};
 
-use super::engine::Summary;
+use super::wire::Summary;
 use super::{engine_error, is_name_conflict, DockerBackend};
-use crate::backend::api_call;
 use crate::backend::labels::{self, MemberLabels, Ours, Owned};
 use crate::backend::members::{self, IMAGE_LABEL};
 use crate::backend::{
     worker_env, Activation, BackendError, BackendKind, ClaimError, CreateSpec, MemberSpec,
-    MemberState, PoolMember, Template, Worker, WorkerState,
+    MemberState, PoolMember, Pools, Template, Worker, WorkerState,
 };
 
 /// A claimed member's binding: which member (and nonce) it binds, and the worker it makes.
@@ -197,42 +196,25 @@ impl DockerBackend {
             })
     }
 
-    pub(super) fn start_pool_member(&self, m: &MemberSpec) -> Result<(), BackendError> {
-        let t = &m.template;
-        let host_port = self.host_port(t)?;
-        let url = self.url_for(&m.name, t.port, host_port);
-        let id = match self
-            .engine
-            .create(&m.name, &self.member_config(m, host_port))
-        {
-            Ok(id) => id,
-            Err(e) if e.status() == Some(404) => {
-                return Err(BackendError::ImageNotFound(t.image.clone()))
-            }
-            Err(e) if is_name_conflict(&e) => {
-                return Err(BackendError::WorkerExists {
-                    worker_id: String::new(),
-                    state: WorkerState::Starting,
-                })
-            }
-            Err(e) => return Err(engine_error(e)),
-        };
-        let started = self.engine.start(&id).map_err(engine_error).and_then(|()| {
-            if self.probe.disabled() {
-                return Ok(());
-            }
-            self.wait_ready(&id, &url, t)?;
-            let base = self.reach(&id, t, &url)?;
-            members::check_member(&base, &t.image)
-        });
-        if let Err(e) = started {
-            self.remove_quietly(&id);
-            return Err(e);
+    /// Whether image `t.image` says it speaks the activation contract: `Ok(None)` yes (or no
+    /// pool asked), `Ok(Some(why))` no, `Err` the engine could not say.
+    pub(super) fn pool_image_refusal(&self, t: &Template) -> Result<Option<String>, BackendError> {
+        if t.pool == 0 {
+            return Ok(None);
         }
-        Ok(())
+        match self.engine.image_labels(&t.image).map_err(engine_error)? {
+            None => Ok(None),
+            Some(l) if l.get(IMAGE_LABEL).map(String::as_str) == Some("v1") => Ok(None),
+            Some(_) => Ok(Some(format!(
+                "pool: image {} does not say it speaks the activation contract (image label {IMAGE_LABEL}=v1), so template {:?} cannot keep a pool",
+                t.image, t.name
+            ))),
+        }
     }
+}
 
-    pub(super) fn pool_member_list(&self) -> Result<Vec<PoolMember>, BackendError> {
+impl Pools for DockerBackend {
+    fn members(&self) -> Result<Vec<PoolMember>, BackendError> {
         let listing = self
             .engine
             .list(&labels::member_selector(&self.controller_id))
@@ -291,112 +273,53 @@ impl DockerBackend {
         Ok(out)
     }
 
-    pub(super) fn claim_pool_member(
+    fn start_member(&self, m: &MemberSpec) -> Result<(), BackendError> {
+        let t = &m.template;
+        let host_port = self.host_port(t)?;
+        let url = self.url_for(&m.name, t.port, host_port);
+        let id = match self
+            .engine
+            .create(&m.name, &self.member_config(m, host_port))
+        {
+            Ok(id) => id,
+            Err(e) if e.status() == Some(404) => {
+                return Err(BackendError::ImageNotFound(t.image.clone()))
+            }
+            Err(e) if is_name_conflict(&e) => {
+                return Err(BackendError::WorkerExists {
+                    worker_id: String::new(),
+                    state: WorkerState::Starting,
+                })
+            }
+            Err(e) => return Err(engine_error(e)),
+        };
+        let started = self.engine.start(&id).map_err(engine_error).and_then(|()| {
+            if self.probe.disabled() {
+                return Ok(());
+            }
+            self.wait_ready(&id, &url, t)?;
+            let base = self.reach(&id, t, &url)?;
+            members::check_member(&base, &t.image)
+        });
+        if let Err(e) = started {
+            self.remove_quietly(&id);
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    fn claim_member(
         &self,
         member: &PoolMember,
         spec: &CreateSpec,
         activation: &Activation,
     ) -> Result<Worker, ClaimError> {
-        let t = &spec.template;
-        let target = labels::container_name(&self.controller_id, &spec.scope, &spec.task);
-        let a2a_url = match &t.network {
-            Some(_) => self.url_for(&target, t.port, None),
-            None if member.address.is_empty() => {
-                return Err(ClaimError::Broken(format!(
-                    "member {} has no published port",
-                    member.name
-                )))
-            }
-            None => member.address.clone(),
-        };
-        let env = worker_env::environment(
-            spec,
-            &a2a_url,
-            &self.container,
-            self.anthropic_auth_token.as_deref(),
-        )
-        .map_err(ClaimError::Task)?;
-        // The task has its worker already: no member is taken for it.
-        let there = self
-            .engine
-            .inspect(&target)
-            .map_err(|e| ClaimError::Task(engine_error(e)))?;
-        if there.is_some() {
-            return Err(ClaimError::Task(self.existing(&target)));
-        }
-        // The pool's list may be a second old: a member another replica took (renamed) or
-        // removed meanwhile is passed over at once, not activated until the deadline.
-        let current = self
-            .engine
-            .inspect(&member.id)
-            .map_err(|e| ClaimError::Task(engine_error(e)))?;
-        let unclaimed = current.is_some_and(|i| {
-            i.name.trim_start_matches('/') == member.name
-                && i.state.as_ref().is_some_and(|s| s.running)
-        });
-        if !unclaimed {
-            return Err(ClaimError::Lost);
-        }
-        // 1. The activation, which the member takes once: of claims racing for it (from any
-        //    replica) one is answered 200, the others 409 (lost: they try another).
-        let base = match &t.network {
-            Some(_) => self
-                .reach(&member.id, t, &a2a_url)
-                .map_err(|e| ClaimError::Broken(format!("member {}: {e}", member.name)))?,
-            None => member.address.clone(),
-        };
-        let body = members::activation_body(spec, &a2a_url, &env);
-        match members::activate(
-            &api_call::worker_agent(activation.timeout),
-            &base,
-            activation,
-            &body,
-        ) {
-            Ok(()) => {}
-            Err(members::ActivateError::Taken) => return Err(ClaimError::Lost),
-            Err(members::ActivateError::Failed(why)) => {
-                self.remove_quietly(&member.id);
-                return Err(ClaimError::Broken(format!("member {}: {why}", member.name)));
-            }
-        }
-        spec.progress
-            .step("a started worker from the pool took its task");
-        // 2. Its binding: the worker's identity, beside it (a container's labels are fixed).
-        let volume = format!("{}-binding-{}", member.name, spec.worker_id);
-        let mut binding = self.worker_labels(spec);
-        binding.insert(
-            labels::BINDING.to_string(),
-            key_of(&member.name, &member.nonce),
-        );
-        if let Err(e) = self.engine.create_volume(&volume, &json!(binding)) {
-            self.remove_quietly(&member.id);
-            return Err(ClaimError::Task(engine_error(e)));
-        }
-        // 3. The commit: the task's name, which the engine gives one container (a cold one or
-        //    another claim's may hold it: then this one goes).
-        if let Err(e) = self.engine.rename(&member.id, &target) {
-            self.remove_quietly(&member.id);
-            if let Err(e) = self.engine.remove_volume(&volume) {
-                log::warn!("the binding {volume} of a claim that did not happen was left (the pool sweeps it): {e}");
-            }
-            return Err(ClaimError::Task(if is_name_conflict(&e) {
-                self.existing(&target)
-            } else {
-                engine_error(e)
-            }));
-        }
-        spec.progress.step("ready");
-        Ok(members::claimed_worker(
-            BackendKind::Docker,
-            member,
-            spec,
-            a2a_url,
-        ))
+        members::claim(self, member, spec, activation)
     }
 
     /// Removes an unclaimed member by its name (if a claim renamed it meanwhile, it is that
     /// claim's now and stays), or a claim that did not finish by its id, with its bindings.
-    pub(super) fn remove_pool_member(&self, m: &PoolMember) -> Result<(), BackendError> {
+    fn remove_member(&self, m: &PoolMember) -> Result<(), BackendError> {
         let target = match m.state {
             MemberState::Claiming => m.id.as_str(),
             _ => m.name.as_str(),
@@ -413,7 +336,7 @@ impl DockerBackend {
 
     /// Removes bindings whose member is gone (volumes read first, then the containers, so a
     /// binding made meanwhile is not looked at).
-    pub(super) fn sweep_bindings(&self) -> Result<usize, BackendError> {
+    fn sweep(&self) -> Result<usize, BackendError> {
         let bindings = self.bindings(&self.binding_selector(None))?;
         if bindings.is_empty() {
             return Ok(0);
@@ -436,20 +359,125 @@ impl DockerBackend {
         }
         Ok(swept)
     }
+}
 
-    /// Whether image `t.image` says it speaks the activation contract: `Ok(None)` yes (or no
-    /// pool asked), `Ok(Some(why))` no, `Err` the engine could not say.
-    pub(super) fn pool_image_refusal(&self, t: &Template) -> Result<Option<String>, BackendError> {
-        if t.pool == 0 {
-            return Ok(None);
-        }
-        match self.engine.image_labels(&t.image).map_err(engine_error)? {
-            None => Ok(None),
-            Some(l) if l.get(IMAGE_LABEL).map(String::as_str) == Some("v1") => Ok(None),
-            Some(_) => Ok(Some(format!(
-                "pool: image {} does not say it speaks the activation contract (image label {IMAGE_LABEL}=v1), so template {:?} cannot keep a pool",
-                t.image, t.name
+/// Docker's steps of the claim protocol: the task's container name is the commit (a
+/// container's labels are fixed, so the worker's identity is a binding volume beside it).
+impl members::ClaimSteps for DockerBackend {
+    /// The binding volume.
+    type Bound = String;
+
+    fn kind(&self) -> BackendKind {
+        BackendKind::Docker
+    }
+
+    fn worker_url(&self, member: &PoolMember, spec: &CreateSpec) -> Result<String, ClaimError> {
+        let t = &spec.template;
+        match &t.network {
+            Some(_) => Ok(self.url_for(&task_container(self, spec), t.port, None)),
+            None if member.address.is_empty() => Err(ClaimError::Broken(format!(
+                "member {} has no published port",
+                member.name
             ))),
+            None => Ok(member.address.clone()),
         }
     }
+
+    fn environment(
+        &self,
+        spec: &CreateSpec,
+        url: &str,
+    ) -> Result<members::Environment, BackendError> {
+        worker_env::environment(
+            spec,
+            url,
+            &self.container,
+            self.anthropic_auth_token.as_deref(),
+        )
+    }
+
+    fn task_free(&self, spec: &CreateSpec) -> Result<(), ClaimError> {
+        let target = task_container(self, spec);
+        let there = self
+            .engine
+            .inspect(&target)
+            .map_err(|e| ClaimError::Task(engine_error(e)))?;
+        match there {
+            Some(_) => Err(ClaimError::Task(self.existing(&target))),
+            None => Ok(()),
+        }
+    }
+
+    /// Still named as its slot (a claim renames it) and running.
+    fn still_unclaimed(&self, member: &PoolMember) -> Result<bool, ClaimError> {
+        let current = self
+            .engine
+            .inspect(&member.id)
+            .map_err(|e| ClaimError::Task(engine_error(e)))?;
+        Ok(current.is_some_and(|i| {
+            i.name.trim_start_matches('/') == member.name
+                && i.state.as_ref().is_some_and(|s| s.running)
+        }))
+    }
+
+    /// Its published port, or on a network, its address there.
+    fn activation_base(
+        &self,
+        member: &PoolMember,
+        spec: &CreateSpec,
+        url: &str,
+    ) -> Result<String, ClaimError> {
+        match &spec.template.network {
+            Some(_) => self
+                .reach(&member.id, &spec.template, url)
+                .map_err(|e| ClaimError::Broken(format!("member {}: {e}", member.name))),
+            None => Ok(member.address.clone()),
+        }
+    }
+
+    fn discard(&self, member: &PoolMember) {
+        self.remove_quietly(&member.id);
+    }
+
+    /// The worker's labels on a volume named after the member and the worker.
+    fn bind(&self, member: &PoolMember, spec: &CreateSpec) -> Result<String, ClaimError> {
+        let volume = format!("{}-binding-{}", member.name, spec.worker_id);
+        let mut binding = self.worker_labels(spec);
+        binding.insert(
+            labels::BINDING.to_string(),
+            key_of(&member.name, &member.nonce),
+        );
+        if let Err(e) = self.engine.create_volume(&volume, &json!(binding)) {
+            self.remove_quietly(&member.id);
+            return Err(ClaimError::Task(engine_error(e)));
+        }
+        Ok(volume)
+    }
+
+    /// The member renamed to the task's container name, which the engine gives one container.
+    fn commit(
+        &self,
+        member: &PoolMember,
+        spec: &CreateSpec,
+        volume: String,
+    ) -> Result<(), ClaimError> {
+        let target = task_container(self, spec);
+        let Err(e) = self.engine.rename(&member.id, &target) else {
+            return Ok(());
+        };
+        self.remove_quietly(&member.id);
+        if let Err(e) = self.engine.remove_volume(&volume) {
+            log::warn!("the binding {volume} of a claim that did not happen was left (the pool sweeps it): {e}");
+        }
+        Err(ClaimError::Task(if is_name_conflict(&e) {
+            self.existing(&target)
+        } else {
+            engine_error(e)
+        }))
+    }
+}
+
+/// The container name of `spec`'s task.
+fn task_container(d: &DockerBackend, spec: &CreateSpec) -> String {
+    labels::container_name(&d.controller_id, &spec.scope, &spec.task)
 }

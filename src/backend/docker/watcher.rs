@@ -1,4 +1,5 @@
-//! What each of the engine's `/events` means for the watch source: which worker changed.
+//! The Docker backend's change stream: the engine's `/events`, and what each means for the
+//! watch source: which worker changed.
 //!
 //! Docker tells of a container's life (`create`, `start`, `die`, `oom`, `destroy`, ...) with
 //! the container's labels and name in `Actor.Attributes`, so a cold worker's event names its
@@ -9,7 +10,8 @@
 
 use serde_json::Value;
 
-use super::super::{labels, Change};
+use super::{engine_error, DockerBackend, EVENTS_CALL};
+use crate::backend::{labels, BackendError, Change, Changes, Worker};
 
 /// The actions after which a container may list differently (state, status, name, ports).
 const CHANGES_A_LISTING: &[&str] = &[
@@ -34,6 +36,43 @@ pub(super) fn change_of(event: &Value) -> Option<Change> {
         // Named as its member: not claimed, not a worker.
         Some(member) if attributes["name"].as_str() == Some(member) && action != "rename" => None,
         _ => Some(Change::Any),
+    }
+}
+
+impl Changes for DockerBackend {
+    /// Docker's `/events` for containers with this controller's owner label (create, start,
+    /// die, oom, destroy, ...); a reconnect asks from the last event's time.
+    fn follow(&self, changed: &mut dyn FnMut(Change) -> bool) -> Result<(), BackendError> {
+        let since = *self.events_since.lock().unwrap_or_else(|p| p.into_inner());
+        let selectors = labels::owner_selector(&self.controller_id);
+        self.engine
+            .events(&selectors, since, EVENTS_CALL, &mut |event| {
+                self.ended.saw(event);
+                if let Some(t) = event["time"].as_i64() {
+                    *self.events_since.lock().unwrap_or_else(|p| p.into_inner()) = Some(t);
+                }
+                change_of(event).is_none_or(&mut *changed)
+            })
+            .map_err(engine_error)
+    }
+
+    /// A cold worker is one filtered list (and its record); a pooled one is found through its
+    /// binding, as `stop` finds it.
+    fn worker(&self, worker_id: &str) -> Result<Option<Worker>, BackendError> {
+        let listing = self
+            .engine
+            .list(&labels::worker_selector(&self.controller_id, worker_id))
+            .map_err(engine_error)?;
+        let mut containers = listing.containers().map_err(engine_error)?;
+        let died = self.ended.lately();
+        for c in &mut containers {
+            if let Some(w) = self.listed_worker(c, &died, &mut None)? {
+                if w.worker_id == worker_id {
+                    return Ok(Some(w));
+                }
+            }
+        }
+        Ok(self.pooled_container(worker_id)?.map(|(_, w, _)| w))
     }
 }
 

@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use serde_json::json;
 
 use super::{engine_error, DockerBackend};
-use crate::backend::{labels, BackendError, CreateSpec, TaskWorkspace};
+use crate::backend::{labels, BackendError, CreateSpec, TaskWorkspace, Workspaces};
 use crate::time::{now_millis, parse_rfc3339_millis, rfc3339_secs};
 
 /// The volume of the task workspace of (controller, scope, task): its container's name and
@@ -115,9 +115,20 @@ impl DockerBackend {
         }
         Ok(())
     }
+}
 
+/// The workspace a stamp volume is of, and when it was made (Unix ms; 0 for a stamp named
+/// before stamps carried the time).
+fn stamp_of(volume: &str) -> Option<(&str, u64)> {
+    if let Some((of, at)) = volume.rsplit_once("-used-") {
+        return Some((of, at.parse().ok()?));
+    }
+    Some((volume.strip_suffix("-used")?, 0))
+}
+
+impl Workspaces for DockerBackend {
     /// This controller's workspace volumes (stamps folded into them).
-    pub(super) fn workspace_volumes(&self) -> Result<Vec<TaskWorkspace>, BackendError> {
+    fn owned(&self) -> Result<Vec<TaskWorkspace>, BackendError> {
         let volumes = self
             .engine
             .volumes(&labels::owner_selector(&self.controller_id))
@@ -158,15 +169,38 @@ impl DockerBackend {
         }
         Ok(spaces)
     }
-}
-
-/// The workspace a stamp volume is of, and when it was made (Unix ms; 0 for a stamp named
-/// before stamps carried the time).
-fn stamp_of(volume: &str) -> Option<(&str, u64)> {
-    if let Some((of, at)) = volume.rsplit_once("-used-") {
-        return Some((of, at.parse().ok()?));
+    fn delete(&self, scope: &str, task: &str) -> Result<TaskWorkspace, BackendError> {
+        // By what its labels say, as `workspaces` lists it.
+        let found = self
+            .owned()?
+            .into_iter()
+            .find(|w| w.scope == scope && w.task == task)
+            .ok_or(BackendError::NotFound)?;
+        let name = found.name.clone();
+        match self.engine.remove_volume(&name) {
+            Ok(_) => {}
+            Err(e) if e.status() == Some(409) => {
+                return Err(BackendError::Internal(format!(
+                    "the workspace volume {name} is in use by a container (a worker of the task being created?): {}",
+                    engine_error(e)
+                )))
+            }
+            Err(e) => return Err(engine_error(e)),
+        }
+        if let Err(e) = self.remove_stamps(&name, u64::MAX) {
+            log::warn!("a last-use stamp of workspace {name} was left: {e}");
+        }
+        Ok(found)
     }
-    Some((volume.strip_suffix("-used")?, 0))
+
+    fn released(&self, scope: &str, task: &str) -> Result<(), BackendError> {
+        let name = name(&self.controller_id, scope, task);
+        // One look at that volume, not a list of all of them.
+        if self.engine.volume(&name).map_err(engine_error)?.is_some() {
+            self.stamp(&name, scope, task)?;
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -1,4 +1,5 @@
-//! What `check` asks the API server, and the dry run at startup.
+//! What the Kubernetes backend validates: a template without the API (`template_refusal`),
+//! and what `check` asks the API server, and the dry run at startup.
 //!
 //! - One `SelfSubjectAccessReview` per verb the backend uses (every authenticated user may
 //!   ask about itself: no extra permission is needed), so a Role without `watch` or `delete`
@@ -14,7 +15,7 @@ use super::refusals::{api_error, create_error, TEMPLATE_HINT};
 use super::{labels, K8sBackend};
 use std::sync::Arc;
 
-use crate::backend::{Backend, BackendError, CreateSpec, Finding, Progress, Template};
+use crate::backend::{Backend, BackendError, CreateSpec, Finding, Progress, Refusal, Template};
 use crate::token::{random_hex, Token};
 
 /// `(verb, resource, subresource)` of every call the backend makes.
@@ -37,6 +38,28 @@ fn needed_for(verb: &str, resource: &str, sub: &str) -> &'static str {
         ("delete", "pods", "") => "stop fails and failed creates leave their pods",
         ("get", "pods", "log") => "logs fails",
         _ => "a worker that never gets ready is reported without the probe's failure",
+    }
+}
+
+/// Validation's first step: a k8s template needs an image, uses the cluster's network, and
+/// its own pod template follows the rules `K8S_POD_TEMPLATE` does.
+pub(super) fn template_refusal(template: &Template) -> Result<(), Refusal> {
+    if template.image.is_empty() {
+        return Err(Refusal::new(
+            "image",
+            "a k8s template needs an image (or WORKER_IMAGE)",
+        ));
+    }
+    if template.network.is_some() {
+        return Err(Refusal::new(
+            "network",
+            "applies to the docker backend only (pods use the cluster's network)",
+        ));
+    }
+    match &template.pod_template {
+        Some(own) => super::pod::check_template(&own.value)
+            .map_err(|why| Refusal::new("pod_template", format!("{}: {why}", own.path.display()))),
+        None => Ok(()),
     }
 }
 
@@ -196,6 +219,62 @@ impl K8sBackend {
                 );
                 Ok(())
             }
+        }
+    }
+
+    /// What `check` proves of one template: its workspace's and its pool's permissions, a
+    /// pool claim's binding pod and a worker pod pass a dry run.
+    pub(super) fn template_finding(&self, template: &Template) -> Finding {
+        if let Err(refusal) = template_refusal(template) {
+            return Finding::failed(refusal);
+        }
+        if template.workspace.is_some() {
+            for verb in ["create", "get", "list", "patch", "delete"] {
+                match self.may(verb, "persistentvolumeclaims", "") {
+                    Ok((true, _)) => {}
+                    Ok((false, why)) => {
+                        return Finding::failed(format!(
+                        "its workspace needs the Role to allow {verb} persistentvolumeclaims{why}"
+                    ))
+                    }
+                    Err(e) => {
+                        return Finding::failed(format!(
+                            "cannot ask whether it may {verb} persistentvolumeclaims: {e}"
+                        ))
+                    }
+                }
+            }
+        }
+        if template.pool > 0 {
+            match self.may("patch", "pods", "") {
+                Ok((true, _)) => {}
+                Ok((false, why)) => {
+                    return Finding::failed(format!(
+                    "its pool needs the Role to allow patch pods (a claim labels its member){why}"
+                ))
+                }
+                Err(e) => {
+                    return Finding::failed(format!("cannot ask whether it may patch pods: {e}"))
+                }
+            }
+            if let Err(e) = self.dry_run_binding(template) {
+                return Finding::failed(format!(
+                    "the dry run of a pool claim's binding pod was refused: {e}"
+                ));
+            }
+        }
+        match self.dry_run(template) {
+            Ok(name) => Finding::ok(format!(
+                "image {}: a worker pod passes validation and admission (dry run of {name}: nothing created){}{}",
+                template.image,
+                if template.workspace.is_some() { "; may keep its workspace claims" } else { "" },
+                if template.pool > 0 {
+                    "; may patch pods, and a claim's binding pod passes too (whether the image speaks the activation contract is asked of each member's card: the API cannot read image labels)"
+                } else {
+                    ""
+                }
+            )),
+            Err(e) => Finding::failed(format!("the dry run of a worker pod was refused: {e}")),
         }
     }
 }

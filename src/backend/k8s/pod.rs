@@ -117,15 +117,15 @@ pub fn manifest(i: &PodInputs<'_>) -> Value {
     }
     let labels = object_in(metadata, "labels");
     labels.insert(labels::OWNER.into(), json!(i.controller_id));
-    labels.insert(labels::WORKER_ID.into(), json!(i.worker_id));
-    labels.insert(labels::TASK.into(), json!(labels::task_label_value(i.task)));
-    labels.insert(labels::SCOPE.into(), json!(i.scope));
-    labels.insert(labels::TEMPLATE.into(), json!(i.worker.name));
+    let task = labels::task_label_value(i.task);
+    let own = labels::identity(i.worker_id, task, i.scope, &i.worker.name, i.expires_at);
+    for (k, v) in own {
+        labels.insert(k.into(), json!(v));
+    }
     // Set only by the controller: a template's own expiry label would make a worker die early.
-    match i.expires_at {
-        Some(at) => labels.insert(labels::EXPIRES_AT.into(), json!(at.to_string())),
-        None => labels.remove(labels::EXPIRES_AT),
-    };
+    if i.expires_at.is_none() {
+        labels.remove(labels::EXPIRES_AT);
+    }
     let annotations = object_in(metadata, "annotations");
     annotations.insert(labels::TASK.into(), json!(i.task));
     // The caller's metadata, and only it: a template's own would read back as the caller's.

@@ -35,12 +35,11 @@ use super::api::{ApiError, Method, Reason};
 use super::refusals::{api_error, create_error};
 use super::status::Pod;
 use super::{delete_pod, pod, K8sBackend};
-use crate::backend::api_call;
 use crate::backend::labels::{self, MemberLabels};
 use crate::backend::members;
 use crate::backend::{
     worker_env, Activation, BackendError, BackendKind, ClaimError, CreateSpec, MemberSpec,
-    MemberState, PoolMember, Worker, WorkerState,
+    MemberState, PoolMember, Pools, Worker, WorkerState,
 };
 use crate::time::parse_rfc3339_millis;
 
@@ -226,7 +225,151 @@ impl K8sBackend {
         }
     }
 
-    pub(super) fn pool_member_list(&self) -> Result<Vec<PoolMember>, BackendError> {
+    fn member_body(&self, m: &MemberSpec) -> Value {
+        let t = &m.template;
+        let env = worker_env::member_environment(m, &self.container);
+        let none = crate::backend::Metadata::new();
+        pod::member_manifest(
+            &pod::PodInputs {
+                name: &member_pod_name(&m.name, &m.nonce),
+                namespace: &self.namespace,
+                controller_id: &self.controller_id,
+                worker_id: "",
+                task: "",
+                expires_at: None,
+                scope: "",
+                metadata: &none,
+                env: &env,
+                worker: t,
+                k8s: &self.k8s,
+                pod_template: self.pod_template(t),
+                workspace_claim: None,
+            },
+            &MemberLabels {
+                member: m.name.clone(),
+                template: t.name.clone(),
+                revision: m.revision.clone(),
+                key_id: m.key_id.clone(),
+                nonce: m.nonce.clone(),
+            },
+        )
+    }
+
+    fn member_ready(&self, m: &MemberSpec, deadline: Instant) -> Result<(), BackendError> {
+        let decided =
+            self.follow_pod(&member_pod_name(&m.name, &m.nonce), deadline, |p| match p {
+                None => Some(Err(BackendError::NotReady(
+                    "the member's pod disappeared while it started".into(),
+                ))),
+                Some(p) if p.ready() => Some(Ok(self.member_address(p))),
+                Some(p) => match p.progress() {
+                    super::status::Progress::ImageFailed(why) => Some(Err(
+                        BackendError::ImageNotFound(format!("{} ({why})", m.template.image)),
+                    )),
+                    super::status::Progress::Failed(why)
+                    | super::status::Progress::Deleted(why) => {
+                        Some(Err(BackendError::NotReady(why)))
+                    }
+                    _ => None,
+                },
+            })?;
+        let address = match decided {
+            Some(found) => found?,
+            None => {
+                return Err(BackendError::NotReady(format!(
+                    "the member's pod was not ready within {}s",
+                    self.ready_timeout.as_secs_f32()
+                )))
+            }
+        };
+        if address.is_empty() {
+            return Err(BackendError::NotReady("the member's pod has no IP".into()));
+        }
+        members::check_member(&address, &m.template.image)
+    }
+    /// A claim's binding pod for template `t`, sent as a dry run (nothing is created): what
+    /// `check` asks, so a quota or an admission policy that would refuse it is found there.
+    pub(super) fn dry_run_binding(&self, t: &crate::backend::Template) -> Result<(), BackendError> {
+        let suffix = crate::token::random_hex(4).map_err(|e| {
+            BackendError::Internal(format!("the system random generator failed: {e}"))
+        })?;
+        let name = labels::pod_name(
+            &self.controller_id,
+            crate::backend::ADMIN_SCOPE,
+            &format!("a2a-check-{suffix}"),
+        );
+        let body = pod::binding_manifest(
+            &name,
+            &self.namespace,
+            &self.controller_id,
+            ("a2a-check-member", "00000000-0000-0000-0000-000000000000"),
+            "dryrun",
+            &t.image,
+        );
+        let path = format!("{}?dryRun=All&fieldValidation=Strict", self.pods_path());
+        self.api
+            .call(Method::Post, &path, Some(&body))
+            .map(|_| ())
+            .map_err(|e| create_error(e, false))
+    }
+
+    /// Removes a member a claim took but could not bind (its token was never handed out).
+    fn discard_member(&self, m: &PoolMember) {
+        let name = member_pod_name(&m.name, &m.nonce);
+        if let Err(e) = delete_pod(&self.api, &self.pods_path(), &name, 0, Some(&m.id)) {
+            log::warn!(
+                "pool: member {} could not be removed: {}",
+                m.name,
+                api_error(e)
+            );
+        }
+    }
+
+    /// After a pooled worker's pod was deleted: its binding, at once when the pod is gone
+    /// already (else the garbage collector, the task's next create or the sweep removes it
+    /// once the pod has finished stopping).
+    pub(super) fn release_binding(&self, worker_pod: &str, uid: &str, gone: bool) {
+        if !gone {
+            return;
+        }
+        let selector = format!(
+            "{}={},{}={}",
+            labels::OWNER,
+            self.controller_id,
+            labels::BINDING,
+            worker_pod
+        );
+        match self.select(&[selector]) {
+            Ok(pods) => {
+                for b in pods.iter().filter_map(|p| Binding::of(p, &self.controller_id)) {
+                    if b.member_uid == uid {
+                        if let Err(e) = self.unbind(&b) {
+                            log::warn!("the binding {} of a stopped worker was left (the pool sweeps it): {e}", b.name);
+                        }
+                    }
+                }
+            }
+            Err(e) => log::warn!(
+                "the binding of the stopped worker {worker_pod} could not be read (the pool sweeps it): {e}"
+            ),
+        }
+    }
+}
+
+impl Pools for K8sBackend {
+    fn claim_member(
+        &self,
+        member: &PoolMember,
+        spec: &CreateSpec,
+        activation: &Activation,
+    ) -> Result<Worker, ClaimError> {
+        members::claim(self, member, spec, activation).map_err(|e| match e {
+            ClaimError::Task(e) => ClaimError::Task(e.redact(&spec.token)),
+            e => e,
+        })
+    }
+
+    fn members(&self) -> Result<Vec<PoolMember>, BackendError> {
         let pods = self.select(&labels::member_selector(&self.controller_id))?;
         let mut bindings: Option<Vec<Binding>> = None;
         let mut out = Vec::new();
@@ -272,40 +415,10 @@ impl K8sBackend {
         Ok(out)
     }
 
-    fn member_body(&self, m: &MemberSpec) -> Value {
-        let t = &m.template;
-        let env = worker_env::member_environment(m, &self.container);
-        let none = crate::backend::Metadata::new();
-        pod::member_manifest(
-            &pod::PodInputs {
-                name: &member_pod_name(&m.name, &m.nonce),
-                namespace: &self.namespace,
-                controller_id: &self.controller_id,
-                worker_id: "",
-                task: "",
-                expires_at: None,
-                scope: "",
-                metadata: &none,
-                env: &env,
-                worker: t,
-                k8s: &self.k8s,
-                pod_template: self.pod_template(t),
-                workspace_claim: None,
-            },
-            &MemberLabels {
-                member: m.name.clone(),
-                template: t.name.clone(),
-                revision: m.revision.clone(),
-                key_id: m.key_id.clone(),
-                nonce: m.nonce.clone(),
-            },
-        )
-    }
-
     /// Creates the member's pod, waits until it is ready, and asks its card whether it speaks
     /// the activation contract (the API cannot read an image's labels, so this is where an
     /// image that does not is found).
-    pub(super) fn start_pool_member(&self, m: &MemberSpec) -> Result<(), BackendError> {
+    fn start_member(&self, m: &MemberSpec) -> Result<(), BackendError> {
         let path = format!("{}?fieldValidation=Strict", self.pods_path());
         let created = match self
             .api
@@ -333,228 +446,10 @@ impl K8sBackend {
         Ok(())
     }
 
-    fn member_ready(&self, m: &MemberSpec, deadline: Instant) -> Result<(), BackendError> {
-        let decided = self.follow(&member_pod_name(&m.name, &m.nonce), deadline, |p| match p {
-            None => Some(Err(BackendError::NotReady(
-                "the member's pod disappeared while it started".into(),
-            ))),
-            Some(p) if p.ready() => Some(Ok(self.member_address(p))),
-            Some(p) => match p.progress() {
-                super::status::Progress::ImageFailed(why) => Some(Err(
-                    BackendError::ImageNotFound(format!("{} ({why})", m.template.image)),
-                )),
-                super::status::Progress::Failed(why) | super::status::Progress::Deleted(why) => {
-                    Some(Err(BackendError::NotReady(why)))
-                }
-                _ => None,
-            },
-        })?;
-        let address = match decided {
-            Some(found) => found?,
-            None => {
-                return Err(BackendError::NotReady(format!(
-                    "the member's pod was not ready within {}s",
-                    self.ready_timeout.as_secs_f32()
-                )))
-            }
-        };
-        if address.is_empty() {
-            return Err(BackendError::NotReady("the member's pod has no IP".into()));
-        }
-        members::check_member(&address, &m.template.image)
-    }
-
-    pub(super) fn claim_pool_member(
-        &self,
-        member: &PoolMember,
-        spec: &CreateSpec,
-        activation: &Activation,
-    ) -> Result<Worker, ClaimError> {
-        let t = &spec.template;
-        let target = labels::pod_name(&self.controller_id, &spec.scope, &spec.task);
-        if member.address.is_empty() {
-            return Err(ClaimError::Broken(format!(
-                "member {} has no pod IP",
-                member.name
-            )));
-        }
-        // The task has its worker (or a claim is binding one): no member is taken for it.
-        if let Some(there) = self.get(&target).map_err(ClaimError::Task)? {
-            match self.holder(&target, there).map_err(ClaimError::Task)? {
-                Holder::Freed => {}
-                holder => return Err(ClaimError::Task(holder.exists())),
-            }
-        }
-        let pod_name = member_pod_name(&member.name, &member.nonce);
-        // The pool's list may be a second old: a member another replica claimed or removed
-        // meanwhile is passed over at once (its address may not answer for a while).
-        let current = self.get(&pod_name).map_err(ClaimError::Task)?;
-        let unclaimed = current.is_some_and(|p| {
-            p.metadata.uid == member.id
-                && !p.terminating()
-                && labels::owned(p.metadata.labels, &self.controller_id).is_none()
-        });
-        if !unclaimed {
-            return Err(ClaimError::Lost);
-        }
-        let a2a_url = self.url_for(&pod_name, t.port);
-        let env = worker_env::environment(
-            spec,
-            &a2a_url,
-            &self.container,
-            self.anthropic_auth_token.as_deref(),
-        )
-        .map_err(ClaimError::Task)?;
-        // 1. The activation, which the member takes once.
-        let body = members::activation_body(spec, &a2a_url, &env);
-        match members::activate(
-            &api_call::worker_agent(activation.timeout),
-            &member.address,
-            activation,
-            &body,
-        ) {
-            Ok(()) => {}
-            Err(members::ActivateError::Taken) => return Err(ClaimError::Lost),
-            Err(members::ActivateError::Failed(why)) => {
-                self.discard_member(member);
-                return Err(ClaimError::Broken(format!("member {}: {why}", member.name)));
-            }
-        }
-        spec.progress
-            .step("a started worker from the pool took its task");
-        // 2. The binding: the task's pod name, which the API server gives one pod.
-        let binding = pod::binding_manifest(
-            &target,
-            &self.namespace,
-            &self.controller_id,
-            (&pod_name, &member.id),
-            &spec.worker_id,
-            &t.image,
-        );
-        let path = format!("{}?fieldValidation=Strict", self.pods_path());
-        let bound = match self.api.call(Method::Post, &path, Some(&binding)) {
-            Ok((_, bytes)) => Pod::parse(&bytes).map_err(|e| {
-                self.discard_member(member);
-                ClaimError::Task(BackendError::Internal(e))
-            })?,
-            Err(ApiError::Status {
-                reason: Reason::AlreadyExists,
-                ..
-            }) => {
-                self.discard_member(member);
-                let answer = match self.get(&target) {
-                    Ok(Some(there)) => match self.holder(&target, there) {
-                        Ok(holder) => holder.exists(),
-                        Err(e) => e,
-                    },
-                    Ok(None) => BackendError::Internal(format!(
-                        "pod {target} was being created or deleted by someone else while this create ran; try again"
-                    )),
-                    Err(e) => e,
-                };
-                return Err(ClaimError::Task(answer));
-            }
-            Err(e) => {
-                self.discard_member(member);
-                return Err(ClaimError::Task(create_error(e, false)));
-            }
-        };
-        // 3. The worker's labels on the member (its uid repeated: immutable, so a member
-        //    replaced meanwhile under the same name refuses the patch).
-        let mut worker_labels = serde_json::Map::new();
-        worker_labels.insert(labels::WORKER_ID.into(), json!(spec.worker_id));
-        worker_labels.insert(
-            labels::TASK.into(),
-            json!(labels::task_label_value(&spec.task)),
-        );
-        worker_labels.insert(labels::SCOPE.into(), json!(spec.scope));
-        worker_labels.insert(labels::TEMPLATE.into(), json!(t.name));
-        if let Some(at) = spec.expires_at {
-            worker_labels.insert(labels::EXPIRES_AT.into(), json!(at.to_string()));
-        }
-        let mut annotations = serde_json::Map::new();
-        annotations.insert(labels::TASK.into(), json!(spec.task));
-        for (k, v) in labels::meta_entries(&spec.metadata) {
-            annotations.insert(k, json!(v));
-        }
-        let patch = json!({"metadata": {
-            "uid": member.id,
-            "labels": worker_labels,
-            "annotations": annotations,
-        }});
-        let patched = self.api.call(
-            Method::Patch,
-            &format!("{}/{pod_name}", self.pods_path()),
-            Some(&patch),
-        );
-        if let Err(e) = patched {
-            self.discard_member(member);
-            if let Some(b) = Binding::of(&bound, &self.controller_id) {
-                if let Err(e) = self.unbind(&b) {
-                    log::warn!("the binding {target} of a claim that did not happen was left (the pool sweeps it): {e}");
-                }
-            }
-            return Err(match e {
-                ApiError::Status {
-                    reason: Reason::NotFound | Reason::Invalid | Reason::Conflict,
-                    ..
-                } => {
-                    ClaimError::Broken(format!("member {} went while it was claimed", member.name))
-                }
-                e => ClaimError::Task(api_error(e)),
-            });
-        }
-        spec.progress.step("ready");
-        Ok(members::claimed_worker(
-            BackendKind::K8s,
-            member,
-            spec,
-            a2a_url,
-        ))
-    }
-
-    /// A claim's binding pod for template `t`, sent as a dry run (nothing is created): what
-    /// `check` asks, so a quota or an admission policy that would refuse it is found there.
-    pub(super) fn dry_run_binding(&self, t: &crate::backend::Template) -> Result<(), BackendError> {
-        let suffix = crate::token::random_hex(4).map_err(|e| {
-            BackendError::Internal(format!("the system random generator failed: {e}"))
-        })?;
-        let name = labels::pod_name(
-            &self.controller_id,
-            crate::backend::ADMIN_SCOPE,
-            &format!("a2a-check-{suffix}"),
-        );
-        let body = pod::binding_manifest(
-            &name,
-            &self.namespace,
-            &self.controller_id,
-            ("a2a-check-member", "00000000-0000-0000-0000-000000000000"),
-            "dryrun",
-            &t.image,
-        );
-        let path = format!("{}?dryRun=All&fieldValidation=Strict", self.pods_path());
-        self.api
-            .call(Method::Post, &path, Some(&body))
-            .map(|_| ())
-            .map_err(|e| create_error(e, false))
-    }
-
-    /// Removes a member a claim took but could not bind (its token was never handed out).
-    fn discard_member(&self, m: &PoolMember) {
-        let name = member_pod_name(&m.name, &m.nonce);
-        if let Err(e) = delete_pod(&self.api, &self.pods_path(), &name, 0, Some(&m.id)) {
-            log::warn!(
-                "pool: member {} could not be removed: {}",
-                m.name,
-                api_error(e)
-            );
-        }
-    }
-
     /// Removes an unclaimed member, only as the pool saw it: its uid, and (read again now) no
     /// worker labels, with that version as a precondition, so a claim that labels it meanwhile
     /// keeps it. A claim that did not finish goes with its binding.
-    pub(super) fn remove_pool_member(&self, m: &PoolMember) -> Result<(), BackendError> {
+    fn remove_member(&self, m: &PoolMember) -> Result<(), BackendError> {
         let name = member_pod_name(&m.name, &m.nonce);
         let Some(p) = self.get(&name)? else {
             return Ok(());
@@ -593,7 +488,7 @@ impl K8sBackend {
 
     /// Removes bindings whose member is gone (bindings read first, then the members, so a
     /// binding made meanwhile is not looked at).
-    pub(super) fn sweep_bindings(&self) -> Result<usize, BackendError> {
+    fn sweep(&self) -> Result<usize, BackendError> {
         let bindings = self.bindings()?;
         if bindings.is_empty() {
             return Ok(0);
@@ -613,34 +508,179 @@ impl K8sBackend {
         }
         Ok(swept)
     }
+}
 
-    /// After a pooled worker's pod was deleted: its binding, at once when the pod is gone
-    /// already (else the garbage collector, the task's next create or the sweep removes it
-    /// once the pod has finished stopping).
-    pub(super) fn release_binding(&self, worker_pod: &str, uid: &str, gone: bool) {
-        if !gone {
-            return;
+/// Kubernetes' steps of the claim protocol: a binding pod named after the task is the
+/// commit's guard (the API server gives one pod a name), then the worker's labels on the
+/// member (its uid repeated: a member replaced meanwhile under its name refuses the patch).
+impl members::ClaimSteps for K8sBackend {
+    /// The binding pod.
+    type Bound = Pod;
+
+    fn kind(&self) -> BackendKind {
+        BackendKind::K8s
+    }
+
+    fn worker_url(&self, member: &PoolMember, spec: &CreateSpec) -> Result<String, ClaimError> {
+        if member.address.is_empty() {
+            return Err(ClaimError::Broken(format!(
+                "member {} has no pod IP",
+                member.name
+            )));
         }
-        let selector = format!(
-            "{}={},{}={}",
-            labels::OWNER,
-            self.controller_id,
-            labels::BINDING,
-            worker_pod
-        );
-        match self.select(&[selector]) {
-            Ok(pods) => {
-                for b in pods.iter().filter_map(|p| Binding::of(p, &self.controller_id)) {
-                    if b.member_uid == uid {
-                        if let Err(e) = self.unbind(&b) {
-                            log::warn!("the binding {} of a stopped worker was left (the pool sweeps it): {e}", b.name);
-                        }
-                    }
-                }
+        let pod_name = member_pod_name(&member.name, &member.nonce);
+        Ok(self.url_for(&pod_name, spec.template.port))
+    }
+
+    fn environment(
+        &self,
+        spec: &CreateSpec,
+        url: &str,
+    ) -> Result<members::Environment, BackendError> {
+        worker_env::environment(
+            spec,
+            url,
+            &self.container,
+            self.anthropic_auth_token.as_deref(),
+        )
+    }
+
+    /// The task's pod name is free, or held by a binding whose claim did not happen.
+    fn task_free(&self, spec: &CreateSpec) -> Result<(), ClaimError> {
+        let target = task_pod(self, spec);
+        if let Some(there) = self.get(&target).map_err(ClaimError::Task)? {
+            match self.holder(&target, there).map_err(ClaimError::Task)? {
+                Holder::Freed => {}
+                holder => return Err(ClaimError::Task(holder.exists())),
             }
-            Err(e) => log::warn!(
-                "the binding of the stopped worker {worker_pod} could not be read (the pool sweeps it): {e}"
-            ),
+        }
+        Ok(())
+    }
+
+    /// The same pod (uid), not terminating, with no worker's labels yet.
+    fn still_unclaimed(&self, member: &PoolMember) -> Result<bool, ClaimError> {
+        let pod_name = member_pod_name(&member.name, &member.nonce);
+        let current = self.get(&pod_name).map_err(ClaimError::Task)?;
+        Ok(current.is_some_and(|p| {
+            p.metadata.uid == member.id
+                && !p.terminating()
+                && labels::owned(p.metadata.labels, &self.controller_id).is_none()
+        }))
+    }
+
+    fn activation_base(
+        &self,
+        member: &PoolMember,
+        _: &CreateSpec,
+        _: &str,
+    ) -> Result<String, ClaimError> {
+        Ok(member.address.clone())
+    }
+
+    fn discard(&self, member: &PoolMember) {
+        self.discard_member(member);
+    }
+
+    /// The binding pod, named after the task.
+    fn bind(&self, member: &PoolMember, spec: &CreateSpec) -> Result<Pod, ClaimError> {
+        let target = task_pod(self, spec);
+        let pod_name = member_pod_name(&member.name, &member.nonce);
+        let binding = pod::binding_manifest(
+            &target,
+            &self.namespace,
+            &self.controller_id,
+            (&pod_name, &member.id),
+            &spec.worker_id,
+            &spec.template.image,
+        );
+        let path = format!("{}?fieldValidation=Strict", self.pods_path());
+        match self.api.call(Method::Post, &path, Some(&binding)) {
+            Ok((_, bytes)) => Pod::parse(&bytes).map_err(|e| {
+                self.discard_member(member);
+                ClaimError::Task(BackendError::Internal(e))
+            }),
+            Err(ApiError::Status {
+                reason: Reason::AlreadyExists,
+                ..
+            }) => {
+                self.discard_member(member);
+                let answer = match self.get(&target) {
+                    Ok(Some(there)) => match self.holder(&target, there) {
+                        Ok(holder) => holder.exists(),
+                        Err(e) => e,
+                    },
+                    Ok(None) => BackendError::Internal(format!(
+                        "pod {target} was being created or deleted by someone else while this create ran; try again"
+                    )),
+                    Err(e) => e,
+                };
+                Err(ClaimError::Task(answer))
+            }
+            Err(e) => {
+                self.discard_member(member);
+                Err(ClaimError::Task(create_error(e, false)))
+            }
         }
     }
+
+    /// The worker's labels and annotations patched onto the member.
+    fn commit(&self, member: &PoolMember, spec: &CreateSpec, bound: Pod) -> Result<(), ClaimError> {
+        let pod_name = member_pod_name(&member.name, &member.nonce);
+        let patch = json!({"metadata": {
+            "uid": member.id,
+            "labels": claimed_labels(spec),
+            "annotations": claimed_annotations(spec),
+        }});
+        let patched = self.api.call(
+            Method::Patch,
+            &format!("{}/{pod_name}", self.pods_path()),
+            Some(&patch),
+        );
+        let Err(e) = patched else {
+            return Ok(());
+        };
+        self.discard_member(member);
+        if let Some(b) = Binding::of(&bound, &self.controller_id) {
+            if let Err(e) = self.unbind(&b) {
+                log::warn!("the binding {} of a claim that did not happen was left (the pool sweeps it): {e}", task_pod(self, spec));
+            }
+        }
+        Err(match e {
+            ApiError::Status {
+                reason: Reason::NotFound | Reason::Invalid | Reason::Conflict,
+                ..
+            } => ClaimError::Broken(format!("member {} went while it was claimed", member.name)),
+            e => ClaimError::Task(api_error(e)),
+        })
+    }
+}
+
+/// The pod name of `spec`'s task.
+fn task_pod(k: &K8sBackend, spec: &CreateSpec) -> String {
+    labels::pod_name(&k.controller_id, &spec.scope, &spec.task)
+}
+
+/// A claimed member's worker labels (identity, scope, template, expiry).
+fn claimed_labels(spec: &CreateSpec) -> serde_json::Map<String, Value> {
+    let task = labels::task_label_value(&spec.task);
+    labels::identity(
+        &spec.worker_id,
+        task,
+        &spec.scope,
+        &spec.template.name,
+        spec.expires_at,
+    )
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), json!(v)))
+    .collect()
+}
+
+/// A claimed member's annotations: its task in full, and the caller's tags.
+fn claimed_annotations(spec: &CreateSpec) -> serde_json::Map<String, Value> {
+    let mut annotations = serde_json::Map::new();
+    annotations.insert(labels::TASK.into(), json!(spec.task));
+    for (k, v) in labels::meta_entries(&spec.metadata) {
+        annotations.insert(k, json!(v));
+    }
+    annotations
 }

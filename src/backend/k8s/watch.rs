@@ -19,7 +19,7 @@ use super::status::Pod;
 use super::K8sBackend;
 use crate::backend::api_call::percent_encode;
 use crate::backend::labels;
-use crate::backend::{BackendError, Change};
+use crate::backend::{BackendError, Change, Changes, Worker};
 
 /// How often a pod is looked at when it cannot be watched.
 const POLL: Duration = Duration::from_millis(250);
@@ -32,7 +32,7 @@ impl K8sBackend {
     /// Follows pod `name` until `decide` returns `Some` — it sees the pod after every change,
     /// and `None` once the pod is gone — or `deadline` passes (`Ok(None)`). When the API could
     /// not be reached at the deadline, that is the error.
-    pub(super) fn follow<T>(
+    pub(super) fn follow_pod<T>(
         &self,
         name: &str,
         deadline: Instant,
@@ -108,47 +108,6 @@ impl K8sBackend {
         }
     }
 
-    /// Follows this controller's pods for the watch source: the list's `resourceVersion`
-    /// (one item asked for: only the version matters), then a watch from it with bookmarks,
-    /// each event of a worker's pod telling `changed` which worker (see [`change_of`]). A
-    /// stream the server ends, or a version it has compacted away (`410 Expired`), returns
-    /// `Ok`: the source lists and follows again.
-    pub(super) fn follow_pods(
-        &self,
-        changed: &mut dyn FnMut(Change) -> bool,
-    ) -> Result<(), BackendError> {
-        let selector = percent_encode(&labels::owner_selector(&self.controller_id).join(","));
-        let (_, body) = self
-            .api
-            .call(
-                Method::Get,
-                &format!("{}?limit=1&labelSelector={selector}", self.pods_path()),
-                None,
-            )
-            .map_err(api_error)?;
-        let list: serde_json::Value = serde_json::from_slice(&body)
-            .map_err(|e| BackendError::Internal(format!("pod list: {e}")))?;
-        let version = list["metadata"]["resourceVersion"].as_str().unwrap_or("");
-        let path = format!(
-            "{}?watch=1&allowWatchBookmarks=true&labelSelector={selector}&timeoutSeconds={}&resourceVersion={}",
-            self.pods_path(),
-            FOLLOW_CALL.as_secs(),
-            percent_encode(version)
-        );
-        let until = Instant::now() + FOLLOW_CALL;
-        match self.api.watch(&path, until, |_, pod| {
-            let go_on = change_of(pod).is_none_or(&mut *changed);
-            (!go_on).then_some(())
-        }) {
-            Ok(_) => Ok(()),
-            Err(ApiError::Status { code: 410, .. }) => {
-                log::debug!("watch: pod version {version} expired (410); listing again");
-                Ok(())
-            }
-            Err(e) => Err(api_error(e)),
-        }
-    }
-
     /// The latest warning events about pod `name` (a failing readiness probe, the
     /// scheduler's `FailedScheduling`), newest last; nothing when events cannot be read.
     pub(super) fn last_warning(&self, name: &str) -> Option<String> {
@@ -192,4 +151,52 @@ fn is_throttled(e: &ApiError) -> bool {
 fn pause(d: Duration, deadline: Instant) {
     let left = deadline.saturating_duration_since(Instant::now());
     thread::sleep(d.min(left));
+}
+
+impl Changes for K8sBackend {
+    /// Follows this controller's pods for the watch source: the list's `resourceVersion`
+    /// (one item asked for: only the version matters), then a watch from it with bookmarks,
+    /// each event of a worker's pod telling `changed` which worker (see [`change_of`]). A
+    /// stream the server ends, or a version it has compacted away (`410 Expired`), returns
+    /// `Ok`: the source lists and follows again.
+    fn follow(&self, changed: &mut dyn FnMut(Change) -> bool) -> Result<(), BackendError> {
+        let selector = percent_encode(&labels::owner_selector(&self.controller_id).join(","));
+        let (_, body) = self
+            .api
+            .call(
+                Method::Get,
+                &format!("{}?limit=1&labelSelector={selector}", self.pods_path()),
+                None,
+            )
+            .map_err(api_error)?;
+        let list: serde_json::Value = serde_json::from_slice(&body)
+            .map_err(|e| BackendError::Internal(format!("pod list: {e}")))?;
+        let version = list["metadata"]["resourceVersion"].as_str().unwrap_or("");
+        let path = format!(
+            "{}?watch=1&allowWatchBookmarks=true&labelSelector={selector}&timeoutSeconds={}&resourceVersion={}",
+            self.pods_path(),
+            FOLLOW_CALL.as_secs(),
+            percent_encode(version)
+        );
+        let until = Instant::now() + FOLLOW_CALL;
+        match self.api.watch(&path, until, |_, pod| {
+            let go_on = change_of(pod).is_none_or(&mut *changed);
+            (!go_on).then_some(())
+        }) {
+            Ok(_) => Ok(()),
+            Err(ApiError::Status { code: 410, .. }) => {
+                log::debug!("watch: pod version {version} expired (410); listing again");
+                Ok(())
+            }
+            Err(e) => Err(api_error(e)),
+        }
+    }
+    /// One label-selected list of the pods carrying that worker id.
+    fn worker(&self, worker_id: &str) -> Result<Option<Worker>, BackendError> {
+        match self.owned_pod(worker_id) {
+            Ok((_, w)) => Ok(Some(w)),
+            Err(BackendError::NotFound) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
 }

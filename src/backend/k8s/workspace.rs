@@ -14,7 +14,7 @@ use super::api::{ApiError, Method, Reason};
 use super::refusals::api_error;
 use super::K8sBackend;
 use crate::backend::labels::{self, Ours};
-use crate::backend::{BackendError, CreateSpec, TaskWorkspace};
+use crate::backend::{BackendError, CreateSpec, TaskWorkspace, Workspaces};
 use crate::time::{now_millis, parse_rfc3339_millis, rfc3339_secs};
 
 /// A claim as the API answers it (the fields used).
@@ -225,9 +225,11 @@ impl K8sBackend {
             Err(e) => Err(api_error(e)),
         }
     }
+}
 
+impl Workspaces for K8sBackend {
     /// This controller's workspace claims.
-    pub(super) fn claims(&self) -> Result<Vec<TaskWorkspace>, BackendError> {
+    fn owned(&self) -> Result<Vec<TaskWorkspace>, BackendError> {
         let selector = format!(
             "{}={},{}=workspace",
             labels::OWNER,
@@ -270,15 +272,11 @@ impl K8sBackend {
             .collect())
     }
 
-    pub(super) fn delete_claim(
-        &self,
-        scope: &str,
-        task: &str,
-    ) -> Result<TaskWorkspace, BackendError> {
+    fn delete(&self, scope: &str, task: &str) -> Result<TaskWorkspace, BackendError> {
         // By what its labels say, not by its name: a claim made otherwise (by hand, by an
         // earlier version) is the task's workspace too.
         let found = self
-            .claims()?
+            .owned()?
             .into_iter()
             .find(|w| w.scope == scope && w.task == task)
             .ok_or(BackendError::NotFound)?;
@@ -286,7 +284,7 @@ impl K8sBackend {
         Ok(found)
     }
 
-    pub(super) fn claim_released(&self, scope: &str, task: &str) -> Result<(), BackendError> {
+    fn released(&self, scope: &str, task: &str) -> Result<(), BackendError> {
         let name = claim_name(&self.controller_id, scope, task);
         match self.claim(&name)? {
             Some(c) if self.is_workspace_of(&c, scope, task) => self.mark_used(&name),

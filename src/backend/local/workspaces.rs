@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::store::private_dir;
-use crate::backend::{labels, BackendError, TaskWorkspace};
+use crate::backend::{labels, BackendError, TaskWorkspace, Workspaces};
 use crate::time::{now_millis, rfc3339_secs};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -24,13 +24,13 @@ struct Record {
 }
 
 /// The workspaces directory of one local backend.
-pub struct Workspaces {
+pub struct Directories {
     dir: PathBuf,
 }
 
-impl Workspaces {
-    pub fn new(dir: PathBuf) -> Workspaces {
-        Workspaces { dir }
+impl Directories {
+    pub fn new(dir: PathBuf) -> Directories {
+        Directories { dir }
     }
 
     /// The directory name of the workspace of (scope, task): a slug of the task and a hash of
@@ -48,7 +48,7 @@ impl Workspaces {
         template: &str,
         size: &str,
     ) -> Result<(PathBuf, bool), BackendError> {
-        let name = Workspaces::name(scope, task);
+        let name = Directories::name(scope, task);
         let path = self.dir.join(&name);
         let fail = |what: &str, e: std::io::Error| {
             BackendError::Internal(format!(
@@ -94,9 +94,11 @@ impl Workspaces {
         fs::write(&tmp, text)?;
         fs::rename(&tmp, &path)
     }
+}
 
+impl Workspaces for Directories {
     /// Every workspace with a record (a directory without one is not the controller's).
-    pub fn list(&self) -> Result<Vec<TaskWorkspace>, BackendError> {
+    fn owned(&self) -> Result<Vec<TaskWorkspace>, BackendError> {
         let entries = match fs::read_dir(&self.dir) {
             Ok(e) => e,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -130,11 +132,11 @@ impl Workspaces {
     }
 
     /// Deletes the workspace of (scope, task) with everything in it.
-    pub fn delete(&self, scope: &str, task: &str) -> Result<TaskWorkspace, BackendError> {
-        let name = Workspaces::name(scope, task);
+    fn delete(&self, scope: &str, task: &str) -> Result<TaskWorkspace, BackendError> {
+        let name = Directories::name(scope, task);
         let path = self.dir.join(&name);
         let found = self
-            .list()?
+            .owned()?
             .into_iter()
             .find(|w| w.scope == scope && w.task == task && Path::new(&w.name) == path)
             .ok_or(BackendError::NotFound)?;
@@ -149,8 +151,8 @@ impl Workspaces {
     }
 
     /// Marks the workspace of (scope, task), if there is one, as used until now.
-    pub fn released(&self, scope: &str, task: &str) -> Result<(), BackendError> {
-        let name = Workspaces::name(scope, task);
+    fn released(&self, scope: &str, task: &str) -> Result<(), BackendError> {
+        let name = Directories::name(scope, task);
         let Some(r) = self
             .read(&name)
             .filter(|r| r.scope == scope && r.task == task)
@@ -174,8 +176,8 @@ mod tests {
     fn a_workspace_is_made_once_kept_and_deleted_whole() {
         let dir = std::env::temp_dir().join(format!("a2a-local-ws-{}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
-        let ws = Workspaces::new(dir.clone());
-        assert!(ws.list().unwrap().is_empty(), "no directory yet: none");
+        let ws = Directories::new(dir.clone());
+        assert!(ws.owned().unwrap().is_empty(), "no directory yet: none");
         let (path, fresh) = ws.ensure("team-a", "fix it", "coder", "1Gi").unwrap();
         assert!(fresh);
         fs::write(path.join("notes"), "kept").unwrap();
@@ -185,7 +187,7 @@ mod tests {
         assert_eq!(fs::read_to_string(again.join("notes")).unwrap(), "kept");
         let (other, _) = ws.ensure("team-b", "fix it", "coder", "1Gi").unwrap();
         assert_ne!(path, other, "never shared across scopes");
-        let listed = ws.list().unwrap();
+        let listed = ws.owned().unwrap();
         assert_eq!(listed.len(), 2);
         assert!(listed
             .iter()
@@ -195,7 +197,7 @@ mod tests {
         assert_eq!(gone.task, "fix it");
         assert!(!path.exists());
         assert_eq!(ws.delete("team-a", "fix it"), Err(BackendError::NotFound));
-        assert_eq!(ws.list().unwrap().len(), 1);
+        assert_eq!(ws.owned().unwrap().len(), 1);
         let _ = fs::remove_dir_all(&dir);
     }
 }

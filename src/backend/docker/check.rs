@@ -1,0 +1,82 @@
+//! What the Docker backend validates: a template without the engine (it needs an image),
+//! and with it — the image is present (creates never pull), a pooled template's image says it
+//! speaks the activation contract — for `check`, and that last at startup.
+
+use super::{engine_error, DockerBackend};
+use crate::backend::{Check, Finding, Refusal, Template};
+
+/// Validation's first step: a docker template needs an image.
+pub(super) fn template_refusal(t: &Template) -> Result<(), Refusal> {
+    if t.image.is_empty() {
+        return Err(Refusal::new(
+            "image",
+            "a docker template needs an image (or WORKER_IMAGE)",
+        ));
+    }
+    Ok(())
+}
+
+impl DockerBackend {
+    /// Validation's second step ([`Check`]).
+    pub(super) fn findings(&self, asked: Check<'_>) -> Vec<Finding> {
+        match asked {
+            Check::Engine => vec![Finding::of_health(self.engine.ping().map_err(engine_error))],
+            Check::Template(t) => vec![self.template_finding(t)],
+            // An image present that does not say it speaks the activation contract stops
+            // startup for a pooled template (one not there yet is `check`'s to say).
+            Check::Startup(t) => match self.pool_image_refusal(t) {
+                Ok(Some(why)) => vec![Finding::failed(why)],
+                _ => Vec::new(),
+            },
+        }
+    }
+
+    /// The image is on the engine (creates never pull: a missing image fails every create).
+    fn template_finding(&self, t: &Template) -> Finding {
+        if let Err(refusal) = template_refusal(t) {
+            return Finding::failed(refusal);
+        }
+        let limits = limits_text(t);
+        match self.pool_image_refusal(t) {
+            Ok(Some(why)) => return Finding::failed(why),
+            Err(e) => {
+                return Finding::failed(format!("image {} could not be looked up: {e}", t.image))
+            }
+            Ok(None) => {}
+        }
+        let pool = match t.pool {
+            0 => String::new(),
+            n => format!(", speaks the activation contract, pool of {n}"),
+        };
+        match self.engine.image_present(&t.image) {
+            Ok(true) => Finding::ok(format!("image {} is present{limits}{pool}", t.image)),
+            Ok(false) => Finding::failed(format!(
+                "image {} is not on the engine: creates do not pull; `docker pull {}` (or build it) first",
+                t.image, t.image
+            )),
+            Err(e) => Finding::failed(format!(
+                "image {} could not be looked up: {}",
+                t.image,
+                engine_error(e)
+            )),
+        }
+    }
+}
+/// `, memory 512 MiB, 1.5 CPUs, 64 pids` (what is set), for `check`.
+fn limits_text(t: &Template) -> String {
+    let mut parts = Vec::new();
+    if let Some(m) = t.memory_bytes {
+        parts.push(format!("memory {} MiB", m >> 20));
+    }
+    if let Some(c) = t.nano_cpus {
+        parts.push(format!("{} CPUs", c as f64 / 1e9));
+    }
+    if let Some(p) = t.pids_limit {
+        parts.push(format!("{p} pids"));
+    }
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", parts.join(", "))
+    }
+}

@@ -1,0 +1,250 @@
+//! The raw reader: each setting's value as given by flag or environment (else its default),
+//! read as the type it is, each refusal one line naming the setting; and the settings
+//! assembled from them.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::error::Error;
+use super::specs::spec_of_name;
+use super::templates;
+use super::types::{Lifetime, PushSettings, Settings};
+use super::values::{self, expand_home, http_url, invalid, parse_listen};
+use crate::secret_file::read_secret_file;
+use crate::time::parse_duration;
+
+/// The values given, by setting name.
+pub(super) struct Raw(pub(super) HashMap<&'static str, String>);
+
+impl Raw {
+    /// The value set by flag or environment, else the default; `""` means unset.
+    pub(super) fn get(&self, name: &'static str) -> String {
+        match self.0.get(name) {
+            Some(v) if !v.trim().is_empty() => v.trim().to_string(),
+            _ => spec_of_name(name)
+                .map(|s| s.default.to_string())
+                .unwrap_or_default(),
+        }
+    }
+
+    pub(super) fn optional(&self, name: &'static str) -> Option<String> {
+        Some(self.get(name)).filter(|v| !v.is_empty())
+    }
+
+    pub(super) fn required(&self, name: &'static str, why: &'static str) -> Result<String, Error> {
+        self.optional(name).ok_or(Error::Missing { name, why })
+    }
+
+    pub(super) fn number<T: std::str::FromStr>(
+        &self,
+        name: &'static str,
+        what: &str,
+    ) -> Result<T, Error> {
+        let v = self.get(name);
+        v.parse()
+            .map_err(|_| invalid(name, format!("{v:?} is not {what}")))
+    }
+
+    /// A positive duration such as `10s` or `500ms`.
+    pub(super) fn duration(&self, name: &'static str) -> Result<Duration, Error> {
+        let v = self.get(name);
+        parse_duration(&v).filter(|d| !d.is_zero()).ok_or_else(|| {
+            invalid(
+                name,
+                format!("{v:?} is not a positive duration such as 10s"),
+            )
+        })
+    }
+
+    /// A duration where 0 means "none".
+    fn optional_duration(&self, name: &'static str) -> Result<Option<Duration>, Error> {
+        let v = self.get(name);
+        let d = parse_duration(&v).ok_or_else(|| {
+            invalid(
+                name,
+                format!("{v:?} is not a duration such as 2h or 90m (0 = none)"),
+            )
+        })?;
+        Ok(Some(d).filter(|d| !d.is_zero()))
+    }
+
+    /// `WORKER_TTL` within `MAX_WORKER_TTL` when both are set.
+    fn lifetime(&self) -> Result<Lifetime, Error> {
+        let default_ttl = self.optional_duration("WORKER_TTL")?;
+        let max_ttl = self.optional_duration("MAX_WORKER_TTL")?;
+        if let (Some(d), Some(m)) = (default_ttl, max_ttl) {
+            if d > m {
+                return Err(invalid(
+                    "WORKER_TTL",
+                    format!(
+                        "{} is longer than MAX_WORKER_TTL ({})",
+                        crate::time::duration_text(d),
+                        crate::time::duration_text(m)
+                    ),
+                ));
+            }
+        }
+        Ok(Lifetime {
+            default_ttl,
+            max_ttl,
+        })
+    }
+
+    pub(super) fn optional_path(&self, name: &'static str) -> Result<Option<PathBuf>, Error> {
+        self.optional(name)
+            .map(|p| expand_home(name, &p))
+            .transpose()
+    }
+
+    /// Every setting, assembled: each is read and checked by its own reader.
+    pub(super) fn settings(&self) -> Result<Settings, Error> {
+        let mut warnings = Vec::new();
+        let callers_file = self.optional_path("A2A_CALLERS_FILE")?;
+        let oidc = self.oidc()?;
+        let (auth_token, auth_token_file) =
+            self.auth_token(&mut warnings, callers_file.is_some() || oidc.is_some())?;
+        let anthropic_auth_token = self.model_key(&mut warnings)?;
+        // In the order a refusal is told: one setting's, then the next.
+        let public_url = http_url("A2A_PUBLIC_URL", &self.required("A2A_PUBLIC_URL", "")?)?;
+        let listen = parse_listen(&self.get("LISTEN"))?;
+        let controller_id = values::controller_id("CONTROLLER_ID", self.get("CONTROLLER_ID"))?;
+        let sentry_dsn = self
+            .optional("SENTRY_DSN")
+            .map(|dsn| values::sentry_dsn("SENTRY_DSN", dsn))
+            .transpose()?;
+        let sentry_proxy = self
+            .optional("SENTRY_PROXY")
+            .map(|p| http_url("SENTRY_PROXY", &p))
+            .transpose()?;
+        let max_connections = self.number_within("MAX_CONNECTIONS", 1..=65536)?;
+        let backend = self.backend(&mut warnings)?;
+        Ok(Settings {
+            auth_token,
+            auth_token_file,
+            auth_token_overlap: self.duration("A2A_AUTH_TOKEN_OVERLAP")?,
+            callers_file,
+            oidc,
+            warnings,
+            public_url,
+            listen,
+            agent_name: self.get("A2A_AGENT_NAME"),
+            controller_id,
+            sentry_dsn,
+            sentry_proxy,
+            max_workers: self.number("MAX_WORKERS", "a whole number")?,
+            max_watchers: self.number("MAX_WATCHERS", "a whole number")?,
+            max_caller_requests: self.number("MAX_CALLER_REQUESTS", "a whole number")?,
+            max_caller_streams: self.number("MAX_CALLER_STREAMS", "a whole number")?,
+            max_admin_requests: self.number("MAX_ADMIN_REQUESTS", "a whole number")?,
+            max_admin_streams: self.number("MAX_ADMIN_STREAMS", "a whole number")?,
+            worker_ready_timeout: self.any_duration("WORKER_READY_TIMEOUT", "60s")?,
+            lifetime: self.lifetime()?,
+            reap_interval: self.duration("REAP_INTERVAL")?,
+            max_connections,
+            http_head_timeout: self.duration("HTTP_HEAD_TIMEOUT")?,
+            http_body_timeout: self.duration("HTTP_BODY_TIMEOUT")?,
+            http_idle_timeout: self.duration("HTTP_IDLE_TIMEOUT")?,
+            anthropic_auth_token,
+            push: self.push()?,
+            ui: self.boolean("UI")?,
+            backend,
+            templates_file: self.optional_path("WORKER_TEMPLATES_FILE")?,
+            workspace_ttl: self.optional_duration("WORKSPACE_TTL")?,
+            pool: self.pool_size("WORKER_POOL")?,
+            pool_key_file: self.optional_path("POOL_KEY_FILE")?,
+            pool_activation_timeout: self.duration("POOL_ACTIVATION_TIMEOUT")?,
+        })
+    }
+
+    /// A duration where 0 is allowed (`example` shows its form).
+    fn any_duration(&self, name: &'static str, example: &str) -> Result<Duration, Error> {
+        let v = self.get(name);
+        parse_duration(&v)
+            .ok_or_else(|| invalid(name, format!("{v:?} is not a duration such as {example}")))
+    }
+
+    /// A whole number within `range`.
+    fn number_within(
+        &self,
+        name: &'static str,
+        range: std::ops::RangeInclusive<usize>,
+    ) -> Result<usize, Error> {
+        let n: usize = self.number(name, "a whole number")?;
+        if !range.contains(&n) {
+            return Err(invalid(
+                name,
+                format!("it must be between {} and {}", range.start(), range.end()),
+            ));
+        }
+        Ok(n)
+    }
+
+    /// A warm pool's member count, at most [`templates::MAX_POOL`].
+    fn pool_size(&self, name: &'static str) -> Result<u32, Error> {
+        let n: u32 = self.number(name, "a member count such as 4")?;
+        if n > templates::MAX_POOL {
+            return Err(invalid(
+                name,
+                format!("{n} is more than {} members", templates::MAX_POOL),
+            ));
+        }
+        Ok(n)
+    }
+
+    /// The model route's key from `ANTHROPIC_AUTH_TOKEN_FILE` (the variable itself is read
+    /// apart, by `parse`, which refuses both).
+    fn model_key(&self, warnings: &mut Vec<String>) -> Result<Option<String>, Error> {
+        let Some(path) = self.optional_path("ANTHROPIC_AUTH_TOKEN_FILE")? else {
+            return Ok(None);
+        };
+        let (token, warning) =
+            read_secret_file(&path).map_err(|why| invalid("ANTHROPIC_AUTH_TOKEN_FILE", why))?;
+        warnings.extend(warning);
+        if token.is_empty() {
+            return Err(invalid(
+                "ANTHROPIC_AUTH_TOKEN_FILE",
+                format!("{} is empty", path.display()),
+            ));
+        }
+        Ok(Some(token))
+    }
+
+    /// `true` or `false` (also `1`/`0`, `yes`/`no`).
+    fn boolean(&self, name: &'static str) -> Result<bool, Error> {
+        match self.get(name).to_ascii_lowercase().as_str() {
+            "true" | "1" | "yes" => Ok(true),
+            "false" | "0" | "no" => Ok(false),
+            other => Err(invalid(name, format!("{other:?} is not true or false"))),
+        }
+    }
+
+    fn push(&self) -> Result<PushSettings, Error> {
+        let allow_http = self.boolean("PUSH_ALLOW_HTTP")?;
+        let mut push = PushSettings {
+            allow_http,
+            ..PushSettings::default()
+        };
+        for item in self.get("PUSH_ALLOW").split(',').map(str::trim) {
+            if item.is_empty() {
+                continue;
+            }
+            if let Some(net) = values::parse_cidr(item) {
+                push.allow_nets.push(net);
+            } else if let Ok(ip) = item.parse::<std::net::IpAddr>() {
+                push.allow_nets
+                    .push((ip, if ip.is_ipv4() { 32 } else { 128 }));
+            } else if values::is_hostname(item) {
+                push.allow_hosts.push(item.to_ascii_lowercase());
+            } else {
+                return Err(invalid(
+                    "PUSH_ALLOW",
+                    format!(
+                        "{item:?} is neither a hostname, an address nor a CIDR such as 10.1.0.0/16"
+                    ),
+                ));
+            }
+        }
+        Ok(push)
+    }
+}

@@ -1,0 +1,199 @@
+//! What the settings are, once read: the types every layer above is handed. Reading and
+//! checking them is `raw.rs`'s (and `auth.rs`'s, `backends.rs`'s); `specs.rs` lists them.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// What the command line asked for.
+#[derive(Debug)]
+pub enum Command {
+    Run(Box<Settings>),
+    Help(String),
+    Version(String),
+}
+
+/// The controller's validated settings.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The admin caller's bearer token (from `A2A_AUTH_TOKEN`, or read from its file at
+    /// startup); `None` when only `A2A_CALLERS_FILE` or OIDC authenticate.
+    pub auth_token: Option<String>,
+    /// `A2A_AUTH_TOKEN_FILE`: where the token is re-read from when the file changes.
+    pub auth_token_file: Option<PathBuf>,
+    /// How long the previous token is accepted after the file changed.
+    pub auth_token_overlap: Duration,
+    /// `A2A_CALLERS_FILE`: the callers, their scopes and credentials (read by `auth`).
+    pub callers_file: Option<PathBuf>,
+    /// `A2A_OIDC_*`: signed access tokens of one issuer.
+    pub oidc: Option<OidcSettings>,
+    /// What the operator should hear at startup (e.g. a secret file others can read).
+    pub warnings: Vec<String>,
+    pub public_url: String,
+    pub listen: SocketAddr,
+    pub agent_name: String,
+    pub controller_id: String,
+    pub sentry_dsn: Option<String>,
+    pub sentry_proxy: Option<String>,
+    pub max_workers: u32,
+    pub max_watchers: usize,
+    /// `MAX_CALLER_REQUESTS`, `MAX_CALLER_STREAMS`: what one caller may hold at once (0 = no
+    /// bound).
+    pub max_caller_requests: usize,
+    pub max_caller_streams: usize,
+    /// `MAX_ADMIN_REQUESTS`, `MAX_ADMIN_STREAMS`: the same for admin callers.
+    pub max_admin_requests: usize,
+    pub max_admin_streams: usize,
+    pub worker_ready_timeout: Duration,
+    pub lifetime: Lifetime,
+    /// How often the reaper looks for expired workers.
+    pub reap_interval: Duration,
+    pub max_connections: usize,
+    pub http_head_timeout: Duration,
+    pub http_body_timeout: Duration,
+    pub http_idle_timeout: Duration,
+    /// `ANTHROPIC_AUTH_TOKEN` from the controller's own environment, forwarded to workers.
+    pub anthropic_auth_token: Option<String>,
+    /// Where push notifications may be delivered.
+    pub push: PushSettings,
+    /// Whether the status page is served at `/ui`.
+    pub ui: bool,
+    /// The selected backend with exactly the settings it needs.
+    pub backend: BackendSettings,
+    /// `WORKER_TEMPLATES_FILE`: named templates beside (or instead of) the settings' `default`.
+    pub templates_file: Option<PathBuf>,
+    /// `WORKSPACE_TTL`: how long a task's workspace outlives its last worker (`None`: until
+    /// deleted).
+    pub workspace_ttl: Option<Duration>,
+    /// `WORKER_POOL`: the default template's warm pool (members kept started per controller id).
+    pub pool: u32,
+    /// `POOL_KEY_FILE`: the key pool members' activation secrets are derived from (every
+    /// replica of one controller id reads the same); `None`: derived from `A2A_AUTH_TOKEN`.
+    pub pool_key_file: Option<PathBuf>,
+    /// `POOL_ACTIVATION_TIMEOUT`: how long a member has to answer its activation.
+    pub pool_activation_timeout: Duration,
+}
+
+/// `A2A_OIDC_ISSUER`, `A2A_OIDC_AUDIENCE`, `A2A_OIDC_SCOPE_CLAIM`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OidcSettings {
+    /// Exactly as the tokens' `iss` says it (https, or http on a loopback host).
+    pub issuer: String,
+    pub audience: String,
+    /// The claim whose value is the caller's scope.
+    pub scope_claim: String,
+    /// `A2A_OIDC_CA_FILE`: the PEM roots the issuer's certificate must chain to (`None`: the
+    /// bundled public roots).
+    pub ca_file: Option<PathBuf>,
+    /// `A2A_OIDC_JWKS_REFRESH`: how often the JWKS is fetched again on its own (`None` or
+    /// zero: only for unseen kids).
+    pub jwks_refresh: Option<Duration>,
+}
+
+/// `PUSH_ALLOW_HTTP` and `PUSH_ALLOW`: what webhook deliveries may reach beyond public
+/// https addresses.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PushSettings {
+    pub allow_http: bool,
+    /// Hostnames (lower case) whose addresses are all allowed.
+    pub allow_hosts: Vec<String>,
+    /// Networks (address, prefix length) whose addresses are allowed.
+    pub allow_nets: Vec<(std::net::IpAddr, u8)>,
+}
+
+/// How long workers live: `WORKER_TTL` and `MAX_WORKER_TTL` (`None` for 0).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Lifetime {
+    pub default_ttl: Option<Duration>,
+    pub max_ttl: Option<Duration>,
+}
+
+/// The selected backend and its settings.
+#[derive(Debug, Clone)]
+pub enum BackendSettings {
+    Docker {
+        container: ContainerSettings,
+        docker: DockerSettings,
+    },
+    K8s {
+        container: ContainerSettings,
+        k8s: K8sSettings,
+    },
+    Local(LocalSettings),
+}
+
+impl BackendSettings {
+    /// The container-worker settings of the docker and k8s backends.
+    pub fn container(&self) -> Option<&ContainerSettings> {
+        match self {
+            BackendSettings::Docker { container, .. } | BackendSettings::K8s { container, .. } => {
+                Some(container)
+            }
+            BackendSettings::Local(_) => None,
+        }
+    }
+}
+
+/// Settings shared by the container and pod backends.
+#[derive(Debug, Clone)]
+pub struct ContainerSettings {
+    pub image: String,
+    pub port: u16,
+    pub token_env: String,
+    pub anthropic_base_url: String,
+    pub anthropic_model: String,
+    pub memory_bytes: Option<i64>,
+    pub nano_cpus: Option<i64>,
+}
+
+#[derive(Debug, Clone)]
+pub struct DockerSettings {
+    /// Path of the engine's Unix socket (from `DOCKER_HOST=unix://...`).
+    pub socket: PathBuf,
+    pub network: Option<String>,
+    pub publish_host: IpAddr,
+    pub pids_limit: Option<i64>,
+}
+
+#[derive(Debug, Clone)]
+pub struct K8sSettings {
+    pub namespace: Option<String>,
+    pub worker_service: String,
+    pub cluster_domain: String,
+    pub api_url: Option<String>,
+    pub ca_file: Option<PathBuf>,
+    pub token_file: Option<PathBuf>,
+    pub client_cert_file: Option<PathBuf>,
+    pub client_key_file: Option<PathBuf>,
+    pub pod_template: Option<PathBuf>,
+    /// `K8S_WORKER_URL`: a template with `{pod}`, `{namespace}`, `{port}`.
+    pub worker_url: Option<String>,
+    /// `K8S_REPLICA_IP` and `K8S_REPLICA_SELECTOR`: one replica of several.
+    pub replica: Option<ReplicaSettings>,
+}
+
+/// One replica of several: its own pod IP, and the label selector of all of them.
+#[derive(Debug, Clone)]
+pub struct ReplicaSettings {
+    pub ip: std::net::IpAddr,
+    pub selector: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct LocalSettings {
+    pub wezterm: PathBuf,
+    pub state_file: PathBuf,
+    pub task_dir: PathBuf,
+    /// The program a worker's tab runs and its arguments, with `{task}`, `{task_file}`,
+    /// `{worker_id}` placeholders.
+    pub command: Vec<String>,
+    /// How long one wezterm CLI call may take before it is killed.
+    pub cli_timeout: Duration,
+    /// The WezTerm workspace new tabs open in (`spawn --workspace`); WezTerm's current one
+    /// (`default`) when unset.
+    pub workspace: Option<String>,
+    /// `LOCAL_WORKSPACES_DIR`: where task workspaces (templates with a workspace) are made.
+    pub workspaces_dir: PathBuf,
+}
+
+pub const MIN_AUTH_TOKEN_LEN: usize = 16;
