@@ -39,6 +39,8 @@ mod routes;
 mod secret_file;
 mod sentry;
 pub mod settings;
+#[doc(hidden)]
+pub mod testing;
 pub mod time;
 pub mod token;
 mod ui;
@@ -53,33 +55,6 @@ use crate::backend::k8s::K8sBackend;
 use crate::backend::local::LocalBackend;
 use crate::backend::Backend;
 use crate::settings::{BackendSettings, Settings};
-
-/// Internals that integration tests and fuzz targets reach into. Not an API: it changes
-/// with the code it exposes.
-#[doc(hidden)]
-pub mod testing {
-    pub use crate::backend::docker::engine::{negotiate_version, Engine};
-    pub use crate::backend::docker::wire::{error_message, parse_inspect, parse_list, Summary};
-    pub use crate::backend::k8s::api::{
-        Api as K8sApi, ApiConfig as K8sApiConfig, ApiError as K8sApiError,
-        ConfigError as K8sConfigError, Method as K8sMethod, Reason as K8sReason,
-        SERVICE_ACCOUNT_DIR as K8S_SERVICE_ACCOUNT_DIR,
-    };
-    pub use crate::backend::k8s::pod::{
-        binding_manifest as k8s_binding_pod, check_template, manifest as k8s_pod,
-        member_manifest as k8s_member_pod, PodInputs,
-    };
-    pub use crate::backend::k8s::workspace::manifest as k8s_claim;
-    pub use crate::backend::k8s::K8sBackend;
-    pub use crate::backend::labels::MemberLabels;
-    pub use crate::backend::labels::{container_name, owner_selector, pod_name};
-    pub use crate::backend::local::store::{Record as LocalRecord, Store as LocalStore};
-    pub use crate::backend::local::task::{session_id, task_file};
-    pub use crate::backend::local::LocalBackend;
-    pub use crate::backend::worker_env::environment as worker_environment;
-    pub use crate::hash::sha256;
-    pub use crate::metrics::Metrics;
-}
 
 /// How long in-flight requests may take to finish after SIGTERM or SIGINT.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
@@ -214,30 +189,10 @@ pub fn open_templates(
     Ok(Arc::new(file))
 }
 
-/// The key warm pools derive members' secrets from, and where it came from: `POOL_KEY_FILE`,
-/// else derived from `A2A_AUTH_TOKEN`; `None` with neither (a pooled template is refused).
+/// The key warm pools derive members' secrets from, and where it came from
+/// ([`control::pool::PoolKey::from_settings`]).
 pub fn pool_key(settings: &Settings) -> Result<Option<(control::pool::PoolKey, String)>, Error> {
-    use control::pool::PoolKey;
-    if let Some(path) = &settings.pool_key_file {
-        let (key, _) = secret_file::read_secret_file(path)
-            .map_err(|why| Error::Refused(format!("setting POOL_KEY_FILE is invalid: {why}")))?;
-        if key.chars().count() < 16 {
-            return Err(Error::Refused(format!(
-                "setting POOL_KEY_FILE is invalid: {} holds fewer than 16 characters",
-                path.display()
-            )));
-        }
-        return Ok(Some((
-            PoolKey::new(key.as_bytes()),
-            format!("POOL_KEY_FILE {}", path.display()),
-        )));
-    }
-    Ok(settings.auth_token.as_deref().map(|t| {
-        (
-            PoolKey::derived_from(t),
-            "derived from A2A_AUTH_TOKEN".to_string(),
-        )
-    }))
+    control::pool::PoolKey::from_settings(settings).map_err(Error::Refused)
 }
 
 /// A variable of this process's environment; empty counts as unset. Backends read their
@@ -316,33 +271,7 @@ pub fn start_with(
         )),
         None => None,
     };
-    let pool = match (backend.pools().is_some(), pool_key(settings)?) {
-        (true, Some((key, source))) => {
-            let pooled: Vec<String> = templates
-                .current()
-                .all()
-                .filter(|t| t.pool > 0)
-                .map(|t| format!("{} ({})", t.name, t.pool))
-                .collect();
-            if !pooled.is_empty() {
-                log::info!(
-                    "warm pools: {}; members' key {source}, id {}",
-                    pooled.join(", "),
-                    key.id()
-                );
-            }
-            let pool = control::pool::Pool::new(
-                Arc::clone(&backend),
-                Arc::clone(&templates),
-                Arc::clone(&metrics),
-                &settings.controller_id,
-                key,
-                settings.pool_activation_timeout,
-            );
-            Some(control::pool::Pool::start(&pool))
-        }
-        _ => None,
-    };
+    let pool = start_pool(settings, &backend, &templates, &metrics)?;
     let mut control = control::Control::new(
         backend,
         Arc::clone(&metrics),
@@ -357,39 +286,20 @@ pub fn start_with(
     }
     let control = Arc::new(control);
     let reaper = control::Reaper::start(Arc::clone(&control), settings.reap_interval);
-    let tasks = Arc::new(a2a::TaskStore::new(a2a::tasks::DEFAULT_CAPACITY));
-    let deployment = a2a::card::Deployment {
-        backend: control.backend().kind().as_str(),
-        max_workers: settings.max_workers,
-        default_ttl_secs: settings.lifetime.default_ttl.map(|t| t.as_secs()),
-        max_ttl_secs: settings.lifetime.max_ttl.map(|t| t.as_secs()),
-        ready_timeout_secs: settings.worker_ready_timeout.as_secs(),
-        reap_interval_secs: settings.reap_interval.as_secs(),
-        commit: env!("A2A_WC_GIT_COMMIT"),
-    };
-    let extended =
-        a2a::card::extended_card(&settings.agent_name, &settings.public_url, &deployment);
-    let push = Arc::new(push::Pusher::start(
-        settings.push.clone(),
-        Arc::clone(&metrics),
-    ));
     let replicas = replicas.map(|found| {
-        Arc::new(replicas::Replicas::new(
+        let r = replicas::Replicas::new(
             found.own(),
             settings.listen.port(),
             Box::new(move || found.replicas()),
-        ))
-    });
-    if let Some(r) = &replicas {
+        );
         log::info!(
             "one replica of several, at {}: tasks of the others are relayed to them",
             r.own()
         );
-    }
+        Arc::new(r)
+    });
     let replica_ip = replicas.as_ref().map(|r| r.own());
-    let service = Arc::new(
-        a2a::Service::new(Arc::clone(&control), tasks, push, extended).with_replicas(replicas),
-    );
+    let service = a2a_service(settings, &control, &metrics, replicas);
     let routes = routes::Routes {
         jsonrpc: a2a::JsonRpc::new(Arc::clone(&service)),
         rest: a2a::Rest::new(service),
@@ -399,16 +309,7 @@ pub fn start_with(
         ui: settings.ui,
         credentials,
         replica_ip,
-        limits: auth::limits::CallerLimits::new(
-            auth::limits::Bounds {
-                requests: settings.max_caller_requests,
-                streams: settings.max_caller_streams,
-            },
-            auth::limits::Bounds {
-                requests: settings.max_admin_requests,
-                streams: settings.max_admin_streams,
-            },
-        ),
+        limits: caller_limits(settings),
         turns: auth::turns::Turns::per_core(),
     };
     let server = http::Server::bind(settings.listen).map_err(Error::Http)?;
@@ -429,6 +330,81 @@ pub fn start_with(
         _reaper: reaper,
         _pool: pool,
     })
+}
+
+/// The warm pools, started when the backend keeps them and a key is there (`None` else).
+fn start_pool(
+    settings: &Settings,
+    backend: &Arc<dyn Backend>,
+    templates: &Arc<settings::templates::TemplatesFile>,
+    metrics: &Arc<metrics::Metrics>,
+) -> Result<Option<control::pool::PoolHandle>, Error> {
+    let (Some(_), Some((key, source))) = (backend.pools(), pool_key(settings)?) else {
+        return Ok(None);
+    };
+    let pooled: Vec<String> = templates
+        .current()
+        .all()
+        .filter(|t| t.pool > 0)
+        .map(|t| format!("{} ({})", t.name, t.pool))
+        .collect();
+    if !pooled.is_empty() {
+        log::info!(
+            "warm pools: {}; members' key {source}, id {}",
+            pooled.join(", "),
+            key.id()
+        );
+    }
+    let pool = control::pool::Pool::new(
+        Arc::clone(backend),
+        Arc::clone(templates),
+        Arc::clone(metrics),
+        &settings.controller_id,
+        key,
+        settings.pool_activation_timeout,
+    );
+    Ok(Some(control::pool::Pool::start(&pool)))
+}
+
+/// The A2A service over `control`: its task store, its webhooks, its extended card, and the
+/// other replicas when it is one of several.
+fn a2a_service(
+    settings: &Settings,
+    control: &Arc<control::Control>,
+    metrics: &Arc<metrics::Metrics>,
+    replicas: Option<Arc<replicas::Replicas>>,
+) -> Arc<a2a::Service> {
+    let tasks = Arc::new(a2a::TaskStore::new(a2a::tasks::DEFAULT_CAPACITY));
+    let deployment = a2a::card::Deployment {
+        backend: control.backend().kind().as_str(),
+        max_workers: settings.max_workers,
+        default_ttl_secs: settings.lifetime.default_ttl.map(|t| t.as_secs()),
+        max_ttl_secs: settings.lifetime.max_ttl.map(|t| t.as_secs()),
+        ready_timeout_secs: settings.worker_ready_timeout.as_secs(),
+        reap_interval_secs: settings.reap_interval.as_secs(),
+        commit: env!("A2A_WC_GIT_COMMIT"),
+    };
+    let extended =
+        a2a::card::extended_card(&settings.agent_name, &settings.public_url, &deployment);
+    let push = Arc::new(push::Pusher::start(
+        settings.push.clone(),
+        Arc::clone(metrics),
+    ));
+    Arc::new(a2a::Service::new(Arc::clone(control), tasks, push, extended).with_replicas(replicas))
+}
+
+/// What each caller may hold at once (admins their own).
+fn caller_limits(settings: &Settings) -> Arc<auth::limits::CallerLimits> {
+    auth::limits::CallerLimits::new(
+        auth::limits::Bounds {
+            requests: settings.max_caller_requests,
+            streams: settings.max_caller_streams,
+        },
+        auth::limits::Bounds {
+            requests: settings.max_admin_requests,
+            streams: settings.max_admin_streams,
+        },
+    )
 }
 
 /// Runs the controller until SIGTERM or SIGINT.

@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 
 use super::api::{ApiError, Method};
 use super::refusals::{api_error, create_error, TEMPLATE_HINT};
-use super::{labels, K8sBackend};
+use super::{labels, pod, K8sBackend};
 use std::sync::Arc;
 
 use crate::backend::{Backend, BackendError, CreateSpec, Finding, Progress, Refusal, Template};
@@ -276,5 +276,31 @@ impl K8sBackend {
             )),
             Err(e) => Finding::failed(format!("the dry run of a worker pod was refused: {e}")),
         }
+    }
+
+    /// A claim's binding pod for template `t`, sent as a dry run (nothing is created): what
+    /// `check` asks, so a quota or an admission policy that would refuse it is found there.
+    pub(super) fn dry_run_binding(&self, t: &crate::backend::Template) -> Result<(), BackendError> {
+        let suffix = crate::token::random_hex(4).map_err(|e| {
+            BackendError::Internal(format!("the system random generator failed: {e}"))
+        })?;
+        let name = labels::pod_name(
+            &self.controller_id,
+            crate::backend::ADMIN_SCOPE,
+            &format!("a2a-check-{suffix}"),
+        );
+        let body = pod::binding_manifest(
+            &name,
+            &self.namespace,
+            &self.controller_id,
+            ("a2a-check-member", "00000000-0000-0000-0000-000000000000"),
+            "dryrun",
+            &t.image,
+        );
+        let path = format!("{}?dryRun=All&fieldValidation=Strict", self.pods_path());
+        self.api
+            .call(Method::Post, &path, Some(&body))
+            .map(|_| ())
+            .map_err(|e| create_error(e, false))
     }
 }

@@ -20,6 +20,7 @@
 
 pub(crate) mod api;
 mod check;
+mod claim;
 mod create;
 pub(crate) mod pod;
 mod pool;

@@ -1,6 +1,7 @@
 //! Warm pools: each template with `pool: N` keeps N started, unbound members per controller
 //! id, and a create of it takes one and binds it to its task (the backend's
-//! [`Backend::claim_member`]); with none free it is made cold, as without a pool.
+//! [`Pools::claim_member`]); with none free it is made cold, as without a pool. `plan.rs`
+//! decides what one look at the members does; `key.rs` is the key their secrets come from.
 //!
 //! - **Slots, not counts.** Member `i` of a template's revision has one name
 //!   ([`labels::member_name`]) for every replica, and the engine keeps names unique: two
@@ -15,22 +16,24 @@
 //!   ended members and claims that did not finish, and refills free slots two at a time; an
 //!   engine that refuses backs the template off (1 s doubling to 60 s), said once per streak.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use ring::hmac;
+mod key;
+mod plan;
 
-use crate::backend::labels;
+pub use self::key::PoolKey;
+
 use crate::backend::{
-    Activation, Backend, BackendError, ClaimError, CreateSpec, MemberSpec, MemberState, PoolMember,
-    Pools, Template, Worker,
+    Activation, Backend, BackendError, ClaimError, CreateSpec, MemberSpec, PoolMember, Pools,
+    Template, Worker,
 };
 use crate::metrics::Metrics;
 use crate::settings::templates::TemplatesFile;
-use crate::token::{self, Token};
+use crate::token::{self};
 
 /// How often the pool looks at its members without being asked.
 const LOOK_EVERY: Duration = Duration::from_secs(1);
@@ -43,43 +46,6 @@ const MAX_BACKOFF: Duration = Duration::from_secs(60);
 const STUCK_GRACE: Duration = Duration::from_secs(30);
 /// Every how many passes bindings of members that are gone are swept.
 const SWEEP_EVERY: u64 = 10;
-
-/// The key members' activation secrets come from, and its id (in labels; not the key).
-#[derive(Clone)]
-pub struct PoolKey {
-    key: hmac::Key,
-    id: String,
-}
-
-impl PoolKey {
-    /// A key of `secret`'s bytes (`POOL_KEY_FILE`).
-    pub fn new(secret: &[u8]) -> PoolKey {
-        let key = hmac::Key::new(hmac::HMAC_SHA256, secret);
-        let id = token::hex(&hmac::sign(&key, b"a2a-worker-controller pool key id").as_ref()[..8]);
-        PoolKey { key, id }
-    }
-
-    /// A key derived from the admin token (`A2A_AUTH_TOKEN`), which every replica of one
-    /// controller id has.
-    pub fn derived_from(admin_token: &str) -> PoolKey {
-        let outer = hmac::Key::new(hmac::HMAC_SHA256, admin_token.as_bytes());
-        PoolKey::new(hmac::sign(&outer, b"a2a-worker-controller pool key").as_ref())
-    }
-
-    /// Its id: 16 hex digits that say which key, and nothing of it.
-    pub fn id(&self) -> &str {
-        &self.id
-    }
-
-    /// Member `name`'s activation secret (with its `nonce`).
-    pub fn secret(&self, name: &str, nonce: &str) -> Token {
-        let tag = hmac::sign(
-            &self.key,
-            format!("a2a-pool-member\n{name}\n{nonce}").as_bytes(),
-        );
-        Token::from_secret(token::hex(tag.as_ref()))
-    }
-}
 
 /// A template's revision: 12 hex digits of a hash of what its workers are made from (image,
 /// program, environment, limits, port, readiness, pod template, network).
@@ -321,136 +287,45 @@ impl Pool {
         }
     }
 
-    /// One look: the members as the engine has them, what is removed, the ready lists, then
-    /// free slots refilled. Whether members were started (another look follows at once).
+    /// One look: the members as the engine has them, what is removed (`plan.rs` decides), the
+    /// ready lists, then free slots refilled. Whether members were started (another look
+    /// follows at once).
     fn pass(&self, sweep: bool) -> Result<bool, BackendError> {
         let templates = self.templates.current();
-        let wanted: HashMap<&str, (&Arc<Template>, String)> = templates
-            .all()
-            .filter(|t| t.pool > 0)
-            .map(|t| (t.name.as_str(), (t, revision(t))))
-            .collect();
-        // Every slot's name now, by template: a member elsewhere is drained.
-        let slots: HashMap<&str, Vec<String>> = wanted
-            .iter()
-            .map(|(name, (t, rev))| {
-                let names = (0..t.pool)
-                    .map(|slot| labels::member_name(&self.controller_id, name, rev, slot))
-                    .collect();
-                (*name, names)
-            })
-            .collect();
+        let wanted = plan::Wanted::of(&templates, &self.controller_id);
         if wanted.is_empty() && self.lock().found_members == Some(false) {
             return Ok(false);
         }
-        let mut members = self.engine()?.members()?;
+        let members = self.engine()?.members()?;
         self.lock().found_members = Some(!members.is_empty());
-        // Oldest first: of two members in one slot (two replicas filled it at once on an
-        // engine whose names are not the slots, Kubernetes), the older stays.
-        members.sort_by(|a, b| (a.created_ms, &a.id).cmp(&(b.created_ms, &b.id)));
-        let mut ready: HashMap<String, Vec<PoolMember>> = HashMap::new();
-        let mut taken: HashSet<String> = HashSet::new();
-        let mut counts: BTreeMap<(String, &'static str), u64> = BTreeMap::new();
-        let mut remove: Vec<(PoolMember, &'static str)> = Vec::new();
         let now = Instant::now();
-        let stuck_after = self.activation_timeout + STUCK_GRACE;
-        let (stuck_since, lost_since) = {
+        let seen = {
             let mut shared = self.lock();
-            (
-                std::mem::take(&mut shared.stuck_since),
-                shared.lost_since.clone(),
-            )
-        };
-        let mut still_stuck = HashMap::new();
-        let mut still_lost = HashMap::new();
-        let mut kept_states: Vec<(String, &'static str)> = Vec::new();
-        for m in members {
-            let current = m.key_id == self.key.id
-                && wanted
-                    .get(m.template.as_str())
-                    .is_some_and(|(_, rev)| *rev == m.revision)
-                && slots
-                    .get(m.template.as_str())
-                    .is_some_and(|names| names.contains(&m.name));
-            match m.state {
-                MemberState::Ended => remove.push((m, "it ended")),
-                MemberState::Starting | MemberState::Ready
-                    if current && taken.contains(&m.name) =>
-                {
-                    remove.push((m, "its slot has an older member (filled twice at once)"))
-                }
-                MemberState::Claiming | MemberState::Starting => {
-                    let since = *stuck_since.get(&m.id).unwrap_or(&now);
-                    if now.duration_since(since) > stuck_after {
-                        remove.push((m, "it was left half-claimed or never started"));
-                    } else {
-                        if m.state == MemberState::Starting && current {
-                            taken.insert(m.name.clone());
-                        }
-                        kept_states.push((m.template.clone(), m.state.as_str()));
-                        still_stuck.insert(m.id.clone(), since);
-                    }
-                }
-                MemberState::Ready if !current => {
-                    remove.push((m, "its template, revision or pool key changed"))
-                }
-                MemberState::Ready => match lost_since.get(&m.id) {
-                    Some(since) if now.duration_since(*since) > stuck_after => {
-                        remove.push((m, "it was activated by a claim that never finished"))
-                    }
-                    lost => {
-                        if let Some(since) = lost {
-                            still_lost.insert(m.id.clone(), *since);
-                        }
-                        taken.insert(m.name.clone());
-                        ready.entry(m.template.clone()).or_default().push(m);
-                    }
-                },
+            plan::Seen {
+                stuck_since: std::mem::take(&mut shared.stuck_since),
+                lost_since: shared.lost_since.clone(),
+                now,
+                stuck_after: self.activation_timeout + STUCK_GRACE,
             }
-        }
-        // What stays is counted (what is removed now is gone after this pass).
-        for m in ready.values().flatten() {
-            *counts.entry((m.template.clone(), "ready")).or_default() += 1;
-        }
-        for (template, state) in &kept_states {
-            *counts.entry((template.clone(), *state)).or_default() += 1;
-        }
-        for (m, why) in &remove {
+        };
+        let plan = plan::plan(members, &self.key.id, &wanted, &seen);
+        for (m, why) in &plan.remove {
             log::info!("pool: removing member {} ({why})", m.name);
             if let Err(e) = self.engine().and_then(|pools| pools.remove_member(m)) {
                 log::warn!("pool: member {} could not be removed: {e}", m.name);
             }
         }
-        let mut status: Vec<PoolStatus> = wanted
-            .values()
-            .map(|(t, _)| PoolStatus {
-                template: t.name.clone(),
-                size: t.pool,
-                ready: ready.get(&t.name).map_or(0, |r| r.len() as u32),
-                starting: counts
-                    .get(&(t.name.clone(), MemberState::Starting.as_str()))
-                    .map_or(0, |n| *n as u32),
-            })
-            .collect();
-        status.sort_by(|a, b| a.template.cmp(&b.template));
-        for t in wanted.keys() {
-            for state in ["ready", "starting", "claiming", "ended"] {
-                counts.entry((t.to_string(), state)).or_default();
-            }
-        }
-        self.metrics.pool_members(counts);
+        self.metrics.pool_members(plan.counts(&wanted));
         {
             let mut shared = self.lock();
-            shared.ready = ready;
-            shared.status = status;
-            shared.stuck_since = still_stuck;
+            shared.status = plan.status(&wanted);
+            shared.ready = plan.ready;
+            shared.stuck_since = plan.still_stuck;
             // Lost since this pass's list began stay too.
             shared
                 .lost_since
-                .retain(|id, since| still_lost.contains_key(id) || *since >= now);
-            shared
-                .backoff
-                .retain(|t, _| wanted.contains_key(t.as_str()));
+                .retain(|id, since| plan.still_lost.contains_key(id) || *since >= now);
+            shared.backoff.retain(|t, _| wanted.has(t));
         }
         if sweep {
             match self.engine().and_then(|pools| pools.sweep()) {
@@ -460,8 +335,8 @@ impl Pool {
             }
         }
         let mut started = false;
-        for (name, (t, rev)) in &wanted {
-            started |= self.refill(t, rev, &slots[name], &taken);
+        for (t, rev, slots) in wanted.iter() {
+            started |= self.refill(t, rev, slots, &plan.taken);
         }
         Ok(started)
     }
