@@ -40,6 +40,9 @@ pub struct FakeBackend {
     pub tokens: Mutex<Vec<String>>,
     /// How many times the workers were listed.
     pub lists: AtomicU64,
+    /// How many creates have begun (counted as each one enters, before its delay): a test
+    /// waits on this to know a create is in flight.
+    pub creates_started: AtomicU64,
     /// Whether it keeps warm pools: then members "started" are held here, always ready, and
     /// a claim of one is refused (the create is made cold), for the layers above the seam.
     pub pooling: AtomicBool,
@@ -148,6 +151,7 @@ impl Backend for FakeBackend {
     }
 
     fn create(&self, spec: &CreateSpec) -> Result<Worker, BackendError> {
+        self.creates_started.fetch_add(1, Ordering::SeqCst);
         self.check_up()?;
         if self.refuse_creates.load(Ordering::SeqCst) {
             return Err(BackendError::Unavailable(

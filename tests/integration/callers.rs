@@ -1,4 +1,4 @@
-//! Callers and scopes (issue 23) over the protocol with the backend test double: two callers
+//! Callers and scopes over the protocol with the backend test double: two callers
 //! of `A2A_CALLERS_FILE` and the admin token; each sees only its own workers in `list` and
 //! `watch`; another scope's worker is `not_found` exactly as a missing one (the whole error and
 //! its timing); one task name in two scopes gives two workers; `max_workers` per caller; the

@@ -9,7 +9,7 @@ fn bin() -> Command {
 }
 
 #[test]
-fn help_and_version() {
+fn help_and_version_print_every_setting_and_exit_0() {
     let out = bin().arg("--help").output().unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();

@@ -10,7 +10,7 @@ use serde_json::json;
 use crate::support::*;
 
 #[test]
-fn create_list_stop() {
+fn a_created_worker_is_listed_with_its_own_token_and_stop_removes_it() {
     let c = controller();
     let task = c.control(json!({"operation": "create", "task": "fix-login"}));
     let data = reply_data(&task);

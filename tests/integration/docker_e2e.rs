@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::docker_support::*;
-use crate::support::{control_error, env_or_skip, reply_data, request, Controls};
+use crate::support::{control_error, env_or_skip, reply_data, request, Controls, PATIENCE};
 
 fn worker_list(p: &Proc) -> Vec<Value> {
     reply_data(&p.control(json!({"operation": "list"})))["workers"]
@@ -144,7 +144,7 @@ fn lifecycle_create_talk_list_stop_and_no_token_leaks() {
 }
 
 #[test]
-fn concurrent_creates() {
+fn ten_racing_creates_of_one_task_make_one_worker() {
     let Some(socket) = docker_socket() else {
         return;
     };
@@ -335,7 +335,14 @@ fn workers_that_exit_or_never_answer() {
         reply_data(&p.control(json!({"operation": "create", "task": "victim"})))["worker"].clone();
     let container = &cleanup.owned()[0].id;
     cleanup.engine.kill(container, "KILL").unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    crate::support::wait_until("the engine has the container ended", PATIENCE, || {
+        let state = cleanup
+            .engine
+            .inspect(container)
+            .unwrap()
+            .and_then(|i| i.state);
+        state.is_some_and(|s| !s.running)
+    });
     let listed = reply_data(&p.control(json!({"operation": "list"})));
     let lw = &listed["workers"][0];
     assert_eq!(lw["worker_id"], w["worker_id"]);
@@ -444,7 +451,10 @@ fn sigterm_lets_a_create_in_flight_finish_then_exits_zero() {
     let in_flight = std::thread::spawn(move || {
         crate::support::send_control(addr, json!({"operation": "create", "task": "slow"}))
     });
-    std::thread::sleep(std::time::Duration::from_millis(700));
+    // In flight: its container is made, and it waits for the worker (which never answers).
+    crate::support::wait_until("the create's container made", PATIENCE, || {
+        !cleanup.owned().is_empty()
+    });
     let started = std::time::Instant::now();
     assert_eq!(p.terminate(), Some(0));
     assert!(
@@ -940,7 +950,7 @@ fn the_status_page_on_the_real_engine() {
     });
 }
 
-/// Callers and scopes on the real engine (issue 23): two callers of a callers file and the
+/// Callers and scopes on the real engine: two callers of a callers file and the
 /// admin token; each lists only its own containers, reads the other's as `not_found` (the
 /// whole error and its timing as for a missing id); one task name in two scopes is two
 /// containers (each labelled with its scope); `max_workers` per caller; the admin sees all with

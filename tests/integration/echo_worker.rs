@@ -27,7 +27,7 @@ impl Drop for Echo {
 }
 
 fn start(env: &[(&str, &str)]) -> Echo {
-    let port = crate::docker_support::free_port();
+    let port = crate::support::free_port();
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     let child = Command::new(env!("CARGO_BIN_EXE_a2a-echo-worker"))
         .env_clear()

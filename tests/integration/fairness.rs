@@ -1,4 +1,4 @@
-//! Fairness between callers (issue 33): each caller's requests in flight and open streams are
+//! Fairness between callers: each caller's requests in flight and open streams are
 //! bounded (`MAX_CALLER_REQUESTS`, `MAX_CALLER_STREAMS`; the admin's own), and past them it is
 //! answered 429 with `Retry-After` at once — a JSON-RPC error, or an HTTP+JSON one — and
 //! counted by caller; the others go on. Measured: one caller's 64 connections listing as fast

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::docker_support::Proc;
+use crate::support::Proc;
 use crate::support::*;
 
 /// The binary on its own, with an engine socket that does not exist (no engine is needed
@@ -124,7 +124,7 @@ fn an_oversized_body_is_refused_without_being_read() {
 }
 
 #[test]
-fn head_limits() {
+fn an_oversized_target_or_head_is_refused_414_or_431_and_counted() {
     let p = proc(&[]);
     let long_target = format!("GET /{} HTTP/1.1\r\nHost: x\r\n\r\n", "a".repeat(9 * 1024));
     assert_eq!(status_of(p.addr, long_target.as_bytes()), 414);

@@ -11,7 +11,7 @@ use crate::support::*;
 const LIST: &str = r#"{"jsonrpc":"2.0","id":"1","method":"SendMessage","params":{"message":{"messageId":"1","role":"ROLE_USER","parts":[{"data":{"operation":"list"}}]}}}"#;
 
 #[test]
-fn authentication() {
+fn only_the_bearer_token_is_let_in_and_refusals_say_why() {
     let c = controller();
     let cases: [(Option<String>, &str); 5] = [
         (None, ""),
@@ -54,7 +54,7 @@ fn authentication() {
 }
 
 #[test]
-fn routes_and_methods() {
+fn a_wrong_method_is_405_naming_the_allowed_and_an_unknown_path_404() {
     let c = controller();
     for (method, path, status, allow) in [
         ("GET", "/a2a", 405, Some("POST")),
@@ -95,7 +95,7 @@ fn readiness_follows_the_backend() {
 }
 
 #[test]
-fn body_limit() {
+fn a_body_up_to_the_cap_is_read_and_one_past_it_is_413() {
     let c = controller();
     let auth = format!("Bearer {TOKEN}");
     // Just under the cap is read and parsed.
@@ -274,7 +274,9 @@ fn shutdown_finishes_requests_in_flight() {
             body.to_string().as_bytes(),
         )
     });
-    std::thread::sleep(Duration::from_millis(200));
+    wait_until("the create in flight", PATIENCE, || {
+        c.backend.creates_started.load(Ordering::SeqCst) == 1
+    });
     let running = c.running.take().unwrap();
     assert!(
         running.shutdown(),

@@ -11,7 +11,7 @@ fn raw_error(c: &Controller, body: &str) -> Value {
 }
 
 #[test]
-fn envelope_errors() {
+fn a_broken_envelope_is_a_jsonrpc_error_with_the_id_when_there_is_one() {
     let c = controller();
     let r = raw_error(&c, "{not json");
     assert_eq!(r["error"]["code"], -32700);
@@ -157,7 +157,7 @@ fn a2a_specific_errors_carry_error_info() {
 }
 
 #[test]
-fn messages_to_existing_tasks() {
+fn a_message_to_an_unknown_task_another_context_or_a_finished_task_is_refused() {
     let c = controller();
     let task = c.control(json!({"operation": "list"}));
     let (id, ctx) = (
@@ -186,7 +186,7 @@ fn messages_to_existing_tasks() {
 }
 
 #[test]
-fn version_service_parameter() {
+fn only_a2a_version_1_0_or_none_is_served() {
     let c = controller();
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}}).to_string();
     assert!(c.post_json(&body, &[("A2A-Version", "1.0")])["result"].is_object());
@@ -224,7 +224,7 @@ fn version_service_parameter() {
 }
 
 #[test]
-fn output_modes() {
+fn a_reply_only_in_a_mode_the_caller_cannot_accept_is_refused() {
     let c = controller();
     let m = message(vec![json!({"data": {"operation": "list"}})]);
     let e = c.rpc_error(

@@ -11,8 +11,8 @@ use a2a_worker_controller::settings::{self, BackendSettings, Command as Cli};
 use a2a_worker_controller::testing::{pod_name, K8sApi, K8sApiConfig, K8sMethod};
 use serde_json::{json, Value};
 
-use crate::docker_support::{controller_id, Proc};
 use crate::k8s_support::{assert_manifests_ok, check_manifests, configured, Pki, Standin};
+use crate::support::{controller_id, Proc};
 use crate::support::{p50, reply_data, Controls, TOKEN};
 
 pub const NS: &str = "a2a";
@@ -1147,7 +1147,7 @@ fn a_watch_lists_again_when_its_version_expired() {
     assert_eq!(r["result"]["status"]["state"], "TASK_STATE_CANCELED", "{r}");
 }
 
-/// Callers and scopes on the Kubernetes stand-in (issue 23): one task name in two scopes is two
+/// Callers and scopes on the Kubernetes stand-in: one task name in two scopes is two
 /// pods (the scope a label, the admin's pod keeping its name), each caller lists only its own,
 /// another scope's pod is `not_found`, and a restart reads the scopes back from the labels.
 #[test]
@@ -1312,7 +1312,7 @@ fn claims(api: &K8sApi, id: &str) -> Vec<Value> {
     )
 }
 
-/// Task workspaces as claims (issue 30), on the stand-in that answers as the real API server
+/// Task workspaces as claims, on the stand-in that answers as the real API server
 /// did in rec s30-workspace-claims.txt: a claim made before the pod and mounted in it, reused
 /// by the task's next pod (the create's 409 answered by reading it), kept by stop, deleted with
 /// `"workspace": "delete"` (held while the pod stops), a create waiting for a deleted claim to
@@ -1418,11 +1418,15 @@ fn workspaces_are_claims_made_before_the_pod_and_reused() {
     p.control(json!({"operation": "stop", "worker_id": first["worker"]["worker_id"]}));
     let spaces = reply_data(&p.control(json!({"operation": "workspaces"})));
     assert_eq!(spaces["workspaces"][0]["name"], claim_name.as_str());
-    wait_until(|| {
-        !pods(&api)
-            .iter()
-            .any(|p| p["metadata"]["name"] == pod_name(&id, "admin", "keep me"))
-    });
+    crate::support::wait_until(
+        "the pod of task \"keep me\" gone",
+        std::time::Duration::from_secs(20),
+        || {
+            !pods(&api)
+                .iter()
+                .any(|p| p["metadata"]["name"] == pod_name(&id, "admin", "keep me"))
+        },
+    );
     let uid = claims(&api, &id)[0]["metadata"]["uid"].clone();
     let last_used =
         claims(&api, &id)[0]["metadata"]["annotations"]["a2a-worker-controller/last-used"].clone();
@@ -1482,12 +1486,4 @@ fn workspaces_are_claims_made_before_the_pod_and_reused() {
         assert!(out.contains(&format!("template {t}: image ")), "{t}: {out}");
     }
     assert!(out.contains("may keep its workspace claims"), "{out}");
-}
-
-fn wait_until(done: impl Fn() -> bool) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while !done() {
-        assert!(std::time::Instant::now() < deadline, "not in time");
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
 }

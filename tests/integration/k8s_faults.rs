@@ -9,11 +9,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::docker_support::{controller_id, Proc};
 use crate::k8s_e2e::{api, flags, pods, refused_at_startup, start, wait_until_no_pods};
 use crate::k8s_support::{configured, Pki, Standin};
 use crate::streaming::{control_message, result_data, steps, stream};
 use crate::support::{control_error, reply_data, Controls};
+use crate::support::{controller_id, Proc};
 
 fn create_id(p: &Proc, task: &str) -> String {
     reply_data(&p.control(json!({"operation": "create", "task": task})))["worker"]["worker_id"]

@@ -130,7 +130,7 @@ fn pods() -> Vec<(String, Value)> {
             };
             let body = k8s_pod(&inputs);
             if name == "template" {
-                // A warm pool's member pod and a claim's binding pod (issue 31).
+                // A warm pool's member pod and a claim's binding pod.
                 let member = MemberLabels {
                     member: "ctl-pool-warm-0123abcd-0".into(),
                     template: "default".into(),

@@ -1,4 +1,4 @@
-//! Warm pools (issue 31) on Kubernetes, against the stand-in API server with its kubelet
+//! Warm pools on Kubernetes, against the stand-in API server with its kubelet
 //! running each pod as a real echo-worker process (`--run-workers`): member pods are started
 //! and never listed; before activation a member answers 401 to everything but its card; a
 //! create takes one (the member pod labelled as the worker, its task's pod name held by a
@@ -17,12 +17,10 @@ use std::time::{Duration, Instant};
 use a2a_worker_controller::testing::{pod_name, K8sApi, K8sMethod};
 use serde_json::{json, Value};
 
-use crate::docker_support::controller_id;
 use crate::k8s_e2e::{api, pods, start};
 use crate::k8s_support::{configured, Pki, Standin};
-use crate::pool::{
-    assert_unbound, burst, create, listed, race_for_one_task, wait_for, wait_ready_here,
-};
+use crate::pool::{assert_unbound, burst, create, listed, race_for_one_task, wait_ready_here};
+use crate::support::controller_id;
 use crate::support::*;
 use crate::templates::{test_dir, write_templates};
 
@@ -88,7 +86,7 @@ fn bindings(api: &K8sApi) -> Vec<Value> {
 
 fn wait_members(api: &K8sApi, id: &str, n: usize) -> Vec<Value> {
     let mut found = Vec::new();
-    wait_for(&format!("{n} ready member pods"), || {
+    wait_until(&format!("{n} ready member pods"), PATIENCE, || {
         found = members(api, id);
         found.len() == n
     });
@@ -233,7 +231,7 @@ fn kubernetes_keeps_a_warm_pool() {
     let all = Value::Array(pods(&api)).to_string();
     assert!(!all.contains(token), "the worker's token in a pod");
     // The slot is refilled.
-    wait_for("the slot refilled", || {
+    wait_until("the slot refilled", PATIENCE, || {
         let now = members(&api, &id);
         now.len() == 2 && now.iter().all(|m| name_of(m) != member)
     });
@@ -255,7 +253,7 @@ fn kubernetes_keeps_a_warm_pool() {
     let before = wait_members(&api, &id, 2);
     delete(&api, &name_of(&before[0]));
     let gone_uid = before[0]["metadata"]["uid"].clone();
-    wait_for("the deleted member replaced", || {
+    wait_until("the deleted member replaced", PATIENCE, || {
         let now = members(&api, &id);
         now.len() == 2 && now.iter().all(|m| m["metadata"]["uid"] != gone_uid)
     });
@@ -266,7 +264,6 @@ fn kubernetes_keeps_a_warm_pool() {
     let kept = uids(&wait_members(&api, &id, 2));
     p.restart();
     wait_ready_here(&p, 2);
-    std::thread::sleep(Duration::from_secs(1));
     assert_eq!(uids(&members(&api, &id)), kept, "adopted, not replaced");
 
     // Two controllers of one id keep N between them; ten racing creates of one task (five
@@ -276,13 +273,17 @@ fn kubernetes_keeps_a_warm_pool() {
     assert_eq!(members(&api, &id).len(), 2, "not 2N");
     race_for_one_task(&p, &q);
     wait_members(&api, &id, 2);
-    wait_for("two members, one worker and at most its binding", || {
-        let live: Vec<Value> = pods(&api)
-            .into_iter()
-            .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
-            .collect();
-        live.len() <= 4 && bindings(&api).len() <= 1
-    });
+    wait_until(
+        "two members, one worker and at most its binding",
+        PATIENCE,
+        || {
+            let live: Vec<Value> = pods(&api)
+                .into_iter()
+                .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+                .collect();
+            live.len() <= 4 && bindings(&api).len() <= 1
+        },
+    );
     q.terminate();
     drop(q);
     // This controller's own look at the members, after the race settled (it looks every
@@ -309,7 +310,7 @@ fn kubernetes_keeps_a_warm_pool() {
     // A template change drains the members: new ones, of the new revision.
     let old = uids(&members(&api, &id));
     write_templates(&file, templates(2, "two"));
-    wait_for("the members replaced after the change", || {
+    wait_until("the members replaced after the change", PATIENCE, || {
         let now = members(&api, &id);
         now.len() == 2 && uids(&now).iter().all(|u| !old.contains(u))
     });
@@ -334,8 +335,9 @@ fn kubernetes_keeps_a_warm_pool() {
         .unwrap_or("")
         .is_empty());
     let short_binding = pod_name(&id, "admin", "short");
-    wait_for(
+    wait_until(
         "the pooled worker reaped at its TTL, with its binding",
+        PATIENCE,
         || {
             pods(&api).iter().all(|p| {
                 label(p, WORKER_ID) != Some(short_id.as_str()) && name_of(p) != short_binding
@@ -500,7 +502,7 @@ fn a_k8s_image_without_the_contract_keeps_no_members() {
     );
     let flag = format!("-worker-templates-file={}", file.display());
     let p = start(&standin, &pki, &id, &[&flag]);
-    wait_for("the member refused", || {
+    wait_until("the member refused", PATIENCE, || {
         p.log_text()
             .contains("image a2a-echo-worker:no-contract does not speak the activation contract")
     });

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::docker_support::Proc;
 use crate::local_support::*;
+use crate::support::Proc;
 use crate::support::{control_error, one_winner, reply_data, Controls};
 
 fn create(p: &Proc, task: &str) -> Value {
@@ -489,12 +489,12 @@ fn a_hung_wezterm_bounds_create_list_and_stop() {
             "backend_unavailable",
         );
     });
-    // Each CLI call that timed out was killed: no stand-in is left running.
-    std::thread::sleep(Duration::from_millis(200));
-    assert_eq!(
-        running_standins(&gui.socket),
-        0,
-        "a timed-out CLI was left running"
+    // Each CLI call that timed out was killed: no stand-in is left running (a killed process
+    // is gone from /proc once it has been reaped, a moment later).
+    crate::support::wait_until(
+        "no timed-out CLI left running",
+        Duration::from_secs(5),
+        || running_standins(&gui.socket) == 0,
     );
     assert_eq!(wez.records().len(), 1, "a worker in a hung GUI is kept");
 }
@@ -515,8 +515,11 @@ fn a_create_into_a_hung_gui_fails_bounded_and_records_nothing() {
     );
     assert!(started.elapsed() < Duration::from_secs(15));
     assert!(wez.records().is_empty());
-    std::thread::sleep(Duration::from_millis(200));
-    assert_eq!(running_standins(&gui.socket), 0);
+    crate::support::wait_until(
+        "no timed-out CLI left running",
+        Duration::from_secs(5),
+        || running_standins(&gui.socket) == 0,
+    );
 }
 
 /// Stand-in processes still running for `socket`, from /proc.
@@ -1263,7 +1266,7 @@ fn local_bench_watch_latency() {
     );
 }
 
-/// Callers and scopes on the local backend (issue 23): one task name in two scopes is two tabs,
+/// Callers and scopes on the local backend: one task name in two scopes is two tabs,
 /// each with its own task file (`LOCAL_TASK_DIR/<scope>/` for a scope other than the admin's),
 /// the scope kept in the state file; each caller lists only its own; another scope's worker is
 /// `not_found`; a restart reads the scopes back.

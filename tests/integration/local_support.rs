@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::docker_support::Proc;
+use crate::support::Proc;
 
 /// Text that appears in every task file's body and must never leave it.
 pub const BODY_MARKER: &str = "PRIVATE-TASK-BODY-9f3c";

@@ -108,12 +108,12 @@ fn failed_operations_reach_sentry_without_tokens() {
 fn a_non_loopback_listen_address_is_warned_about() {
     let id = format!("warn-{}", std::process::id());
     let socket = std::path::Path::new("/nonexistent/docker.sock");
-    let port = crate::docker_support::free_port();
-    let p = crate::docker_support::Proc::start(socket, &id, &[&format!("-listen=0.0.0.0:{port}")]);
+    let port = crate::support::free_port();
+    let p = crate::support::Proc::start(socket, &id, &[&format!("-listen=0.0.0.0:{port}")]);
     assert!(p
         .log_text()
         .contains("is not loopback: the endpoint carries bearer tokens in clear text"));
-    let q = crate::docker_support::Proc::start(socket, &id, &[]);
+    let q = crate::support::Proc::start(socket, &id, &[]);
     assert!(!q.log_text().contains("is not loopback"));
 }
 
@@ -124,7 +124,7 @@ fn a_non_loopback_listen_address_is_warned_about() {
 #[test]
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn the_server_limits_malloc_arenas_unless_the_operator_chose() {
-    use crate::docker_support::Proc;
+    use crate::support::Proc;
     let environ = |p: &Proc| -> Vec<String> {
         std::fs::read(format!("/proc/{}/environ", p.pid()))
             .unwrap_or_default()

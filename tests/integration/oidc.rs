@@ -1,4 +1,4 @@
-//! OIDC access tokens (issue 23) against a stand-in issuer (`tests/python/oidc_issuer.py`:
+//! OIDC access tokens against a stand-in issuer (`tests/python/oidc_issuer.py`:
 //! discovery and a JWKS over HTTP on loopback, keys and tokens made with Python's
 //! `cryptography`): RS256, PS256, ES256 and EdDSA accepted, the caller named by `sub` in the scope of its
 //! `tenant` claim; expired, not yet valid, wrong issuer, wrong audience, `alg: none`, HS256

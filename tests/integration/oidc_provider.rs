@@ -1,4 +1,4 @@
-//! OIDC against a real, OpenID-certified provider (issue 33): `oidc-provider` 9.13.3 from the
+//! OIDC against a real, OpenID-certified provider: `oidc-provider` 9.13.3 from the
 //! npm registry (installed into target/js-interop by scripts/test.sh), configured by
 //! tests/js/oidc_provider.mjs and served over https with a certificate of a private CA this
 //! test makes (openssl). The client-credentials grant issues JWT access tokens for resource
@@ -163,7 +163,7 @@ fn a_real_openid_provider_over_https() {
         std::fs::copy(pki.path(from), state.join(to)).unwrap();
     }
     let ca = pki.path("ca.crt");
-    let port = crate::docker_support::free_port();
+    let port = crate::support::free_port();
     let provider = Provider::start(&js, &state, port, "rsa-1,ec-1,ed-1");
     let issuer = provider.issuer.clone();
 

@@ -1,4 +1,4 @@
-//! Warm pools (issue 31) on the real engine (`A2A_TEST_DOCKER_HOST`): members are started and
+//! Warm pools on the real engine (`A2A_TEST_DOCKER_HOST`): members are started and
 //! never listed; before activation a member answers 401 to everything but its card; a create
 //! takes one (bound: its own token, its task's container name), a second activation is
 //! refused, the slot is refilled; nothing secret is in `docker inspect`; an empty pool falls
@@ -70,18 +70,10 @@ fn all_containers(socket: &Path, id: &str) -> Vec<String> {
 }
 
 /// Waits until `ok` holds (at most 60 s), saying `what` when it never does.
-pub fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !ok() {
-        assert!(Instant::now() < deadline, "never: {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 /// Waits until controller `id` has `n` running members of the pool.
 fn wait_members(socket: &Path, id: &str, n: usize) -> Vec<(String, String)> {
     let mut found = Vec::new();
-    wait_for(&format!("{n} pool members"), || {
+    wait_until(&format!("{n} pool members"), PATIENCE, || {
         found = members(socket, id);
         found.len() == n
     });
@@ -91,7 +83,7 @@ fn wait_members(socket: &Path, id: &str, n: usize) -> Vec<(String, String)> {
 /// Waits until controller `p` has seen `n` ready members of template `warm` (its metric).
 pub fn wait_ready_here(p: &Proc, n: usize) {
     let line = format!("a2a_pool_members{{template=\"warm\",state=\"ready\"}} {n}\n");
-    wait_for(&format!("{n} ready members seen"), || {
+    wait_until(&format!("{n} ready members seen"), PATIENCE, || {
         p.get("/metrics").text().contains(&line)
     });
 }
@@ -296,7 +288,7 @@ fn a_warm_pool_on_the_real_engine() {
     // A member killed by hand is replaced.
     let before = wait_members(&socket, &id, 2);
     docker_cli(&socket, &["kill", &before[0].0], None);
-    wait_for("the killed member replaced", || {
+    wait_until("the killed member replaced", PATIENCE, || {
         let now = members(&socket, &id);
         now.len() == 2 && now.iter().all(|m| m.0 != before[0].0)
     });
@@ -304,13 +296,15 @@ fn a_warm_pool_on_the_real_engine() {
     // A restart adopts the members it finds: the same ones, no more.
     let kept = wait_members(&socket, &id, 2);
     p.restart();
-    std::thread::sleep(Duration::from_secs(3));
+    // Its first look after the restart has seen them ready (and would have replaced them).
+    wait_ready_here(&p, 2);
     assert_eq!(members(&socket, &id), kept, "adopted, not replaced");
 
     // Two controllers of one id keep N between them; ten racing creates of one task (five
     // through each) make one worker, and no member is lost.
     let mut q = Proc::start(&socket, &id, &[&flag]);
-    std::thread::sleep(Duration::from_secs(3));
+    // The second one's look has seen the first one's members ready (and filled no more).
+    wait_ready_here(&q, 2);
     assert_eq!(members(&socket, &id).len(), 2, "not 2N");
     race_for_one_task(&p, &q);
     wait_members(&socket, &id, 2);
@@ -341,7 +335,7 @@ fn a_warm_pool_on_the_real_engine() {
     // A template change drains the members: new ones, of the new revision.
     let old = members(&socket, &id);
     write_templates(&file, pooled_templates(&worker_image(), 2, "two"));
-    wait_for("the members replaced after the change", || {
+    wait_until("the members replaced after the change", PATIENCE, || {
         let now = members(&socket, &id);
         now.len() == 2 && now.iter().all(|m| !old.contains(m))
     });

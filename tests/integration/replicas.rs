@@ -1,4 +1,4 @@
-//! Two replicas behind one Service (issue 29): every call on a task answers alike whichever
+//! Two replicas behind one Service: every call on a task answers alike whichever
 //! replica it reaches. Two real controllers on real sockets, at 127.0.0.2 and 127.0.0.3 on one
 //! port (as two pods on their pod IPs), sharing one backend test double, each with a discovery that
 //! lists them both as the replicas; each request on a fresh connection, alternating replicas. Linux only: other

@@ -6,6 +6,7 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -255,7 +256,9 @@ fn streams_count_as_connections() {
             })
         })
         .collect();
-    std::thread::sleep(Duration::from_millis(300));
+    wait_until("64 creates in flight", PATIENCE, || {
+        c.backend.creates_started.load(Ordering::SeqCst) == 64
+    });
     assert_eq!(
         request(addr, "GET", "/healthz", &[], b"").status,
         200,
@@ -291,7 +294,9 @@ fn streams_count_as_connections() {
             })
         })
         .collect();
-    std::thread::sleep(Duration::from_millis(300));
+    wait_until("4 creates in flight", PATIENCE, || {
+        small.backend.creates_started.load(Ordering::SeqCst) == 4
+    });
     assert_eq!(request(addr, "GET", "/healthz", &[], b"").status, 503);
     for s in open {
         assert_eq!(s.join().unwrap(), 200);

@@ -14,7 +14,7 @@ fn is_iso_z_millis(s: &str) -> bool {
 }
 
 #[test]
-fn task_shape() {
+fn every_task_has_generated_ids_a_timestamp_and_its_history() {
     let c = controller();
     let a = c.control(json!({"operation": "list"}));
     let b = c.control(json!({"operation": "list"}));
@@ -79,7 +79,7 @@ fn wait_done(c: &Controller, id: &Value) -> Value {
 }
 
 #[test]
-fn return_immediately() {
+fn return_immediately_answers_working_and_hands_the_token_out_once() {
     let c = controller();
     // A create that takes 5 s: an answer within 4 s came before it finished (and the answer
     // says WORKING, below).
@@ -142,7 +142,7 @@ fn return_immediately() {
 }
 
 #[test]
-fn list_tasks_paging_and_filters() {
+fn list_tasks_pages_newest_first_and_filters() {
     let c = controller();
     let mut m = message(vec![json!({"data": {"operation": "list"}})]);
     m["contextId"] = json!("ctx-a");

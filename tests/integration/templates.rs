@@ -1,4 +1,4 @@
-//! Worker templates (issue 30) over the protocol: with the backend test double, a templates
+//! Worker templates over the protocol: with the backend test double, a templates
 //! file's templates are created from, shown as the Worker's `template`, filtered in `list`,
 //! listed by `templates`, their TTLs applied; unknown and forbidden templates are refused naming
 //! only the templates the caller may use; the file changed while running is used at once and a

@@ -1,4 +1,4 @@
-//! `watch` (issue 21, part 1) over the protocol with the backend test double: a snapshot and
+//! `watch` over the protocol with the backend test double: a snapshot and
 //! `synced`, then `added`, `changed` and `removed` as they happen (with the reasons this
 //! controller knows: a caller's stop, the reaper, a removal by someone else), filters, one
 //! source for many watchers (counted in backend lists), CancelTask ending a watch

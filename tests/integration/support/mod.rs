@@ -6,11 +6,32 @@ use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::time::Duration;
 
+mod process;
+
+pub use self::process::{controller_id, free_port, Proc};
 pub use a2a_worker_controller::backend::fake::FakeBackend;
 use a2a_worker_controller::settings::{self, Command, Settings};
 use serde_json::{json, Value};
 
 pub const TOKEN: &str = "test-token-0123456789abcdef";
+
+/// How long [`wait_until`] waits unless told: longer than anything a test waits for should
+/// take on a loaded machine.
+pub const PATIENCE: Duration = Duration::from_secs(60);
+
+/// Waits until `done` holds, asking every 50 ms, and fails the test naming `what` if it does
+/// not within `within`: the one way a test waits for something observable (a metric, a
+/// listing, a file, a log line) instead of sleeping for a time that stands for "it got there".
+pub fn wait_until(what: &str, within: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + within;
+    while !done() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not within {within:?}: {what}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
 
 /// The value of `var`, which a suite needs; without it the test says it skipped, unless
 /// `require` is `1` (as scripts/test.sh and CI set it), which makes the absence a failure.
@@ -208,7 +229,7 @@ pub fn send_control(addr: SocketAddr, data: Value) -> HttpResponse {
 }
 
 /// What takes control requests: the controller in this process and the binary
-/// (`docker_support::Proc`). One place for "send, then check how it failed".
+/// (`support::Proc`). One place for "send, then check how it failed".
 pub trait Controls {
     /// SendMessage with one control data part; returns `result.task`.
     fn control(&self, data: Value) -> Value;
