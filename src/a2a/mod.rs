@@ -18,6 +18,7 @@ mod service;
 mod stream;
 pub(crate) mod tasks;
 pub mod types;
+mod updates;
 
 pub use decode::{Credential, ServiceParams};
 pub use jsonrpc::{Answer, JsonRpc};

@@ -9,131 +9,15 @@
 //! [`super::types::Artifact`]): several times smaller than a parsed value, and sent as it is.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
-use std::sync::{Arc, Condvar, Mutex};
-use std::time::{Duration, Instant};
-
-/// Changes a stream may leave unread before it is let go.
-pub const STREAM_BACKLOG: usize = 1024;
-
-/// A task sending many changes at once (a watch's snapshot) waits while one of its streams
-/// has this many unread ([`TaskStore::wait_for_room`]), and goes on when it is down to
-/// [`PACE_LOW`]: the stream is fed at its reader's pace, a few dozen changes held at a time,
-/// and its writer wakes the sender once per batch, not once per change.
-pub const PACE_HIGH: usize = 64;
-/// See [`PACE_HIGH`].
-pub const PACE_LOW: usize = 32;
-
-/// A stream's count of unread changes, which a paced sender waits on.
-#[derive(Default)]
-struct Room {
-    pending: AtomicUsize,
-    /// The stream's reader is gone: nobody will make room.
-    gone: std::sync::atomic::AtomicBool,
-    lock: Mutex<()>,
-    read: Condvar,
-}
-
-impl Room {
-    fn full(&self) -> bool {
-        self.pending.load(Ordering::SeqCst) >= PACE_HIGH && !self.gone.load(Ordering::SeqCst)
-    }
-
-    /// Wakes a paced sender (under the lock, so a sender between its look and its wait is
-    /// not missed).
-    fn wake(&self) {
-        let _held = self.lock.lock().unwrap_or_else(|p| p.into_inner());
-        self.read.notify_all();
-    }
-
-    /// Waits until this stream has room, or `until`, or `ended` says the task is over;
-    /// false if it had to stop waiting without room.
-    fn wait(&self, until: Instant, ended: &Mutex<Option<String>>) -> bool {
-        let mut held = self.lock.lock().unwrap_or_else(|p| p.into_inner());
-        while self.full() {
-            let now = Instant::now();
-            if now >= until || ended.lock().unwrap_or_else(|p| p.into_inner()).is_some() {
-                return false;
-            }
-            let slice = (until - now).min(Duration::from_millis(100));
-            held = match self.read.wait_timeout(held, slice) {
-                Ok((held, _)) => held,
-                Err(p) => p.into_inner().0,
-            };
-        }
-        true
-    }
-}
-
-/// One stream's end of a task's changes: sent ones counted, so a stream that does not read
-/// is let go after [`STREAM_BACKLOG`] without its queue being reserved up front.
-struct Watcher {
-    tx: Sender<Update>,
-    room: Arc<Room>,
-}
-
-impl Watcher {
-    /// `false` when the stream is gone or left too much unread (it is then let go).
-    fn send(&self, update: Update, id: &str) -> bool {
-        if self.room.pending.load(Ordering::SeqCst) >= STREAM_BACKLOG {
-            log::warn!("a stream of task {id} left {STREAM_BACKLOG} updates unread and was let go");
-            return false;
-        }
-        self.room.pending.fetch_add(1, Ordering::SeqCst);
-        self.tx.send(update).is_ok()
-    }
-}
-
-/// What a stream reads a task's changes from.
-pub struct Updates {
-    rx: Receiver<Update>,
-    room: Arc<Room>,
-}
-
-impl Updates {
-    pub fn recv_timeout(&self, timeout: Duration) -> Result<Update, RecvTimeoutError> {
-        let update = self.rx.recv_timeout(timeout)?;
-        self.taken();
-        Ok(update)
-    }
-
-    /// The next change if one is there already (a stream writes what has queued up in one
-    /// go); `None` when there is none now, or the task's changes have ended.
-    pub fn try_recv(&self) -> Option<Update> {
-        let update = self.rx.try_recv().ok()?;
-        self.taken();
-        Some(update)
-    }
-
-    /// One change read: the task waiting for room is woken when its stream is down to
-    /// [`PACE_LOW`].
-    fn taken(&self) {
-        if self.room.pending.fetch_sub(1, Ordering::SeqCst) == PACE_LOW + 1 {
-            self.room.wake();
-        }
-    }
-
-    /// A stream of nothing (a task that had ended before it was subscribed to).
-    pub fn ended() -> Updates {
-        Updates {
-            rx: std::sync::mpsc::channel().1,
-            room: Arc::default(),
-        }
-    }
-}
-
-impl Drop for Updates {
-    fn drop(&mut self) {
-        self.room.gone.store(true, Ordering::SeqCst);
-        self.room.wake();
-    }
-}
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use serde_json::value::RawValue;
 use serde_json::Value;
 
 use super::types::{Artifact, Task, TaskState, TaskStatus};
+use super::updates::{self, Room, Watcher};
+pub use super::updates::{Update, Updates};
 use crate::token::Token;
 
 pub const DEFAULT_CAPACITY: usize = 1024;
@@ -180,16 +64,6 @@ struct Inner {
     data_bytes: usize,
     /// Who listens to which running task (streams); dropped when it ends.
     watchers: HashMap<String, Vec<Watcher>>,
-}
-
-/// A change of a running task, as its subscribers hear it.
-#[derive(Debug, Clone)]
-pub enum Update {
-    Status(TaskStatus),
-    Artifact(Artifact),
-    /// A status update its task does not keep ([`TaskStore::pass`]), already written out as
-    /// the JSON text of the `StreamResponse` a stream sends: framed as it is, one block to free.
-    Written(Box<RawValue>),
 }
 
 pub struct TaskStore {
@@ -348,11 +222,7 @@ impl TaskStore {
         let rooms: Vec<Arc<Room>> = {
             let inner = self.lock();
             match inner.watchers.get(id) {
-                Some(ws) => ws
-                    .iter()
-                    .filter(|w| w.room.full())
-                    .map(|w| Arc::clone(&w.room))
-                    .collect(),
+                Some(ws) => ws.iter().filter(|w| w.full()).map(Watcher::room).collect(),
                 None => return,
             }
         };
@@ -368,13 +238,7 @@ impl TaskStore {
     pub fn subscribe(&self, id: &str, owner: &str) -> Option<(Task, Updates)> {
         let mut inner = self.lock();
         let task = view(owned_by(inner.tasks.get_mut(id), owner)?, false);
-        let (tx, rx) = std::sync::mpsc::channel();
-        let room = Arc::new(Room::default());
-        let updates = Updates {
-            rx,
-            room: Arc::clone(&room),
-        };
-        let tx = Watcher { tx, room };
+        let (tx, updates) = updates::channel();
         if !task.status.state.is_terminal() {
             inner.watchers.entry(id.to_string()).or_default().push(tx);
         }

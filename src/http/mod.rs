@@ -26,6 +26,7 @@
 //! - a handler that panics is answered 500 and the connection's thread goes on (the release
 //!   profile keeps `panic = "unwind"` for this).
 
+mod conn;
 mod server;
 pub mod wire;
 

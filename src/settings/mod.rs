@@ -18,9 +18,12 @@
 
 mod auth;
 mod backends;
+mod entry;
 mod error;
+mod help;
 mod raw;
 mod specs;
+mod template;
 pub mod templates;
 mod types;
 mod values;
@@ -34,9 +37,8 @@ use self::values::invalid;
 
 pub use self::auth::check_auth_token;
 pub use self::error::Error;
-pub use self::specs::{
-    help_text, settings_markdown, DEFAULT_ANTHROPIC_BASE_URL, DEFAULT_ANTHROPIC_MODEL,
-};
+pub use self::help::{help_text, settings_markdown};
+pub use self::specs::{DEFAULT_ANTHROPIC_BASE_URL, DEFAULT_ANTHROPIC_MODEL};
 pub use self::types::{
     BackendSettings, Command, ContainerSettings, DockerSettings, K8sSettings, Lifetime,
     LocalSettings, OidcSettings, PushSettings, ReplicaSettings, Settings, MIN_AUTH_TOKEN_LEN,

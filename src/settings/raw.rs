@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::error::Error;
 use super::specs::spec_of_name;
-use super::templates;
+use super::template as templates;
 use super::types::{Lifetime, PushSettings, Settings};
 use super::values::{self, expand_home, http_url, invalid, parse_listen};
 use crate::secret_file::read_secret_file;

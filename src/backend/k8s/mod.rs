@@ -21,6 +21,7 @@
 pub(crate) mod api;
 mod check;
 mod claim;
+mod config;
 mod create;
 pub(crate) mod pod;
 mod pool;

@@ -16,10 +16,12 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
+
+mod follow;
 use serde_json::value::RawValue;
 
 use super::Filter;
-use crate::backend::{Backend, Change, Changes, Worker};
+use crate::backend::{Backend, Worker};
 use crate::time::{now_millis, rfc3339_millis};
 
 /// How often the workers are listed while someone watches.
@@ -207,30 +209,7 @@ impl Hub {
         if state.known.is_none() {
             self.refresh(&mut state).map_err(WatchError::Backend)?;
         }
-        // Oldest first, the workers ordered by reference (no key copied per comparison).
-        let mut matching: Vec<&Seen> = state
-            .known
-            .as_ref()
-            .map(|k| k.values().filter(|w| filter.matches(w)).collect())
-            .unwrap_or_default();
-        matching.sort_by(|a, b| (&a.created_at, &a.worker_id).cmp(&(&b.created_at, &b.worker_id)));
-        // One time for the whole snapshot: it is what the workers were at that moment.
-        let at = rfc3339_millis(now_millis());
-        let mut snapshot: Vec<Event> = matching
-            .into_iter()
-            .map(|w| Event {
-                kind: "added",
-                worker: Some(w.clone()),
-                reason: String::new(),
-                at: at.clone(),
-            })
-            .collect();
-        snapshot.push(Event {
-            kind: "synced",
-            worker: None,
-            reason: String::new(),
-            at,
-        });
+        let snapshot = snapshot_of(&state, &filter);
         let (tx, events) = channel();
         let pending = Arc::new(AtomicUsize::new(0));
         let cut_off = Arc::new(AtomicBool::new(false));
@@ -243,31 +222,7 @@ impl Hub {
             gone: Arc::clone(&gone),
         });
         if !state.running {
-            state.running = true;
-            let hub = Arc::clone(self);
-            if let Err(e) = thread::Builder::new()
-                .name("watch".into())
-                .spawn(move || hub.run())
-            {
-                state.running = false;
-                state.watchers.pop();
-                return Err(WatchError::Backend(format!(
-                    "cannot start the watch source: {e}"
-                )));
-            }
-            if self.backend.changes().is_some() && !state.following {
-                state.following = true;
-                let hub = Arc::clone(self);
-                let spawned = thread::Builder::new()
-                    .name("watch-events".into())
-                    .spawn(move || hub.follow());
-                if let Err(e) = spawned {
-                    state.following = false;
-                    log::warn!(
-                        "watch: cannot follow the engine's events ({e}); listing every second only"
-                    );
-                }
-            }
+            self.start_source(&mut state)?;
         }
         Ok(Subscription {
             snapshot,
@@ -276,6 +231,37 @@ impl Hub {
             cut_off,
             gone,
         })
+    }
+
+    /// Starts the source: the lister, and the follower of the engine's change stream when it
+    /// has one (without, listing alone).
+    fn start_source(self: &Arc<Hub>, state: &mut State) -> Result<(), WatchError> {
+        state.running = true;
+        let hub = Arc::clone(self);
+        if let Err(e) = thread::Builder::new()
+            .name("watch".into())
+            .spawn(move || hub.run())
+        {
+            state.running = false;
+            state.watchers.pop();
+            return Err(WatchError::Backend(format!(
+                "cannot start the watch source: {e}"
+            )));
+        }
+        if self.backend.changes().is_some() && !state.following {
+            state.following = true;
+            let hub = Arc::clone(self);
+            let spawned = thread::Builder::new()
+                .name("watch-events".into())
+                .spawn(move || hub.follow());
+            if let Err(e) = spawned {
+                state.following = false;
+                log::warn!(
+                    "watch: cannot follow the engine's events ({e}); listing every second only"
+                );
+            }
+        }
+        Ok(())
     }
 
     /// This controller is about to stop (or reap) a worker: its removal will say `reason`
@@ -312,85 +298,6 @@ impl Hub {
             drop(state);
             self.wake.notify_all();
         }
-    }
-
-    /// Follows the engine's change stream while someone watches: a change the engine ties to
-    /// one worker is read at once (that worker alone, under the source's lock, so it is never
-    /// older than a list made before it nor overtakes one made after); any other change makes
-    /// the source list. After a reconnect it lists too (what happened meanwhile).
-    fn follow(&self) {
-        loop {
-            let changes = match self.backend.changes() {
-                Some(changes) if self.lock().running => changes,
-                _ => {
-                    self.lock().following = false;
-                    return;
-                }
-            };
-            let followed = changes.follow(&mut |change| {
-                let mut state = self.lock();
-                if !state.running {
-                    return false;
-                }
-                let looked = match change {
-                    Change::Worker(id) if state.known.is_some() => {
-                        self.look_at(changes, &mut state, &id)
-                    }
-                    _ => Err(String::new()),
-                };
-                if let Err(why) = looked {
-                    if !why.is_empty() {
-                        log::debug!("watch: a changed worker cannot be read now: {why}");
-                    }
-                    state.poked = true;
-                    drop(state);
-                    self.wake.notify_all();
-                }
-                true
-            });
-            if let Err(e) = followed {
-                log::debug!("watch: the engine's events broke off ({e}); following again");
-                thread::sleep(INTERVAL);
-            }
-            self.poke();
-        }
-    }
-
-    /// Reads one worker the engine said changed, and tells the watchers what did.
-    fn look_at(
-        &self,
-        changes: &dyn Changes,
-        state: &mut State,
-        worker_id: &str,
-    ) -> Result<usize, String> {
-        let now = changes.worker(worker_id).map_err(|e| e.to_string())?;
-        let known = state.known.as_mut().ok_or_else(String::new)?;
-        let event = match now {
-            Some(w) => {
-                let kind = match known.get(worker_id) {
-                    None => "added",
-                    Some(old) if **old != w => "changed",
-                    Some(_) => return Ok(0),
-                };
-                let reason = if kind == "changed" {
-                    w.reason.clone()
-                } else {
-                    String::new()
-                };
-                let w = Seen::new(w);
-                known.insert(worker_id.to_string(), w.clone());
-                Event::new(kind, Some(w), reason)
-            }
-            None => {
-                let Some(gone) = known.remove(worker_id) else {
-                    return Ok(0);
-                };
-                let reason = self.removal_reason(state, worker_id);
-                Event::new("removed", Some(gone), reason)
-            }
-        };
-        self.tell(state, vec![event]);
-        Ok(1)
     }
 
     /// Why worker `id` is gone: this controller's stop or reap, else someone else's.
@@ -503,11 +410,40 @@ impl Hub {
     }
 }
 
+/// The workers known now that match `filter`, oldest first, as `added` events, then `synced`:
+/// one time for the whole snapshot, what the workers were at that moment.
+fn snapshot_of(state: &State, filter: &Filter) -> Vec<Event> {
+    // Ordered by reference (no key copied per comparison).
+    let mut matching: Vec<&Seen> = state
+        .known
+        .as_ref()
+        .map(|k| k.values().filter(|w| filter.matches(w)).collect())
+        .unwrap_or_default();
+    matching.sort_by(|a, b| (&a.created_at, &a.worker_id).cmp(&(&b.created_at, &b.worker_id)));
+    let at = rfc3339_millis(now_millis());
+    let mut snapshot: Vec<Event> = matching
+        .into_iter()
+        .map(|w| Event {
+            kind: "added",
+            worker: Some(w.clone()),
+            reason: String::new(),
+            at: at.clone(),
+        })
+        .collect();
+    snapshot.push(Event {
+        kind: "synced",
+        worker: None,
+        reason: String::new(),
+        at,
+    });
+    snapshot
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::backend::fake::FakeBackend;
-    use crate::backend::{BackendKind, WorkerState};
+    use crate::backend::{BackendKind, Change, WorkerState};
 
     #[test]
     fn a_watcher_that_does_not_read_is_cut_off_and_the_others_go_on() {
