@@ -58,10 +58,19 @@ impl Provider {
             .stderr(Stdio::null())
             .spawn()
             .expect("node runs the provider");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
+        // Its first line says where it listens; one that cannot listen (its port taken
+        // meanwhile) says nothing, so the line is waited for within a bound.
+        let stdout = child.stdout.take().unwrap();
+        let (told, heard) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = BufReader::new(stdout).read_line(&mut line);
+            let _ = told.send(line);
+        });
+        let Ok(line) = heard.recv_timeout(std::time::Duration::from_secs(60)) else {
+            let _ = child.kill();
+            panic!("the provider did not start on port {port} within 60 s");
+        };
         let info: Value = serde_json::from_str(&line)
             .unwrap_or_else(|e| panic!("the provider did not start ({e}): {line:?}"));
         Provider {
