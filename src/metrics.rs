@@ -132,114 +132,166 @@ impl Metrics {
         *self.lock().pushes.entry(outcome).or_default() += 1;
     }
 
+    /// Every family in the Prometheus text format, in a fixed order.
     pub fn render(&self) -> String {
         let inner = self.lock();
         let mut out = String::new();
+        family(
+            &mut out,
+            "a2a_controller_build_info",
+            "gauge",
+            "Build information.",
+            [(
+                format!(
+                    "version=\"{}\",commit=\"{}\"",
+                    env!("CARGO_PKG_VERSION"),
+                    env!("A2A_WC_GIT_COMMIT")
+                ),
+                "1".to_string(),
+            )],
+        );
+        family(
+            &mut out,
+            "a2a_controller_http_requests_total",
+            "counter",
+            "HTTP requests by route and status.",
+            inner.requests.iter().map(|((route, status), n)| {
+                (
+                    format!("route=\"{route}\",status=\"{status}\""),
+                    n.to_string(),
+                )
+            }),
+        );
+        family(
+            &mut out,
+            "a2a_controller_control_operations_total",
+            "counter",
+            "Control operations by operation, backend, outcome and caller.",
+            inner.operations.iter().map(|((op, backend, outcome, caller), n)| {
+                let caller = label_value(caller);
+                (
+                    format!("operation=\"{op}\",backend=\"{backend}\",outcome=\"{outcome}\",caller=\"{caller}\""),
+                    n.to_string(),
+                )
+            }),
+        );
+        durations(&mut out, &inner.durations);
+        inner.render_rest(&mut out);
+        out
+    }
+}
+
+impl Inner {
+    /// The families after the control operations': webhooks, creates, pools, refusals, the
+    /// reaper.
+    fn render_rest(&self, out: &mut String) {
+        let inner = self;
+        family(
+            out,
+            "a2a_controller_push_notifications_total",
+            "counter",
+            "Push-notification events by outcome (one per event and webhook).",
+            inner
+                .pushes
+                .iter()
+                .map(|(outcome, n)| (format!("outcome=\"{outcome}\""), n.to_string())),
+        );
+        family(
+            out,
+            "a2a_controller_worker_creates_total",
+            "counter",
+            "Worker creates by backend, template and outcome.",
+            inner
+                .creates
+                .iter()
+                .map(|((backend, template, outcome), n)| {
+                    let template = label_value(template);
+                    (
+                        format!(
+                            "backend=\"{backend}\",template=\"{template}\",outcome=\"{outcome}\""
+                        ),
+                        n.to_string(),
+                    )
+                }),
+        );
+        family(
+            out,
+            "a2a_pool_members",
+            "gauge",
+            "Warm pool members (started, not bound to a task) by template and state.",
+            inner.pool_members.iter().map(|((template, state), n)| {
+                let template = label_value(template);
+                (
+                    format!("template=\"{template}\",state=\"{state}\""),
+                    n.to_string(),
+                )
+            }),
+        );
+        family(
+            out,
+            "a2a_caller_refusals_total",
+            "counter",
+            "Requests refused (429) past their caller's bound, by caller and kind (request, stream).",
+            inner.caller_refusals.iter().map(|((caller, kind), n)| {
+                let caller = label_value(caller);
+                (format!("caller=\"{caller}\",kind=\"{kind}\""), n.to_string())
+            }),
+        );
+        if let Some((took, workers)) = inner.reaper_pass {
+            family(
+                out,
+                "a2a_reaper_last_pass_seconds",
+                "gauge",
+                "How long the reaper's last pass took (its list, and the stops of expired workers).",
+                [(String::new(), format!("{:.6}", took.as_secs_f64()))],
+            );
+            family(
+                out,
+                "a2a_reaper_last_pass_workers",
+                "gauge",
+                "The workers the reaper's last pass listed.",
+                [(String::new(), workers.to_string())],
+            );
+        }
+    }
+}
+
+/// One family: its `HELP` and `TYPE` lines, then each sample (its labels, without braces when
+/// it has none, and its value).
+fn family(
+    out: &mut String,
+    name: &str,
+    kind: &str,
+    help: &str,
+    samples: impl IntoIterator<Item = (String, String)>,
+) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    for (labels, value) in samples {
+        if labels.is_empty() {
+            let _ = writeln!(out, "{name} {value}");
+        } else {
+            let _ = writeln!(out, "{name}{{{labels}}} {value}");
+        }
+    }
+}
+
+/// The control operations' duration histogram: buckets, sum and count per operation.
+fn durations(out: &mut String, durations: &BTreeMap<(&'static str, &'static str), Histogram>) {
+    let name = "a2a_controller_control_operation_duration_seconds";
+    let _ = writeln!(
+        out,
+        "# HELP {name} Control operation duration.\n# TYPE {name} histogram"
+    );
+    for ((op, backend), h) in durations {
+        let labels = format!("operation=\"{op}\",backend=\"{backend}\"");
+        for (i, le) in BUCKETS.iter().enumerate() {
+            let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{le}\"}} {}", h.counts[i]);
+        }
         let _ = writeln!(
             out,
-            "# HELP a2a_controller_build_info Build information.\n# TYPE a2a_controller_build_info gauge\n\
-             a2a_controller_build_info{{version=\"{}\",commit=\"{}\"}} 1",
-            env!("CARGO_PKG_VERSION"),
-            env!("A2A_WC_GIT_COMMIT")
+            "{name}_bucket{{{labels},le=\"+Inf\"}} {}\n{name}_sum{{{labels}}} {}\n{name}_count{{{labels}}} {}",
+            h.count, h.sum, h.count
         );
-        out.push_str(
-            "# HELP a2a_controller_http_requests_total HTTP requests by route and status.\n\
-             # TYPE a2a_controller_http_requests_total counter\n",
-        );
-        for ((route, status), n) in &inner.requests {
-            let _ = writeln!(
-                out,
-                "a2a_controller_http_requests_total{{route=\"{route}\",status=\"{status}\"}} {n}"
-            );
-        }
-        out.push_str(
-            "# HELP a2a_controller_control_operations_total Control operations by operation, backend, outcome and caller.\n\
-             # TYPE a2a_controller_control_operations_total counter\n",
-        );
-        for ((op, backend, outcome, caller), n) in &inner.operations {
-            let caller = label_value(caller);
-            let _ = writeln!(
-                out,
-                "a2a_controller_control_operations_total{{operation=\"{op}\",backend=\"{backend}\",outcome=\"{outcome}\",caller=\"{caller}\"}} {n}"
-            );
-        }
-        out.push_str(
-            "# HELP a2a_controller_control_operation_duration_seconds Control operation duration.\n\
-             # TYPE a2a_controller_control_operation_duration_seconds histogram\n",
-        );
-        for ((op, backend), h) in &inner.durations {
-            let labels = format!("operation=\"{op}\",backend=\"{backend}\"");
-            for (i, le) in BUCKETS.iter().enumerate() {
-                let _ = writeln!(
-                    out,
-                    "a2a_controller_control_operation_duration_seconds_bucket{{{labels},le=\"{le}\"}} {}",
-                    h.counts[i]
-                );
-            }
-            let _ = writeln!(
-                out,
-                "a2a_controller_control_operation_duration_seconds_bucket{{{labels},le=\"+Inf\"}} {}\n\
-                 a2a_controller_control_operation_duration_seconds_sum{{{labels}}} {}\n\
-                 a2a_controller_control_operation_duration_seconds_count{{{labels}}} {}",
-                h.count, h.sum, h.count
-            );
-        }
-        out.push_str(
-            "# HELP a2a_controller_push_notifications_total Push-notification events by outcome (one per event and webhook).\n\
-             # TYPE a2a_controller_push_notifications_total counter\n",
-        );
-        for (outcome, n) in &inner.pushes {
-            let _ = writeln!(
-                out,
-                "a2a_controller_push_notifications_total{{outcome=\"{outcome}\"}} {n}"
-            );
-        }
-        out.push_str(
-            "# HELP a2a_controller_worker_creates_total Worker creates by backend, template and outcome.\n\
-             # TYPE a2a_controller_worker_creates_total counter\n",
-        );
-        for ((backend, template, outcome), n) in &inner.creates {
-            let template = label_value(template);
-            let _ = writeln!(
-                out,
-                "a2a_controller_worker_creates_total{{backend=\"{backend}\",template=\"{template}\",outcome=\"{outcome}\"}} {n}"
-            );
-        }
-        out.push_str(
-            "# HELP a2a_pool_members Warm pool members (started, not bound to a task) by template and state.\n\
-             # TYPE a2a_pool_members gauge\n",
-        );
-        for ((template, state), n) in &inner.pool_members {
-            let template = label_value(template);
-            let _ = writeln!(
-                out,
-                "a2a_pool_members{{template=\"{template}\",state=\"{state}\"}} {n}"
-            );
-        }
-        out.push_str(
-            "# HELP a2a_caller_refusals_total Requests refused (429) past their caller's bound, by caller and kind (request, stream).\n\
-             # TYPE a2a_caller_refusals_total counter\n",
-        );
-        for ((caller, kind), n) in &inner.caller_refusals {
-            let caller = label_value(caller);
-            let _ = writeln!(
-                out,
-                "a2a_caller_refusals_total{{caller=\"{caller}\",kind=\"{kind}\"}} {n}"
-            );
-        }
-        if let Some((took, workers)) = inner.reaper_pass {
-            let _ = writeln!(
-                out,
-                "# HELP a2a_reaper_last_pass_seconds How long the reaper's last pass took (its list, and the stops of expired workers).\n\
-                 # TYPE a2a_reaper_last_pass_seconds gauge\n\
-                 a2a_reaper_last_pass_seconds {:.6}\n\
-                 # HELP a2a_reaper_last_pass_workers The workers the reaper's last pass listed.\n\
-                 # TYPE a2a_reaper_last_pass_workers gauge\n\
-                 a2a_reaper_last_pass_workers {workers}",
-                took.as_secs_f64()
-            );
-        }
-        out
     }
 }
 

@@ -82,7 +82,6 @@ pub fn extended_card(agent_name: &str, public_url: &str, d: &Deployment) -> Valu
 pub const DEPLOYMENT_EXTENSION: &str = "urn:a2a-worker-controller:deployment:v1";
 
 fn card_json(agent_name: &str, public_url: &str) -> Value {
-    let example = |data: Value| -> String { json!({"parts": [{"data": data}]}).to_string() };
     json!({
         "name": agent_name,
         "description": "Creates, lists and stops isolated AI-agent workers, one per task. \
@@ -118,70 +117,77 @@ fn card_json(agent_name: &str, public_url: &str) -> Value {
         "securityRequirements": [{"schemes": {"bearer": {"list": []}}}],
         "defaultInputModes": ["application/json"],
         "defaultOutputModes": ["application/json"],
-        "skills": [
-            {
-                "id": "create",
-                "name": "Create a worker",
-                "description": "Starts one isolated worker for a task and returns it with its own bearer token (returned only here, once). A task that already has a worker is refused with worker_exists. An optional ttl (\"90m\", \"2h\", or seconds) has the controller stop it after that long. Optional metadata (at most 16 keys of [a-z0-9._-], string values of at most 256 printable characters) tags the worker; every operation returns it. An optional template names what the worker is started from (image or program, limits, TTLs, workspace; see the templates skill); without it, default. A template with a workspace mounts the task's own volume, kept across its workers.",
-                "tags": ["workers", "create"],
-                "examples": [
-                    example(json!({"operation": "create", "task": "fix-login-bug"})),
-                    example(json!({"operation": "create", "task": "fix-login-bug", "ttl": "2h"})),
-                    example(json!({"operation": "create", "task": "fix-login-bug", "metadata": {"team": "infra"}})),
-                    example(json!({"operation": "create", "task": "review-pr-42", "template": "reviewer"})),
-                ],
-                "inputModes": ["application/json"],
-                "outputModes": ["application/json"],
-            },
-            {
-                "id": "list",
-                "name": "List workers",
-                "description": "Lists the workers this controller owns, oldest first, read from the backend; optional filters: metadata (all keys must match), state, task, template.",
-                "tags": ["workers", "list"],
-                "examples": [
-                    example(json!({"operation": "list"})),
-                    example(json!({"operation": "list", "metadata": {"team": "infra"}, "state": "running"})),
-                ],
-                "inputModes": ["application/json"],
-                "outputModes": ["application/json"],
-            },
-            {
-                "id": "stop",
-                "name": "Stop a worker",
-                "description": "Stops and removes a worker this controller owns, by worker_id.",
-                "tags": ["workers", "stop"],
-                "examples": [example(json!({"operation": "stop", "worker_id": "3f9c2a1b7d4e"}))],
-                "inputModes": ["application/json"],
-                "outputModes": ["application/json"],
-            },
-            {
-                "id": "watch",
-                "name": "Watch the workers",
-                "description": "Streams what happens to the workers (send it with SendStreamingMessage, or with returnImmediately and then SubscribeToTask or a push notification config): one long-running task whose WORKING status updates each carry a data part {\"event\": {\"type\", \"worker\", \"reason\", \"at\"}} — first one added per existing worker and one synced, then added, changed and removed as they happen. Optional filters as for list. CancelTask ends it (TASK_STATE_CANCELED); so does the stream's client going away.",
-                "tags": ["workers", "watch", "events"],
-                "examples": [example(json!({"operation": "watch", "metadata": {"team": "infra"}}))],
-                "inputModes": ["application/json"],
-                "outputModes": ["application/json"],
-            },
-            {
-                "id": "templates",
-                "name": "Worker templates",
-                "description": "Lists the worker templates this caller may create from: name, description, image (or program), memory, cpus, pids_limit, ttl and max_ttl (seconds), port, and workspace (path and size) when the template keeps a per-task workspace.",
-                "tags": ["workers", "templates"],
-                "examples": [example(json!({"operation": "templates"}))],
-                "inputModes": ["application/json"],
-                "outputModes": ["application/json"],
-            },
-            {
-                "id": "logs",
-                "name": "A worker's output",
-                "description": "Returns the last lines (tail, default 200, at most 10000) of the output of a worker this controller owns, at most 1 MiB; truncated says when that bound cut them.",
-                "tags": ["workers", "logs"],
-                "examples": [example(json!({"operation": "logs", "worker_id": "3f9c2a1b7d4e", "tail": 200}))],
-                "inputModes": ["application/json"],
-                "outputModes": ["application/json"],
-            },
-        ],
+        "skills": skills(),
+    })
+}
+
+/// The skills, one per control operation, each with an example a caller can send.
+fn skills() -> Value {
+    let example = |data: Value| -> String { json!({"parts": [{"data": data}]}).to_string() };
+    json!([
+        skill(
+            "create",
+            "Create a worker",
+            "Starts one isolated worker for a task and returns it with its own bearer token (returned only here, once). A task that already has a worker is refused with worker_exists. An optional ttl (\"90m\", \"2h\", or seconds) has the controller stop it after that long. Optional metadata (at most 16 keys of [a-z0-9._-], string values of at most 256 printable characters) tags the worker; every operation returns it. An optional template names what the worker is started from (image or program, limits, TTLs, workspace; see the templates skill); without it, default. A template with a workspace mounts the task's own volume, kept across its workers.",
+            &["workers", "create"],
+            vec![
+                example(json!({"operation": "create", "task": "fix-login-bug"})),
+                example(json!({"operation": "create", "task": "fix-login-bug", "ttl": "2h"})),
+                example(json!({"operation": "create", "task": "fix-login-bug", "metadata": {"team": "infra"}})),
+                example(json!({"operation": "create", "task": "review-pr-42", "template": "reviewer"})),
+            ],
+        ),
+        skill(
+            "list",
+            "List workers",
+            "Lists the workers this controller owns, oldest first, read from the backend; optional filters: metadata (all keys must match), state, task, template.",
+            &["workers", "list"],
+            vec![
+                example(json!({"operation": "list"})),
+                example(json!({"operation": "list", "metadata": {"team": "infra"}, "state": "running"})),
+            ],
+        ),
+        skill(
+            "stop",
+            "Stop a worker",
+            "Stops and removes a worker this controller owns, by worker_id.",
+            &["workers", "stop"],
+            vec![example(json!({"operation": "stop", "worker_id": "3f9c2a1b7d4e"}))],
+        ),
+        skill(
+            "watch",
+            "Watch the workers",
+            "Streams what happens to the workers (send it with SendStreamingMessage, or with returnImmediately and then SubscribeToTask or a push notification config): one long-running task whose WORKING status updates each carry a data part {\"event\": {\"type\", \"worker\", \"reason\", \"at\"}} — first one added per existing worker and one synced, then added, changed and removed as they happen. Optional filters as for list. CancelTask ends it (TASK_STATE_CANCELED); so does the stream's client going away.",
+            &["workers", "watch", "events"],
+            vec![example(json!({"operation": "watch", "metadata": {"team": "infra"}}))],
+        ),
+        skill(
+            "templates",
+            "Worker templates",
+            "Lists the worker templates this caller may create from: name, description, image (or program), memory, cpus, pids_limit, ttl and max_ttl (seconds), port, and workspace (path and size) when the template keeps a per-task workspace.",
+            &["workers", "templates"],
+            vec![example(json!({"operation": "templates"}))],
+        ),
+        skill(
+            "logs",
+            "A worker's output",
+            "Returns the last lines (tail, default 200, at most 10000) of the output of a worker this controller owns, at most 1 MiB; truncated says when that bound cut them.",
+            &["workers", "logs"],
+            vec![example(json!({"operation": "logs", "worker_id": "3f9c2a1b7d4e", "tail": 200}))],
+        ),
+    ])
+}
+
+/// One skill: JSON in, JSON out.
+fn skill(id: &str, name: &str, description: &str, tags: &[&str], examples: Vec<String>) -> Value {
+    json!({
+        "id": id,
+        "name": name,
+        "description": description,
+        "tags": tags,
+        "examples": examples,
+        "inputModes": ["application/json"],
+        "outputModes": ["application/json"],
     })
 }
 

@@ -79,22 +79,7 @@ impl JsonRpc {
         if let Some(task_id) = addressed {
             match self.service.holder(params, &task_id) {
                 Ok(None) => {}
-                Ok(Some(addr)) => {
-                    let service = Arc::clone(&self.service);
-                    let id = id.clone();
-                    return Answer::Relay(
-                        addr,
-                        Relayed(Box::new(move |why| {
-                            let e = service.holder_unanswered(&task_id, addr, why);
-                            let text = response_err(&id, &e).to_string();
-                            if streaming {
-                                Answer::Events(Arc::new(OneEvent(text)))
-                            } else {
-                                Answer::Json(text)
-                            }
-                        })),
-                    );
-                }
+                Ok(Some(addr)) => return self.relayed(addr, task_id, id, streaming),
                 Err(e) => return refuse(e),
             }
         }
@@ -112,36 +97,74 @@ impl JsonRpc {
                 Err(e) => refuse(e),
             };
         }
-        let reply = match method {
+        let reply = self.unary(caller, params, method, &id, rpc_params);
+        Answer::Json(reply.unwrap_or_else(|e| response_err(&id, &e).to_string()))
+    }
+
+    /// A call on a task another replica holds: relayed there; if it does not answer, the
+    /// error says so (as one event, for a streaming method).
+    fn relayed(
+        &self,
+        addr: std::net::SocketAddr,
+        task_id: String,
+        id: Value,
+        streaming: bool,
+    ) -> Answer {
+        let service = Arc::clone(&self.service);
+        Answer::Relay(
+            addr,
+            Relayed(Box::new(move |why| {
+                let e = service.holder_unanswered(&task_id, addr, why);
+                let text = response_err(&id, &e).to_string();
+                if streaming {
+                    Answer::Events(Arc::new(OneEvent(text)))
+                } else {
+                    Answer::Json(text)
+                }
+            })),
+        )
+    }
+
+    /// A method answered at once: its JSON-RPC response text, or its error.
+    fn unary(
+        &self,
+        caller: &Caller,
+        params: &ServiceParams,
+        method: &str,
+        id: &Value,
+        rpc_params: Option<&Map<String, Value>>,
+    ) -> Result<String, RpcError> {
+        let need = || rpc_params.ok_or_else(|| RpcError::invalid_params("params are required"));
+        // One arm per method: what it calls, and how its result is framed.
+        match method {
             "SendMessage" => need()
                 .and_then(|p| self.service.send_message(caller, p))
-                .and_then(|task| reply(&id, &TaskResult { task: &task }, task.data_bytes())),
+                .and_then(|task| reply(id, &TaskResult { task: &task }, task.data_bytes())),
             "GetTask" => need()
                 .and_then(|p| self.service.get_task(caller, p))
-                .and_then(|task| reply(&id, &task, task.data_bytes())),
+                .and_then(|task| reply(id, &task, task.data_bytes())),
             "ListTasks" => self
                 .service
                 .list_tasks_everywhere(caller, params, rpc_params.unwrap_or(&Map::new()))
-                .and_then(|page| reply(&id, &page, page.data_bytes())),
+                .and_then(|page| reply(id, &page, page.data_bytes())),
             "CancelTask" => need()
                 .and_then(|p| self.service.cancel_task(caller, p))
-                .and_then(|task: Task| reply(&id, &task, task.data_bytes())),
+                .and_then(|task: Task| reply(id, &task, task.data_bytes())),
             "CreateTaskPushNotificationConfig" => need()
                 .and_then(|p| self.service.push_create(caller, p))
-                .and_then(|c| reply(&id, &c, 0)),
+                .and_then(|c| reply(id, &c, 0)),
             "GetTaskPushNotificationConfig" => need()
                 .and_then(|p| self.service.push_get(caller, p))
-                .and_then(|c| reply(&id, &c, 0)),
+                .and_then(|c| reply(id, &c, 0)),
             "ListTaskPushNotificationConfigs" => need()
                 .and_then(|p| self.service.push_list(caller, p))
-                .and_then(|l| reply(&id, &l, 0)),
+                .and_then(|l| reply(id, &l, 0)),
             "DeleteTaskPushNotificationConfig" => need()
                 .and_then(|p| self.service.push_delete(caller, p))
-                .and_then(|e| reply(&id, &e, 0)),
-            "GetExtendedAgentCard" => reply(&id, self.service.extended_card(), 0),
+                .and_then(|e| reply(id, &e, 0)),
+            "GetExtendedAgentCard" => reply(id, self.service.extended_card(), 0),
             other => Err(RpcError::method_not_found(other)),
-        };
-        Answer::Json(reply.unwrap_or_else(|e| response_err(&id, &e).to_string()))
+        }
     }
 }
 

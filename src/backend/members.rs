@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 
 use super::{BackendError, CreateSpec};
 use crate::settings::templates::Template;
+use crate::settings::ContainerSettings;
 use crate::token::Token;
 
 /// What a member's unbound Agent Card lists in `capabilities.extensions` (by `uri`).
@@ -88,6 +89,19 @@ pub struct MemberSpec {
     pub activation_sha256: String,
 }
 
+impl MemberSpec {
+    /// The labels a member started from this spec carries.
+    pub fn labels(&self) -> super::labels::MemberLabels {
+        super::labels::MemberLabels {
+            member: self.name.clone(),
+            template: self.template.name.clone(),
+            revision: self.revision.clone(),
+            key_id: self.key_id.clone(),
+            nonce: self.nonce.clone(),
+        }
+    }
+}
+
 /// How a member is activated at a claim.
 #[derive(Debug, Clone)]
 pub struct Activation {
@@ -143,8 +157,14 @@ pub trait ClaimSteps {
     fn kind(&self) -> super::BackendKind;
     /// The URL the claimed worker will serve at (a member without an address is `Broken`).
     fn worker_url(&self, member: &PoolMember, spec: &CreateSpec) -> Result<String, ClaimError>;
+    /// What a worker's environment is made from: the container settings and the model
+    /// route's key.
+    fn worker_settings(&self) -> (&ContainerSettings, Option<&str>);
     /// The environment a worker started cold would have had, at `url`.
-    fn environment(&self, spec: &CreateSpec, url: &str) -> Result<Environment, BackendError>;
+    fn environment(&self, spec: &CreateSpec, url: &str) -> Result<Environment, BackendError> {
+        let (container, key) = self.worker_settings();
+        super::worker_env::environment(spec, url, container, key)
+    }
     /// Refuses (`Task`) when the task has its worker already, or a claim is binding one.
     fn task_free(&self, spec: &CreateSpec) -> Result<(), ClaimError>;
     /// Whether the member is still unclaimed as listed: the pool's list may be a second old,

@@ -169,7 +169,9 @@ pub struct Worker {
     pub a2a_url: String,
     pub backend: BackendKind,
     pub state: WorkerState,
+    /// The WezTerm pane of the worker's tab (local backend only; `""` elsewhere).
     pub pane_id: String,
+    /// The Claude Code session bound to the task's file (local backend only; `""` elsewhere).
     pub session_id: String,
     /// RFC 3339 UTC.
     pub created_at: String,

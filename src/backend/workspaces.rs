@@ -31,6 +31,15 @@ pub trait Workspaces: Send + Sync {
     /// Every task workspace this controller owns, read from the engine (or the state file).
     fn owned(&self) -> Result<Vec<TaskWorkspace>, BackendError>;
 
+    /// The workspace of `task` in `scope`, by what its labels (or record) say, as
+    /// [`Workspaces::owned`] lists it; [`BackendError::NotFound`] when there is none.
+    fn find(&self, scope: &str, task: &str) -> Result<TaskWorkspace, BackendError> {
+        self.owned()?
+            .into_iter()
+            .find(|w| w.scope == scope && w.task == task)
+            .ok_or(BackendError::NotFound)
+    }
+
     /// Deletes the workspace of `task` in `scope`, returning it as it was;
     /// [`BackendError::NotFound`] when there is none. The control layer has checked that no
     /// worker of the task exists.

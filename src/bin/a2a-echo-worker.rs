@@ -332,116 +332,147 @@ fn print_lines(n: usize, width: usize) {
     }
 }
 
-fn main() -> ExitCode {
-    let mut listen = true;
-    let mut grow_after = None;
-    let mut hang_activation = false;
-    let (mut print, mut line_bytes) = (0usize, 0usize);
+/// The worker's arguments (for tests: what it prints, whether it listens, how it misbehaves).
+#[derive(Default)]
+struct Args {
+    no_listen: bool,
+    grow_after: Option<std::time::Duration>,
+    hang_activation: bool,
+    print: usize,
+    line_bytes: usize,
+}
+
+/// The arguments, or the exit code to end with at once (`--exit-code`, or a usage error).
+fn parse_args() -> Result<Args, ExitCode> {
+    let mut args = Args::default();
     for arg in std::env::args().skip(1) {
         if let Some(n) = arg.strip_prefix("--print=").and_then(|n| n.parse().ok()) {
-            print = n;
+            args.print = n;
         } else if let Some(n) = arg
             .strip_prefix("--line-bytes=")
             .and_then(|n| n.parse().ok())
         {
-            line_bytes = n;
+            args.line_bytes = n;
         } else if let Some(code) = arg.strip_prefix("--exit-code=") {
             eprintln!("a2a-echo-worker: exiting at once with code {code} as asked");
-            return ExitCode::from(code.parse::<u8>().unwrap_or(1));
+            return Err(ExitCode::from(code.parse::<u8>().unwrap_or(1)));
         } else if let Some(ms) = arg
             .strip_prefix("--grow-after=")
             .and_then(|n| n.parse().ok())
         {
-            grow_after = Some(std::time::Duration::from_millis(ms));
+            args.grow_after = Some(std::time::Duration::from_millis(ms));
         } else if arg == "--hang-activation" {
-            hang_activation = true;
+            args.hang_activation = true;
         } else if arg == "--no-listen" {
-            listen = false;
+            args.no_listen = true;
         } else {
             eprintln!("a2a-echo-worker: unknown argument {arg:?}");
-            return ExitCode::from(2);
+            return Err(ExitCode::from(2));
         }
     }
-    print_lines(print, line_bytes);
+    Ok(args)
+}
+
+/// Who the worker is, from its environment: a worker bound to its task (its URL and token),
+/// or an unbound pool member (its name and the hash of its activation secret).
+struct Identity {
+    member: Option<String>,
+    activation: Option<[u8; 32]>,
+    url: String,
+    token: Option<String>,
+    addr: std::net::SocketAddr,
+}
+
+/// The identity, or one line why the environment does not give one.
+fn identity() -> Result<Identity, String> {
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
     // A pool member starts unbound: no task, no token, its URL perhaps not yet its own.
     let member = env("A2A_POOL_MEMBER");
     let activation = match (&member, env("A2A_ACTIVATION_SHA256")) {
         (None, _) => None,
-        (Some(_), Some(hex)) => match parse_hash(&hex) {
-            Some(h) => Some(h),
-            None => {
-                eprintln!("a2a-echo-worker: A2A_ACTIVATION_SHA256 must be 64 hexadecimal digits");
-                return ExitCode::from(2);
-            }
-        },
+        (Some(_), Some(hex)) => {
+            Some(parse_hash(&hex).ok_or("A2A_ACTIVATION_SHA256 must be 64 hexadecimal digits")?)
+        }
         (Some(_), None) => {
-            eprintln!(
-                "a2a-echo-worker: a pool member (A2A_POOL_MEMBER) needs A2A_ACTIVATION_SHA256"
-            );
-            return ExitCode::from(2);
+            return Err("a pool member (A2A_POOL_MEMBER) needs A2A_ACTIVATION_SHA256".into())
         }
     };
     let url = match (env("A2A_PUBLIC_URL"), &member) {
         (Some(url), _) => url,
         (None, Some(_)) => "http://unbound.invalid".to_string(),
-        (None, None) => {
-            eprintln!("a2a-echo-worker: A2A_PUBLIC_URL is required");
-            return ExitCode::from(2);
-        }
+        (None, None) => return Err("A2A_PUBLIC_URL is required".into()),
     };
     let token_env = env("WORKER_TOKEN_ENV").unwrap_or_else(|| "INTERACTIVE_AUTH_TOKEN".into());
     let token = match (env(&token_env), &member) {
         (Some(token), None) => Some(token),
         (_, Some(_)) => None,
-        (None, None) => {
-            eprintln!("a2a-echo-worker: the bearer token variable {token_env} is required");
+        (None, None) => return Err(format!("the bearer token variable {token_env} is required")),
+    };
+    let addr = parse_listen(&env("LISTEN").unwrap_or_else(|| ":9090".into()))
+        .map_err(|e| e.to_string())?;
+    Ok(Identity {
+        member,
+        activation,
+        url,
+        token,
+        addr,
+    })
+}
+
+fn main() -> ExitCode {
+    let args = match parse_args() {
+        Ok(args) => args,
+        Err(code) => return code,
+    };
+    print_lines(args.print, args.line_bytes);
+    let me = match identity() {
+        Ok(me) => me,
+        Err(why) => {
+            eprintln!("a2a-echo-worker: {why}");
             return ExitCode::from(2);
         }
     };
-    let listen_value = env("LISTEN").unwrap_or_else(|| ":9090".into());
-    let addr = match parse_listen(&listen_value) {
-        Ok(addr) => addr,
-        Err(e) => {
-            eprintln!("a2a-echo-worker: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    if !listen {
+    if args.no_listen {
         eprintln!("a2a-echo-worker: running without listening, as asked");
         wait_for_signal();
         return ExitCode::SUCCESS;
     }
-    let name = match &member {
+    let name = match &me.member {
         Some(m) => format!("a2a-pool-member-{m}"),
-        None => env("A2A_AGENT_NAME").unwrap_or_else(|| "a2a-echo-worker".into()),
+        None => std::env::var("A2A_AGENT_NAME")
+            .ok()
+            .filter(|v| !v.is_empty())
+            .unwrap_or_else(|| "a2a-echo-worker".into()),
     };
     let echo = Echo {
         bound: std::sync::RwLock::new(Bound {
-            card: match &member {
+            card: match &me.member {
                 Some(_) => member_card(&name),
-                None => card(&name, &url),
+                None => card(&name, &me.url),
             },
-            token,
+            token: me.token,
         }),
-        activation,
-        hang_activation,
+        activation: me.activation,
+        hang_activation: args.hang_activation,
     };
-    let serving = match Server::bind(addr).and_then(|s| s.serve(Arc::new(echo), Limits::default()))
-    {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("a2a-echo-worker: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
+    let serving =
+        match Server::bind(me.addr).and_then(|s| s.serve(Arc::new(echo), Limits::default())) {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("a2a-echo-worker: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
     // With the time it could first answer, so benchmarks can measure how soon after it a
     // create returns.
     let millis = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis());
-    eprintln!("a2a-echo-worker: serving {url} on {addr} (answering from {millis} ms)");
-    if let Some(after) = grow_after {
+    eprintln!(
+        "a2a-echo-worker: serving {} on {} (answering from {millis} ms)",
+        me.url, me.addr
+    );
+    if let Some(after) = args.grow_after {
         std::thread::spawn(move || grow(after));
     }
     wait_for_signal();

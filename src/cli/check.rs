@@ -60,17 +60,15 @@ pub(super) fn check(
             return 2;
         }
     };
+    let token_from = match (&settings.auth_token_file, &settings.auth_token) {
+        (Some(f), _) => f.display().to_string(),
+        (None, Some(_)) => "A2A_AUTH_TOKEN".into(),
+        (None, None) => "callers only (no admin token)".into(),
+    };
     let _ = writeln!(
         out,
-        "settings: ok (listen {}, public URL {}, controller id {:?}, token from {})",
-        settings.listen,
-        settings.public_url,
-        settings.controller_id,
-        match (&settings.auth_token_file, &settings.auth_token) {
-            (Some(f), _) => f.display().to_string(),
-            (None, Some(_)) => "A2A_AUTH_TOKEN".into(),
-            (None, None) => "callers only (no admin token)".into(),
-        }
+        "settings: ok (listen {}, public URL {}, controller id {:?}, token from {token_from})",
+        settings.listen, settings.public_url, settings.controller_id,
     );
     for w in &settings.warnings {
         let _ = writeln!(out, "warning: {w}");
@@ -99,15 +97,7 @@ pub(super) fn check(
     };
     let kind = backend.kind();
     let findings = backend.check(crate::backend::Check::Engine);
-    let mut failed = false;
-    for f in &findings {
-        if f.ok {
-            let _ = writeln!(out, "backend {kind}: {}", f.what);
-        } else {
-            failed = true;
-            let _ = writeln!(err, "backend {kind}: FAILED: {}", f.what);
-        }
-    }
+    let mut failed = report(&format!("backend {kind}"), &findings, out, err);
     // Every template, as startup reads them, proved one by one.
     let templates = match crate::open_templates(&settings, &backend) {
         Ok(t) => t.current(),
@@ -117,14 +107,8 @@ pub(super) fn check(
         }
     };
     for t in templates.all() {
-        for f in backend.check(crate::backend::Check::Template(t)) {
-            if f.ok {
-                let _ = writeln!(out, "template {}: {}", t.name, f.what);
-            } else {
-                failed = true;
-                let _ = writeln!(err, "template {}: FAILED: {}", t.name, f.what);
-            }
-        }
+        let findings = backend.check(crate::backend::Check::Template(t));
+        failed |= report(&format!("template {}", t.name), &findings, out, err);
     }
     match pool_line(&settings, backend.as_ref(), &templates) {
         Ok(Some(line)) => {
@@ -137,4 +121,23 @@ pub(super) fn check(
         }
     }
     u8::from(failed)
+}
+
+/// Each finding on a line of its own under `what` (a failure on stderr); whether one failed.
+fn report(
+    what: &str,
+    findings: &[crate::backend::Finding],
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> bool {
+    let mut failed = false;
+    for f in findings {
+        if f.ok {
+            let _ = writeln!(out, "{what}: {}", f.what);
+        } else {
+            failed = true;
+            let _ = writeln!(err, "{what}: FAILED: {}", f.what);
+        }
+    }
+    failed
 }

@@ -248,64 +248,14 @@ fn linger(stream: &mut TcpStream) {
 
 /// Serves one request and says what becomes of the connection.
 fn serve_request(conn: &mut Conn<'_>, first: bool) -> Result<After, Stop> {
-    let limits = conn.shared.limits;
-    // Wait for the request's first byte (idle), then for its whole head.
-    let idle_deadline = Instant::now()
-        + if first {
-            limits.head_timeout
-        } else {
-            limits.idle_timeout
-        };
-    while conn.buf.iter().all(|b| *b == b'\r' || *b == b'\n') {
-        conn.buf.clear();
-        conn.fill(idle_deadline, true)?;
-    }
-    let head_deadline = Instant::now() + limits.head_timeout;
-    let (head, head_len) = loop {
-        match wire::parse_head(&conn.buf)? {
-            Some(parsed) => break parsed,
-            None => conn.fill(head_deadline, false).map_err(|_| Stop::Close)?,
-        }
-    };
-    conn.consume(head_len);
-    wire::check_host(&head)?;
-
+    let head = read_head(conn, first)?;
     let keep_alive = !conn.shared.stopping()
         && if head.minor == 1 {
             !wire::has_token(&head.headers, "Connection", "close")
         } else {
             wire::has_token(&head.headers, "Connection", "keep-alive")
         };
-    let framing = wire::framing(&head)?;
-    let expects_continue = wire::has_token(&head.headers, "Expect", "100-continue");
-    let body_deadline = Instant::now() + limits.body_timeout;
-    let body = match framing {
-        Framing::TooLarge => Body::TooLarge,
-        Framing::Length(0) => Body::Complete(Vec::new()),
-        Framing::Length(n) => {
-            if expects_continue && !conn.write(b"HTTP/1.1 100 Continue\r\n\r\n") {
-                return Err(Stop::Close);
-            }
-            let mut src = BodySource {
-                conn,
-                deadline: body_deadline,
-            };
-            Body::Complete(wire::read_length(&mut src, n).map_err(|_| Stop::Close)?)
-        }
-        Framing::Chunked => {
-            if expects_continue && !conn.write(b"HTTP/1.1 100 Continue\r\n\r\n") {
-                return Err(Stop::Close);
-            }
-            let mut src = BodySource {
-                conn,
-                deadline: body_deadline,
-            };
-            match wire::read_chunked(&mut src)? {
-                Some(b) => Body::Complete(b),
-                None => Body::TooLarge,
-            }
-        }
-    };
+    let body = read_body(conn, &head)?;
     let too_large = body == Body::TooLarge;
     let (path, query) = match head.target.split_once('?') {
         Some((p, q)) => (p.to_string(), q.to_string()),
@@ -350,5 +300,57 @@ fn serve_request(conn: &mut Conn<'_>, first: bool) -> Result<After, Stop> {
         (true, true, _) => After::KeepAlive,
         (true, false, true) => After::Linger,
         _ => After::Close,
+    })
+}
+
+/// Waits for a request's first byte (idle: the head timeout for a connection's first
+/// request, the idle timeout after), then for its whole head, parsed and its `Host` checked.
+fn read_head(conn: &mut Conn<'_>, first: bool) -> Result<wire::Head, Stop> {
+    let limits = conn.shared.limits;
+    let idle_deadline = Instant::now()
+        + if first {
+            limits.head_timeout
+        } else {
+            limits.idle_timeout
+        };
+    while conn.buf.iter().all(|b| *b == b'\r' || *b == b'\n') {
+        conn.buf.clear();
+        conn.fill(idle_deadline, true)?;
+    }
+    let head_deadline = Instant::now() + limits.head_timeout;
+    let (head, head_len) = loop {
+        match wire::parse_head(&conn.buf)? {
+            Some(parsed) => break parsed,
+            None => conn.fill(head_deadline, false).map_err(|_| Stop::Close)?,
+        }
+    };
+    conn.consume(head_len);
+    wire::check_host(&head)?;
+    Ok(head)
+}
+
+/// The body `head` announces, read within the body timeout (a `100 Continue` first when the
+/// client waits for one); `TooLarge` past the bound, without reading it.
+fn read_body(conn: &mut Conn<'_>, head: &wire::Head) -> Result<Body, Stop> {
+    let framing = wire::framing(head)?;
+    let expects_continue = wire::has_token(&head.headers, "Expect", "100-continue");
+    let deadline = Instant::now() + conn.shared.limits.body_timeout;
+    if matches!(framing, Framing::Length(1..) | Framing::Chunked)
+        && expects_continue
+        && !conn.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+    {
+        return Err(Stop::Close);
+    }
+    let mut src = BodySource { conn, deadline };
+    Ok(match framing {
+        Framing::TooLarge => Body::TooLarge,
+        Framing::Length(0) => Body::Complete(Vec::new()),
+        Framing::Length(n) => {
+            Body::Complete(wire::read_length(&mut src, n).map_err(|_| Stop::Close)?)
+        }
+        Framing::Chunked => match wire::read_chunked(&mut src)? {
+            Some(b) => Body::Complete(b),
+            None => Body::TooLarge,
+        },
     })
 }

@@ -26,8 +26,10 @@ pub struct Template {
     pub env: Vec<(String, String)>,
     /// Extra environment whose values are read from files at each create (secrets).
     pub env_files: Vec<(String, PathBuf)>,
+    /// Limits (docker, k8s; a local tab has none).
     pub memory_bytes: Option<i64>,
     pub nano_cpus: Option<i64>,
+    /// The container's process limit (docker only: Kubernetes sets none per pod).
     pub pids_limit: Option<i64>,
     /// The TTL a create of this template gets, and its ceiling.
     pub lifetime: Lifetime,
@@ -35,9 +37,11 @@ pub struct Template {
     pub port: u16,
     /// What readiness probes (`GET`, answered 200).
     pub ready_path: String,
-    /// A pod template of its own (k8s; checked by the backend), else `K8S_POD_TEMPLATE`.
+    /// A pod template of its own (k8s only; checked by that backend, refused by the others'
+    /// `validate`), else `K8S_POD_TEMPLATE`.
     pub pod_template: Option<PodTemplate>,
-    /// The Docker network workers of this template join, else `DOCKER_NETWORK`.
+    /// The Docker network workers of this template join, else `DOCKER_NETWORK` (docker only:
+    /// the k8s backend refuses it; pods use the cluster's network).
     pub network: Option<String>,
     /// The task's workspace: a volume that outlives its workers.
     pub workspace: Option<Workspace>,

@@ -283,49 +283,10 @@ impl Service {
             Some(_) => return Err(RpcError::invalid_params("configuration must be an object")),
         };
         let history_length = history_length(&config)?;
-        let return_immediately = match field(&config, &["returnImmediately", "return_immediately"])
-        {
-            None | Some(Value::Null) => false,
-            Some(Value::Bool(b)) => *b,
-            Some(_) => {
-                return Err(RpcError::invalid_params(
-                    "returnImmediately must be a boolean",
-                ))
-            }
-        };
-        if let Some(modes) = field(&config, &["acceptedOutputModes", "accepted_output_modes"]) {
-            let modes = string_list(modes, "acceptedOutputModes")?;
-            let ok = modes.is_empty()
-                || modes
-                    .iter()
-                    .any(|m| matches!(m.as_str(), "application/json" | "*/*" | "application/*"));
-            if !ok {
-                return Err(RpcError::content_type_not_supported(
-                    "replies are application/json data parts",
-                )
-                .with("supportedOutputModes", "application/json"));
-            }
-        }
+        let return_immediately = return_immediately(&config)?;
+        accepted_output_modes(&config)?;
         if let Some(task_id) = &message.task_id {
-            // Every control task is finished when its reply is sent, so a follow-up message
-            // can never be accepted; unknown ids are reported as such.
-            let (context_id, _) = self
-                .tasks
-                .peek(task_id, &caller.key)
-                .ok_or_else(|| RpcError::task_not_found(task_id))?;
-            if message
-                .context_id
-                .as_ref()
-                .is_some_and(|c| c != &context_id)
-            {
-                return Err(RpcError::invalid_params(
-                    "contextId does not match the task's contextId",
-                ));
-            }
-            return Err(RpcError::unsupported(
-                "control tasks are terminal and accept no further messages; send a new message without taskId",
-            )
-            .with("taskId", task_id.clone()));
+            return Err(self.follow_up_refusal(caller, task_id, message.context_id.as_deref()));
         }
 
         let task_id = uuid_v4().map_err(|e| RpcError::internal(&e.to_string()))?;
@@ -337,29 +298,7 @@ impl Service {
             Some(c) => c.clone(),
             None => uuid_v4().map_err(|e| RpcError::internal(&e.to_string()))?,
         };
-        // A webhook given with the message is set before anything runs (a refused one stops
-        // the request here), so it hears the task from its first event.
-        match field(
-            &config,
-            &[
-                "taskPushNotificationConfig",
-                "pushNotificationConfig",
-                "task_push_notification_config",
-            ],
-        ) {
-            None | Some(Value::Null) => {}
-            Some(Value::Object(c)) => {
-                let webhook = push_config(c, &task_id)?;
-                self.push
-                    .create(webhook)
-                    .map_err(|e| RpcError::invalid_params(e.to_string()))?;
-            }
-            Some(_) => {
-                return Err(RpcError::invalid_params(
-                    "taskPushNotificationConfig must be an object",
-                ))
-            }
-        }
+        self.webhook_of(&config, &task_id)?;
         let mut user = message;
         user.task_id = Some(task_id.clone());
         user.context_id = Some(context_id.clone());
@@ -384,6 +323,78 @@ impl Service {
             return_immediately,
         })
     }
+
+    /// Why a message to an existing task is refused: every control task is finished when its
+    /// reply is sent, so a follow-up can never be accepted; an unknown id (or another
+    /// caller's) is not found, and a context that is not the task's is invalid.
+    fn follow_up_refusal(&self, caller: &Caller, task_id: &str, context: Option<&str>) -> RpcError {
+        let Some((context_id, _)) = self.tasks.peek(task_id, &caller.key) else {
+            return RpcError::task_not_found(task_id);
+        };
+        if context.is_some_and(|c| c != context_id) {
+            return RpcError::invalid_params("contextId does not match the task's contextId");
+        }
+        RpcError::unsupported(
+            "control tasks are terminal and accept no further messages; send a new message without taskId",
+        )
+        .with("taskId", task_id.to_string())
+    }
+
+    /// A webhook given with the message, set before anything runs (a refused one stops the
+    /// request here), so it hears the task from its first event.
+    fn webhook_of(&self, config: &Map<String, Value>, task_id: &str) -> Result<(), RpcError> {
+        match field(
+            config,
+            &[
+                "taskPushNotificationConfig",
+                "pushNotificationConfig",
+                "task_push_notification_config",
+            ],
+        ) {
+            None | Some(Value::Null) => Ok(()),
+            Some(Value::Object(c)) => {
+                let webhook = push_config(c, task_id)?;
+                self.push
+                    .create(webhook)
+                    .map(|_| ())
+                    .map_err(|e| RpcError::invalid_params(e.to_string()))
+            }
+            Some(_) => Err(RpcError::invalid_params(
+                "taskPushNotificationConfig must be an object",
+            )),
+        }
+    }
+}
+
+/// `returnImmediately`: a boolean, false when absent.
+fn return_immediately(config: &Map<String, Value>) -> Result<bool, RpcError> {
+    match field(config, &["returnImmediately", "return_immediately"]) {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(_) => Err(RpcError::invalid_params(
+            "returnImmediately must be a boolean",
+        )),
+    }
+}
+
+/// `acceptedOutputModes`: replies are JSON data parts, so a caller must accept JSON (or say
+/// nothing).
+fn accepted_output_modes(config: &Map<String, Value>) -> Result<(), RpcError> {
+    let Some(modes) = field(config, &["acceptedOutputModes", "accepted_output_modes"]) else {
+        return Ok(());
+    };
+    let modes = string_list(modes, "acceptedOutputModes")?;
+    let ok = modes.is_empty()
+        || modes
+            .iter()
+            .any(|m| matches!(m.as_str(), "application/json" | "*/*" | "application/*"));
+    if !ok {
+        return Err(RpcError::content_type_not_supported(
+            "replies are application/json data parts",
+        )
+        .with("supportedOutputModes", "application/json"));
+    }
+    Ok(())
 }
 
 /// What `SendMessage` and `SendStreamingMessage` have once the message is checked.

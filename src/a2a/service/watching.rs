@@ -1,6 +1,7 @@
 //! Watches as tasks: a `watch` control request runs as a task that stays WORKING, each worker
 //! event one status update, until it is canceled, its stream ends or its source cuts it off.
 
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::RecvTimeoutError;
 use std::sync::{Arc, Mutex};
@@ -12,8 +13,8 @@ use serde_json::value::RawValue;
 
 use super::super::tasks;
 use super::super::types::{Part, Role, Task, TaskState, TaskStatus};
-use super::record::{agent_message, finish, message_id};
-use super::{Service, Watch};
+use super::record::{agent_message, finish, message_id, Recorder};
+use super::{EndWhy, Service, Watch};
 use crate::control::watch::Event;
 use crate::control::{self, Caller, ControlError, ErrorCode, Outcome};
 use crate::time::{now_millis, rfc3339_millis};
@@ -61,64 +62,7 @@ impl Service {
             Arc::clone(&self.watches),
             Arc::clone(&why),
         );
-        let run = move || {
-            // Sent, then let go: a thousand workers' snapshot is not kept for the watch's life,
-            // nor each of its events as the task's status (its `synced` is).
-            let mut sub = sub;
-            let snapshot = std::mem::take(&mut sub.snapshot);
-            let last = snapshot.len().saturating_sub(1);
-            for (i, event) in snapshot.into_iter().enumerate() {
-                record.room_for(&base.id, &why);
-                match i == last {
-                    true => record.progress(&base, event_status(&base, &event)),
-                    false => {
-                        if let Some(written) = written_update(&base, &event) {
-                            record.passing(&base, written);
-                        }
-                    }
-                }
-            }
-            let (state, text) = loop {
-                if let Some(why) = why.lock().unwrap_or_else(|p| p.into_inner()).clone() {
-                    break (TaskState::Canceled, format!("watch ended: {why}"));
-                }
-                match sub.recv_timeout(WATCH_POLL) {
-                    Ok(event) => {
-                        record.room_for(&base.id, &why);
-                        record.progress(&base, event_status(&base, &event));
-                    }
-                    Err(RecvTimeoutError::Timeout) => {}
-                    Err(RecvTimeoutError::Disconnected) => {
-                        break if sub.cut_off.load(Ordering::SeqCst) {
-                            (
-                                TaskState::Failed,
-                                format!(
-                                    "watch cut off: it left {} events unread",
-                                    crate::control::watch::BACKLOG
-                                ),
-                            )
-                        } else {
-                            (TaskState::Failed, "watch ended: its source stopped".into())
-                        };
-                    }
-                }
-            };
-            drop(sub);
-            let mut task = base;
-            let now = now_millis();
-            let message = agent_message(&task, vec![Part::text(text)]);
-            task.status = TaskStatus {
-                state,
-                timestamp: rfc3339_millis(now),
-                message: Some(message.clone()),
-            };
-            task.history.push(message);
-            record.finished(&task, None, now);
-            watches
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&task.id);
-        };
+        let run = move || run_watch(&record, &watches, base, sub, &why);
         if let Err(e) = thread::Builder::new().name("watch-task".into()).spawn(run) {
             log::error!("cannot start a watch: {e}");
             let failure = ControlError::new(ErrorCode::Internal, "the watch could not be started");
@@ -129,6 +73,92 @@ impl Service {
             first: working,
             updates,
             end: Some(end),
+        }
+    }
+}
+
+/// A watch's task, while it runs: its snapshot sent, then each event, until it is canceled,
+/// cut off or its source stops; then its end recorded and it leaves the running watches.
+fn run_watch(
+    record: &Recorder,
+    watches: &Mutex<HashMap<String, EndWhy>>,
+    base: Task,
+    mut sub: control::watch::Subscription,
+    why: &EndWhy,
+) {
+    send_snapshot(record, &base, &mut sub, why);
+    let (state, text) = follow(record, &base, &sub, why);
+    drop(sub);
+    let mut task = base;
+    let now = now_millis();
+    let message = agent_message(&task, vec![Part::text(text)]);
+    task.status = TaskStatus {
+        state,
+        timestamp: rfc3339_millis(now),
+        message: Some(message.clone()),
+    };
+    task.history.push(message);
+    record.finished(&task, None, now);
+    watches
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .remove(&task.id);
+}
+
+/// The snapshot, paced to the task's streams: sent, then let go (a thousand workers'
+/// snapshot is not kept for the watch's life, nor each of its events as the task's status;
+/// its `synced` is).
+fn send_snapshot(
+    record: &Recorder,
+    base: &Task,
+    sub: &mut control::watch::Subscription,
+    why: &EndWhy,
+) {
+    let snapshot = std::mem::take(&mut sub.snapshot);
+    let last = snapshot.len().saturating_sub(1);
+    for (i, event) in snapshot.into_iter().enumerate() {
+        record.room_for(&base.id, why);
+        match i == last {
+            true => record.progress(base, event_status(base, &event)),
+            false => {
+                if let Some(written) = written_update(base, &event) {
+                    record.passing(base, written);
+                }
+            }
+        }
+    }
+}
+
+/// Each event as it comes, until the watch is told to end (canceled, its client gone), is cut
+/// off, or its source stops: how it ended, and why.
+fn follow(
+    record: &Recorder,
+    base: &Task,
+    sub: &control::watch::Subscription,
+    why: &EndWhy,
+) -> (TaskState, String) {
+    loop {
+        if let Some(why) = why.lock().unwrap_or_else(|p| p.into_inner()).clone() {
+            return (TaskState::Canceled, format!("watch ended: {why}"));
+        }
+        match sub.recv_timeout(WATCH_POLL) {
+            Ok(event) => {
+                record.room_for(&base.id, why);
+                record.progress(base, event_status(base, &event));
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) if sub.cut_off.load(Ordering::SeqCst) => {
+                return (
+                    TaskState::Failed,
+                    format!(
+                        "watch cut off: it left {} events unread",
+                        crate::control::watch::BACKLOG
+                    ),
+                );
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                return (TaskState::Failed, "watch ended: its source stopped".into());
+            }
         }
     }
 }

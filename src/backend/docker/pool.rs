@@ -32,6 +32,7 @@ use crate::backend::{
     worker_env, Activation, BackendError, BackendKind, ClaimError, CreateSpec, MemberSpec,
     MemberState, PoolMember, Pools, Template, Worker, WorkerState,
 };
+use crate::settings::ContainerSettings;
 
 /// A claimed member's binding: which member (and nonce) it binds, and the worker it makes.
 pub(super) struct Binding {
@@ -164,16 +165,7 @@ impl DockerBackend {
         let env = worker_env::member_environment(m, &self.container);
         config["Image"] = json!(t.image);
         config["Env"] = json!(worker_env::as_docker_env(&env));
-        config["Labels"] = json!(labels::for_member(
-            &self.controller_id,
-            &MemberLabels {
-                member: m.name.clone(),
-                template: t.name.clone(),
-                revision: m.revision.clone(),
-                key_id: m.key_id.clone(),
-                nonce: m.nonce.clone(),
-            }
-        ));
+        config["Labels"] = json!(labels::for_member(&self.controller_id, &m.labels()));
         config
     }
 
@@ -383,17 +375,8 @@ impl members::ClaimSteps for DockerBackend {
         }
     }
 
-    fn environment(
-        &self,
-        spec: &CreateSpec,
-        url: &str,
-    ) -> Result<members::Environment, BackendError> {
-        worker_env::environment(
-            spec,
-            url,
-            &self.container,
-            self.anthropic_auth_token.as_deref(),
-        )
+    fn worker_settings(&self) -> (&ContainerSettings, Option<&str>) {
+        (&self.container, self.anthropic_auth_token.as_deref())
     }
 
     fn task_free(&self, spec: &CreateSpec) -> Result<(), ClaimError> {

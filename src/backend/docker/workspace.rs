@@ -170,12 +170,7 @@ impl Workspaces for DockerBackend {
         Ok(spaces)
     }
     fn delete(&self, scope: &str, task: &str) -> Result<TaskWorkspace, BackendError> {
-        // By what its labels say, as `workspaces` lists it.
-        let found = self
-            .owned()?
-            .into_iter()
-            .find(|w| w.scope == scope && w.task == task)
-            .ok_or(BackendError::NotFound)?;
+        let found = self.find(scope, task)?;
         let name = found.name.clone();
         match self.engine.remove_volume(&name) {
             Ok(_) => {}

@@ -10,7 +10,8 @@ use super::status::Pod;
 use super::{pod, K8sBackend};
 use crate::backend::labels;
 use crate::backend::members;
-use crate::backend::{worker_env, BackendError, BackendKind, ClaimError, CreateSpec, PoolMember};
+use crate::backend::{BackendError, BackendKind, ClaimError, CreateSpec, PoolMember};
+use crate::settings::ContainerSettings;
 
 /// Kubernetes' steps of the claim protocol: a binding pod named after the task is the
 /// commit's guard (the API server gives one pod a name), then the worker's labels on the
@@ -34,17 +35,8 @@ impl members::ClaimSteps for K8sBackend {
         Ok(self.url_for(&pod_name, spec.template.port))
     }
 
-    fn environment(
-        &self,
-        spec: &CreateSpec,
-        url: &str,
-    ) -> Result<members::Environment, BackendError> {
-        worker_env::environment(
-            spec,
-            url,
-            &self.container,
-            self.anthropic_auth_token.as_deref(),
-        )
+    fn worker_settings(&self) -> (&ContainerSettings, Option<&str>) {
+        (&self.container, self.anthropic_auth_token.as_deref())
     }
 
     /// The task's pod name is free, or held by a binding whose claim did not happen.

@@ -100,7 +100,8 @@ pub fn check_template(template: &Value) -> Result<(), String> {
     Ok(())
 }
 
-/// The pod to create.
+/// The pod to create: the pod template (if any) with the controller's metadata, spec and
+/// worker container over it.
 pub fn manifest(i: &PodInputs<'_>) -> Value {
     let mut pod = match i.pod_template {
         Some(Value::Object(t)) => Value::Object(t.clone()),
@@ -108,8 +109,32 @@ pub fn manifest(i: &PodInputs<'_>) -> Value {
     };
     pod["apiVersion"] = json!("v1");
     pod["kind"] = json!("Pod");
+    worker_metadata(object_at(&mut pod, "metadata"), i);
+    let spec = object_at(&mut pod, "spec");
+    worker_spec(spec, i);
+    let mut containers: Vec<Value> = match spec.remove("containers") {
+        Some(Value::Array(c)) => c,
+        _ => Vec::new(),
+    };
+    let template_worker = containers
+        .iter()
+        .position(|c| c.get("name").and_then(Value::as_str) == Some(WORKER_CONTAINER))
+        .map(|at| containers.remove(at));
+    containers.insert(0, worker_container(i, template_worker));
+    for c in &mut containers {
+        restrict(c);
+    }
+    spec.insert("containers".into(), Value::Array(containers));
+    if let Some(Value::Array(init)) = spec.get_mut("initContainers") {
+        init.iter_mut().for_each(restrict);
+    }
+    spec.remove("ephemeralContainers");
+    pod
+}
 
-    let metadata = object_at(&mut pod, "metadata");
+/// The pod's name and namespace, its ownership and identity labels, and its annotations (the
+/// task in full, and the caller's metadata and only it).
+fn worker_metadata(metadata: &mut Map<String, Value>, i: &PodInputs<'_>) {
     metadata.insert("name".into(), json!(i.name));
     metadata.insert("namespace".into(), json!(i.namespace));
     for key in ["generateName", "ownerReferences", "finalizers"] {
@@ -133,8 +158,12 @@ pub fn manifest(i: &PodInputs<'_>) -> Value {
     for (k, v) in labels::meta_entries(i.metadata) {
         annotations.insert(k, json!(v));
     }
+}
 
-    let spec = object_at(&mut pod, "spec");
+/// The pod's spec around its containers: its name in the workers' Service, no host
+/// namespaces or service account token, never restarted, not root, and the task's workspace
+/// claim mounted as a volume (its files the worker's group's).
+fn worker_spec(spec: &mut Map<String, Value>, i: &PodInputs<'_>) {
     spec.insert("hostname".into(), json!(i.name));
     spec.insert("subdomain".into(), json!(i.k8s.worker_service));
     spec.insert("automountServiceAccountToken".into(), json!(false));
@@ -170,25 +199,6 @@ pub fn manifest(i: &PodInputs<'_>) -> Value {
             );
         }
     }
-
-    let mut containers: Vec<Value> = match spec.remove("containers") {
-        Some(Value::Array(c)) => c,
-        _ => Vec::new(),
-    };
-    let template_worker = containers
-        .iter()
-        .position(|c| c.get("name").and_then(Value::as_str) == Some(WORKER_CONTAINER))
-        .map(|at| containers.remove(at));
-    containers.insert(0, worker_container(i, template_worker));
-    for c in &mut containers {
-        restrict(c);
-    }
-    spec.insert("containers".into(), Value::Array(containers));
-    if let Some(Value::Array(init)) = spec.get_mut("initContainers") {
-        init.iter_mut().for_each(restrict);
-    }
-    spec.remove("ephemeralContainers");
-    pod
 }
 
 /// The scheduling gate that keeps a binding pod from ever being placed on a node.

@@ -35,7 +35,7 @@ use super::api::{ApiError, Method, Reason};
 use super::refusals::{api_error, create_error};
 use super::status::Pod;
 use super::{delete_pod, pod, K8sBackend};
-use crate::backend::labels::{self, MemberLabels};
+use crate::backend::labels::{self};
 use crate::backend::members;
 use crate::backend::{
     worker_env, Activation, BackendError, ClaimError, CreateSpec, MemberSpec, MemberState,
@@ -245,13 +245,7 @@ impl K8sBackend {
                 pod_template: self.pod_template(t),
                 workspace_claim: None,
             },
-            &MemberLabels {
-                member: m.name.clone(),
-                template: t.name.clone(),
-                revision: m.revision.clone(),
-                key_id: m.key_id.clone(),
-                nonce: m.nonce.clone(),
-            },
+            &m.labels(),
         )
     }
 

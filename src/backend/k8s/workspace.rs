@@ -275,11 +275,7 @@ impl Workspaces for K8sBackend {
     fn delete(&self, scope: &str, task: &str) -> Result<TaskWorkspace, BackendError> {
         // By what its labels say, not by its name: a claim made otherwise (by hand, by an
         // earlier version) is the task's workspace too.
-        let found = self
-            .owned()?
-            .into_iter()
-            .find(|w| w.scope == scope && w.task == task)
-            .ok_or(BackendError::NotFound)?;
+        let found = self.find(scope, task)?;
         self.delete_claim_named(&found.name).map_err(api_error)?;
         Ok(found)
     }
