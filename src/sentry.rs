@@ -188,7 +188,7 @@ mod tests {
     }
 
     #[test]
-    fn envelope_lines() {
+    fn an_envelope_is_three_lines_its_item_length_that_of_the_event() {
         let d = Dsn::parse("https://abc@host/1").unwrap();
         let body = envelope(&d, "0123", "create failed", r#"{"operation":"create"}"#);
         let lines: Vec<&str> = body.lines().collect();

@@ -268,7 +268,7 @@ mod tests {
     }
 
     #[test]
-    fn durations() {
+    fn durations_read_units_and_bare_seconds_and_refuse_the_rest() {
         assert_eq!(parse_duration("60s"), Some(Duration::from_secs(60)));
         assert_eq!(parse_duration("0"), Some(Duration::ZERO));
         assert_eq!(parse_duration("45"), Some(Duration::from_secs(45)));

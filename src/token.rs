@@ -130,7 +130,7 @@ mod tests {
     }
 
     #[test]
-    fn uuid_shape() {
+    fn uuids_are_version_4_with_the_rfc_variant() {
         let u = uuid_v4().unwrap();
         assert_eq!(u.len(), 36);
         assert_eq!(&u[14..15], "4");
@@ -138,7 +138,7 @@ mod tests {
     }
 
     #[test]
-    fn comparison() {
+    fn token_comparison_is_exact_and_length_counts() {
         assert!(constant_time_eq(b"abc", b"abc"));
         assert!(!constant_time_eq(b"abc", b"abd"));
         assert!(!constant_time_eq(b"abc", b"abcd"));

@@ -368,7 +368,7 @@ mod tests {
     }
 
     #[test]
-    fn service_params() {
+    fn service_parameters_come_from_headers_or_the_query_and_extensions_once_each() {
         let p = ServiceParams::from_request(
             &headers(&[
                 ("a2a-version", " 1.0 "),
@@ -385,14 +385,14 @@ mod tests {
     }
 
     #[test]
-    fn percent_decoding() {
+    fn percent_escapes_decode_and_broken_ones_stay_as_they_are() {
         assert_eq!(percent_decode("1%2E0"), "1.0");
         assert_eq!(percent_decode("a%zz%"), "a%zz%");
         assert_eq!(percent_decode("%"), "%");
     }
 
     #[test]
-    fn whole_numbers() {
+    fn whole_numbers_come_as_numbers_or_digit_strings() {
         assert_eq!(whole_number(&json!(2)), Some(2));
         assert_eq!(whole_number(&json!(2.0)), Some(2));
         assert_eq!(whole_number(&json!("3")), Some(3));

@@ -151,29 +151,57 @@ pub fn verify(token: &str, keys: &KeySet, expect: &Expect<'_>) -> Result<Claims,
     }
     let signed = &token.as_bytes()[..h.len() + 1 + p.len()];
     let sig = base64url(s)?;
+    check_signature(alg, key, signed, &sig)?;
+    // Only a verified payload is read.
+    let claims: serde_json::Map<String, Value> = serde_json::from_slice(&base64url(p)?)
+        .map_err(|_| Refusal::Malformed("payload is not a JSON object"))?;
+    check_claims(&claims, expect)?;
+    let subject = claims
+        .get("sub")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty() && s.len() <= 255 && !s.chars().any(char::is_control))
+        .ok_or(Refusal::Claim("sub"))?;
+    let scope = claims
+        .get(expect.scope_claim)
+        .and_then(Value::as_str)
+        .filter(|s| crate::control::caller::check_scope(s).is_ok())
+        .ok_or(Refusal::Claim("scope"))?;
+    Ok(Claims {
+        subject: subject.to_string(),
+        scope: scope.to_string(),
+    })
+}
+
+/// The signature over `signed`, checked with `key` by `alg` (a key of another type for it is
+/// refused).
+fn check_signature(alg: &str, key: &Key, signed: &[u8], sig: &[u8]) -> Result<(), Refusal> {
     let checked = match (alg, key) {
         ("RS256", Key::Rsa { n, e }) => RsaPublicKeyComponents { n, e }.verify(
             &signature::RSA_PKCS1_2048_8192_SHA256,
             signed,
-            &sig,
+            sig,
         ),
         ("PS256", Key::Rsa { n, e }) => RsaPublicKeyComponents { n, e }.verify(
             &signature::RSA_PSS_2048_8192_SHA256,
             signed,
-            &sig,
+            sig,
         ),
         ("ES256", Key::P256 { point }) => {
-            UnparsedPublicKey::new(&signature::ECDSA_P256_SHA256_FIXED, point).verify(signed, &sig)
+            UnparsedPublicKey::new(&signature::ECDSA_P256_SHA256_FIXED, point).verify(signed, sig)
         }
         ("EdDSA", Key::Ed25519 { x }) => {
-            UnparsedPublicKey::new(&signature::ED25519, x).verify(signed, &sig)
+            UnparsedPublicKey::new(&signature::ED25519, x).verify(signed, sig)
         }
         _ => return Err(Refusal::WrongKeyType),
     };
-    checked.map_err(|_| Refusal::Signature)?;
-    // Only a verified payload is read.
-    let claims: serde_json::Map<String, Value> = serde_json::from_slice(&base64url(p)?)
-        .map_err(|_| Refusal::Malformed("payload is not a JSON object"))?;
+    checked.map_err(|_| Refusal::Signature)
+}
+
+/// The verified claims' issuer, audience, expiry and not-before, as expected.
+fn check_claims(
+    claims: &serde_json::Map<String, Value>,
+    expect: &Expect<'_>,
+) -> Result<(), Refusal> {
     if claims.get("iss").and_then(Value::as_str) != Some(expect.issuer) {
         return Err(Refusal::Issuer);
     }
@@ -195,20 +223,7 @@ pub fn verify(token: &str, keys: &KeySet, expect: &Expect<'_>) -> Result<Claims,
             return Err(Refusal::NotYetValid);
         }
     }
-    let subject = claims
-        .get("sub")
-        .and_then(Value::as_str)
-        .filter(|s| !s.is_empty() && s.len() <= 255 && !s.chars().any(char::is_control))
-        .ok_or(Refusal::Claim("sub"))?;
-    let scope = claims
-        .get(expect.scope_claim)
-        .and_then(Value::as_str)
-        .filter(|s| crate::control::caller::check_scope(s).is_ok())
-        .ok_or(Refusal::Claim("scope"))?;
-    Ok(Claims {
-        subject: subject.to_string(),
-        scope: scope.to_string(),
-    })
+    Ok(())
 }
 
 /// A NumericDate: whole (or fractional, cut) seconds, not negative.

@@ -290,7 +290,7 @@ mod tests {
     const T: &str = "0123456789abcdef";
 
     #[test]
-    fn bearer() {
+    fn only_a_bearer_token_of_the_right_value_passes_whatever_its_case_and_spacing() {
         assert_eq!(check(None, T), Err(Failure::Missing));
         assert_eq!(check(Some("Basic abc"), T), Err(Failure::WrongScheme));
         assert_eq!(check(Some(T), T), Err(Failure::WrongScheme));
@@ -312,7 +312,7 @@ mod tests {
     }
 
     #[test]
-    fn strips() {
+    fn credentials_are_stripped_from_what_the_service_is_handed() {
         let h = vec![
             ("Authorization".to_string(), "x".to_string()),
             ("COOKIE".to_string(), "y".to_string()),

@@ -79,33 +79,59 @@ pub struct Verifier {
     refusals: Mutex<std::collections::HashMap<&'static str, (Option<Instant>, u64)>>,
 }
 
+/// The HTTP client for the issuer: its CA (`A2A_OIDC_CA_FILE`, else the public roots), short
+/// timeouts, no redirects.
+fn agent(settings: &OidcSettings) -> Result<ureq::Agent, String> {
+    let roots = match &settings.ca_file {
+        Some(path) => {
+            let pem = std::fs::read(path)
+                .map_err(|e| format!("A2A_OIDC_CA_FILE {}: cannot be read: {e}", path.display()))?;
+            let certs = crate::pem::certificates(&pem)
+                .map_err(|why| format!("A2A_OIDC_CA_FILE {}: {why}", path.display()))?;
+            ureq::tls::RootCerts::new_with_certs(&certs)
+        }
+        None => ureq::tls::RootCerts::WebPki,
+    };
+    let tls = ureq::tls::TlsConfig::builder().root_certs(roots).build();
+    Ok(ureq::Agent::config_builder()
+        .tls_config(tls)
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(10)))
+        .timeout_connect(Some(Duration::from_secs(5)))
+        .max_redirects(0)
+        .user_agent(concat!("a2a-worker-controller/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .new_agent())
+}
+
+/// Refreshes the JWKS every `every`, for as long as the verifier holds it.
+fn refresh_every(jwks: &std::sync::Arc<Jwks>, every: Duration) {
+    // Ends with the verifier: it holds the JWKS only weakly between refreshes.
+    let held = std::sync::Arc::downgrade(jwks);
+    let refresh = move || loop {
+        std::thread::sleep(every);
+        match held.upgrade() {
+            Some(jwks) => {
+                jwks.refresh("its refresh interval");
+            }
+            None => return,
+        }
+    };
+    if let Err(e) = std::thread::Builder::new()
+        .name("oidc-jwks".into())
+        .spawn(refresh)
+    {
+        log::warn!("the OIDC JWKS will not be refreshed on its own (only for unseen kids): {e}");
+    }
+}
+
 /// The least time between two log lines for the same kind of refused token.
 const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(10);
 
 impl Verifier {
     /// Discovery and the first JWKS: any failure is one line, and stops startup.
     pub fn discover(settings: &OidcSettings) -> Result<Verifier, String> {
-        let roots = match &settings.ca_file {
-            Some(path) => {
-                let pem = std::fs::read(path).map_err(|e| {
-                    format!("A2A_OIDC_CA_FILE {}: cannot be read: {e}", path.display())
-                })?;
-                let certs = crate::pem::certificates(&pem)
-                    .map_err(|why| format!("A2A_OIDC_CA_FILE {}: {why}", path.display()))?;
-                ureq::tls::RootCerts::new_with_certs(&certs)
-            }
-            None => ureq::tls::RootCerts::WebPki,
-        };
-        let tls = ureq::tls::TlsConfig::builder().root_certs(roots).build();
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .tls_config(tls)
-            .http_status_as_error(false)
-            .timeout_global(Some(Duration::from_secs(10)))
-            .timeout_connect(Some(Duration::from_secs(5)))
-            .max_redirects(0)
-            .user_agent(concat!("a2a-worker-controller/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .new_agent();
+        let agent = agent(settings)?;
         let issuer = settings.issuer.trim_end_matches('/');
         let discovery = format!("{issuer}/.well-known/openid-configuration");
         let doc = fetch(&agent, &discovery)?;
@@ -141,25 +167,7 @@ impl Verifier {
             failing: std::sync::atomic::AtomicBool::new(false),
         });
         if let Some(every) = settings.jwks_refresh.filter(|d| !d.is_zero()) {
-            // Ends with the verifier: it holds the JWKS only weakly between refreshes.
-            let held = std::sync::Arc::downgrade(&jwks);
-            let refresh = move || loop {
-                std::thread::sleep(every);
-                match held.upgrade() {
-                    Some(jwks) => {
-                        jwks.refresh("its refresh interval");
-                    }
-                    None => return,
-                }
-            };
-            if let Err(e) = std::thread::Builder::new()
-                .name("oidc-jwks".into())
-                .spawn(refresh)
-            {
-                log::warn!(
-                    "the OIDC JWKS will not be refreshed on its own (only for unseen kids): {e}"
-                );
-            }
+            refresh_every(&jwks, every);
         }
         Ok(Verifier {
             settings: settings.clone(),
@@ -310,7 +318,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn origins() {
+    fn an_issuers_origin_is_lowercase_with_its_port_always_said() {
         assert_eq!(
             origin("https://Id.Example/x").as_deref(),
             Some("https://id.example:443")

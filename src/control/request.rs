@@ -439,7 +439,7 @@ mod tests {
     }
 
     #[test]
-    fn requests() {
+    fn each_operation_is_read_with_its_fields_and_unknown_keys_ignored() {
         assert_eq!(
             parse(json!({"operation": "list", "x": 1})),
             Ok(ControlRequest::List {
@@ -475,7 +475,7 @@ mod tests {
     }
 
     #[test]
-    fn rejections() {
+    fn a_malformed_request_is_refused_naming_the_field() {
         for bad in [
             json!({"operation": 1}),
             json!({"operation": "destroy"}),

@@ -432,7 +432,7 @@ mod tests {
     }
 
     #[test]
-    fn heads() {
+    fn a_head_is_parsed_to_its_method_target_version_and_trimmed_headers() {
         let (h, len) = head("GET /a?b=1 HTTP/1.1\r\nHost: x\r\nX-A:  v \r\n\r\nBODY")
             .unwrap()
             .unwrap();
@@ -454,7 +454,7 @@ mod tests {
     }
 
     #[test]
-    fn head_limits() {
+    fn an_overlong_request_line_is_414_and_too_many_or_too_long_headers_431() {
         let long_line = format!("GET /{} HTTP/1.1\r\n\r\n", "a".repeat(MAX_REQUEST_LINE));
         assert_eq!(head(&long_line), Err(414));
         assert_eq!(
@@ -474,7 +474,7 @@ mod tests {
     }
 
     #[test]
-    fn host_headers() {
+    fn http11_needs_exactly_one_host_and_http10_none() {
         let host = |raw: &str| check_host(&head(raw).unwrap().unwrap().0);
         assert_eq!(host("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), Ok(()));
         assert_eq!(host("GET / HTTP/1.1\r\n\r\n"), Err(Refusal::MissingHost));
@@ -504,7 +504,7 @@ mod tests {
     }
 
     #[test]
-    fn framings() {
+    fn a_body_is_framed_by_its_length_or_chunks_and_conflicts_are_refused() {
         assert_eq!(framing_of(&[], 1), Ok(Framing::Length(0)));
         assert_eq!(
             framing_of(&[("Content-Length", "12")], 1),
@@ -544,7 +544,7 @@ mod tests {
     }
 
     #[test]
-    fn chunked_bodies() {
+    fn chunked_bodies_are_joined_and_malformed_ones_refused() {
         let status = |s: Stop| match s {
             Stop::Refuse(r) => Some(r.status()),
             Stop::Close => None,

@@ -147,6 +147,28 @@ pub fn parse(url: &str) -> Result<Target, String> {
     if authority.contains('@') {
         return Err("it carries user info (user@host): send credentials as authentication".into());
     }
+    let (host, port) = host_and_port(authority, https)?;
+    let host = checked_host(&host)?;
+    let url = match url.find('#') {
+        Some(at) => url[..at].to_string(),
+        None => url.to_string(),
+    };
+    let shown = match url.find('?') {
+        Some(at) => format!("{}?...", &url[..at]),
+        None => url.clone(),
+    };
+    Ok(Target {
+        url,
+        shown,
+        https,
+        host,
+        port,
+    })
+}
+
+/// The authority's host (an IPv6 address without its brackets) and port (the scheme's by
+/// default; 0 is no port).
+fn host_and_port(authority: &str, https: bool) -> Result<(String, u16), String> {
     let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
         let (host, after) = v6
             .split_once(']')
@@ -178,6 +200,12 @@ pub fn parse(url: &str) -> Result<Target, String> {
             .filter(|p| *p != 0)
             .ok_or_else(|| format!("port {p:?} is not a port number"))?,
     };
+    Ok((host, port))
+}
+
+/// The host lowercased, its final dot dropped: a name or an address, never a numeric form
+/// some resolvers read otherwise.
+fn checked_host(host: &str) -> Result<String, String> {
     let host = host.trim_end_matches('.').to_ascii_lowercase();
     if host.is_empty() {
         return Err("it names no host".into());
@@ -199,21 +227,7 @@ pub fn parse(url: &str) -> Result<Target, String> {
     {
         return Err(format!("{host:?} is a numeric host in a non-standard form"));
     }
-    let url = match url.find('#') {
-        Some(at) => url[..at].to_string(),
-        None => url.to_string(),
-    };
-    let shown = match url.find('?') {
-        Some(at) => format!("{}?...", &url[..at]),
-        None => url.clone(),
-    };
-    Ok(Target {
-        url,
-        shown,
-        https,
-        host,
-        port,
-    })
+    Ok(host)
 }
 
 /// What makes an address special (not a public unicast one), or `None`.

@@ -380,7 +380,7 @@ mod tests {
     }
 
     #[test]
-    fn quantities() {
+    fn quantities_read_kubernetes_units_at_least_1_mib() {
         assert_eq!(parse_quantity("2Gi"), Some(2 << 30));
         assert_eq!(parse_quantity("500M"), Some(500_000_000));
         assert_eq!(parse_quantity("1048576"), Some(1 << 20));

@@ -153,7 +153,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sizes() {
+    fn sizes_read_docker_units_at_least_6_mib() {
         assert_eq!(parse_bytes("512m"), Some(512 << 20));
         assert_eq!(parse_bytes("2g"), Some(2 << 30));
         assert_eq!(parse_bytes("1k"), None); // below Docker's 6 MiB minimum

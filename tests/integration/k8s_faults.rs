@@ -167,7 +167,11 @@ fn a_create_that_loses_the_api_removes_its_pod_when_the_api_returns() {
     let create = std::thread::spawn(move || {
         crate::support::send_control(addr, json!({"operation": "create", "task": "restart"})).json()
     });
-    std::thread::sleep(Duration::from_millis(500));
+    // In flight: its pod is made, and it waits for it to be ready.
+    let k8s = api(&standin, &pki);
+    crate::support::wait_until("the create's pod made", Duration::from_secs(10), || {
+        !pods(&k8s).is_empty()
+    });
     standin.send("outage 5");
     let reply = create.join().unwrap();
     let e = control_error(&reply["result"]["task"], "TASK_STATE_FAILED");
@@ -178,7 +182,7 @@ fn a_create_that_loses_the_api_removes_its_pod_when_the_api_returns() {
         "{e}"
     );
     // Once the API is back, the pod goes, and nothing of the failed create is listed.
-    let api = api(&standin, &pki);
+    let api = k8s;
     let until = Instant::now() + Duration::from_secs(30);
     loop {
         if let Ok((_, body)) = api.call(
@@ -428,7 +432,10 @@ fn dead_nodes_not_ready_pods_and_logs_say_what_is_wrong() {
     let p = start(&standin, &pki, &id, &[]);
     let wid = create_id(&p, "alive");
     standin.send("node-down");
-    std::thread::sleep(Duration::from_millis(300));
+    // The stand-in's node controller marks the node's pods as real ones do, a moment later.
+    crate::support::wait_until("the worker listed unknown", Duration::from_secs(10), || {
+        listed(&p)[0]["state"] == "unknown"
+    });
     let w = &listed(&p)[0];
     assert_eq!(w["state"], "unknown", "{w}");
     assert!(
