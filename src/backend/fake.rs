@@ -144,10 +144,7 @@ impl Backend for FakeBackend {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            atomic_task_uniqueness: true,
-            endpoints: true,
-        }
+        Capabilities::CONTAINERS
     }
 
     fn create(&self, spec: &CreateSpec) -> Result<Worker, BackendError> {

@@ -347,6 +347,15 @@ pub struct Capabilities {
     pub endpoints: bool,
 }
 
+impl Capabilities {
+    /// A container or pod per worker: named for its task (so the engine keeps one per task)
+    /// and reached at an endpoint of its own.
+    pub const CONTAINERS: Capabilities = Capabilities {
+        atomic_task_uniqueness: true,
+        endpoints: true,
+    };
+}
+
 /// The seam every backend implements. Calls block; each is made from one request thread.
 pub trait Backend: Send + Sync {
     /// Which backend this is: the `backend` field of its workers.

@@ -53,7 +53,6 @@ impl Conn<'_> {
     /// Reads more bytes into the buffer before `deadline`. `interruptible`: a shutdown may
     /// end the wait (only while no request is under way).
     fn fill(&mut self, deadline: Instant, interruptible: bool) -> Result<(), Stop> {
-        let mut chunk = [0u8; 8192];
         loop {
             if interruptible && self.shared.stopping() {
                 return Err(Stop::Close);
@@ -62,21 +61,8 @@ impl Conn<'_> {
             if left.is_zero() {
                 return Err(Stop::Close);
             }
-            let _ = self.stream.set_read_timeout(Some(left.min(SLICE)));
-            match self.stream.read(&mut chunk) {
-                Ok(0) => return Err(Stop::Close),
-                Ok(n) => {
-                    self.buf.extend_from_slice(&chunk[..n]);
-                    return Ok(());
-                }
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock
-                            | io::ErrorKind::TimedOut
-                            | io::ErrorKind::Interrupted
-                    ) => {}
-                Err(_) => return Err(Stop::Close),
+            if self.read_some(left)? {
+                return Ok(());
             }
         }
     }
@@ -84,7 +70,6 @@ impl Conn<'_> {
     /// Waits until `until` before the next request is read ([`HOLD_AFTER_429`]); what the
     /// client sends meanwhile is kept for it. Its close (or a shutdown) ends the wait.
     fn hold(&mut self, until: Instant) -> Result<(), Stop> {
-        let mut chunk = [0u8; 8192];
         loop {
             let left = until.saturating_duration_since(Instant::now());
             if left.is_zero() || self.shared.stopping() {
@@ -94,19 +79,33 @@ impl Conn<'_> {
                 thread::sleep(left.min(SLICE));
                 continue;
             }
-            let _ = self.stream.set_read_timeout(Some(left.min(SLICE)));
-            match self.stream.read(&mut chunk) {
-                Ok(0) => return Err(Stop::Close),
-                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock
-                            | io::ErrorKind::TimedOut
-                            | io::ErrorKind::Interrupted
-                    ) => {}
-                Err(_) => return Err(Stop::Close),
+            self.read_some(left)?;
+        }
+    }
+
+    /// One read of what the client sent, waiting at most `left` (and a [`SLICE`], so a
+    /// shutdown is noticed): whether bytes came (kept in the buffer); its close, or a broken
+    /// connection, is the end.
+    fn read_some(&mut self, left: Duration) -> Result<bool, Stop> {
+        let mut chunk = [0u8; 8192];
+        let _ = self.stream.set_read_timeout(Some(left.min(SLICE)));
+        match self.stream.read(&mut chunk) {
+            Ok(0) => Err(Stop::Close),
+            Ok(n) => {
+                self.buf.extend_from_slice(&chunk[..n]);
+                Ok(true)
             }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
+                ) =>
+            {
+                Ok(false)
+            }
+            Err(_) => Err(Stop::Close),
         }
     }
 

@@ -172,10 +172,7 @@ impl Backend for DockerBackend {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            atomic_task_uniqueness: true,
-            endpoints: true,
-        }
+        Capabilities::CONTAINERS
     }
 
     fn validate(&self, subject: Subject<'_>) -> Result<(), Refusal> {

@@ -376,10 +376,7 @@ impl Backend for K8sBackend {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            atomic_task_uniqueness: true,
-            endpoints: true,
-        }
+        Capabilities::CONTAINERS
     }
 
     fn validate(&self, subject: Subject<'_>) -> Result<(), Refusal> {
