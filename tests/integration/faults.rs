@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::docker_support::*;
-use crate::support::{control_error, reply_data, Controls};
+use crate::support::{control_error, reply_data, Controls, PATIENCE};
 
 fn list(p: &Proc) -> Vec<Value> {
     reply_data(&p.control(json!({"operation": "list"})))["workers"]
@@ -219,7 +219,11 @@ fn engine_killed_mid_create_then_back() {
         events
     });
     let inflight = fire_creates(p.addr, (0..6).map(|j| format!("engine task {j}")).collect());
-    std::thread::sleep(Duration::from_millis(150));
+    // Mid-create: the engine has the first of their containers when it dies.
+    let on_engine = a2a_worker_controller::testing::Engine::new(engine.socket());
+    crate::support::wait_until("a create's container made", PATIENCE, || {
+        !owned_ids(&on_engine, &id).is_empty()
+    });
     engine.kill9();
     let started = Instant::now();
     let mut outcomes = Vec::new();
