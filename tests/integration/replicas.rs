@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 use crate::callers::{callers_file, ALICE, BOB};
 use crate::push::Receiver;
 use crate::support::{
-    call, call_with, message, reply_data, request, settings, FakeBackend, HttpResponse,
+    call, call_with, message, reply_data, request, settings, FakeBackend, HttpResponse, PATIENCE,
 };
 
 /// One replica's discovery: itself, and the replicas listed (shared by both).
@@ -110,6 +110,18 @@ fn result(r: &HttpResponse) -> Value {
     let v = r.json();
     assert!(v.get("error").is_none(), "{v}");
     v["result"].clone()
+}
+
+/// How many JSON-RPC calls the replica at `addr` has answered 200 (its metric).
+fn a2a_answers(addr: SocketAddr) -> u64 {
+    request(addr, "GET", "/metrics", &[], b"")
+        .text()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("a2a_controller_http_requests_total{route=\"a2a\",status=\"200\"} ")
+        })
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
 }
 
 fn error(r: &HttpResponse) -> Value {
@@ -208,9 +220,14 @@ fn a_watch_on_one_replica_is_subscribed_to_and_canceled_through_the_other() {
     let id = task["id"].as_str().unwrap().to_string();
     assert_eq!(task["status"]["state"], "TASK_STATE_WORKING");
     let (b, sid) = (p.b, id.clone());
+    let answered_at_a = a2a_answers(p.a);
     let subscribed =
         std::thread::spawn(move || call(b, ALICE, "SubscribeToTask", json!({"id": sid})));
-    std::thread::sleep(Duration::from_millis(700));
+    // Subscribed: the relayed call has reached the replica holding the watch (its JSON-RPC
+    // answers are counted once a subscription's stream is set up).
+    crate::support::wait_until("the subscription relayed to a", PATIENCE, || {
+        a2a_answers(p.a) > answered_at_a
+    });
     let canceled = result(&call(p.b, ALICE, "CancelTask", json!({"id": id})));
     assert_eq!(canceled["status"]["state"], "TASK_STATE_CANCELED");
     let stream = subscribed.join().unwrap();
