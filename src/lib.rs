@@ -189,12 +189,6 @@ pub fn open_templates(
     Ok(Arc::new(file))
 }
 
-/// The key warm pools derive members' secrets from, and where it came from
-/// ([`control::pool::PoolKey::from_settings`]).
-pub fn pool_key(settings: &Settings) -> Result<Option<(control::pool::PoolKey, String)>, Error> {
-    control::pool::PoolKey::from_settings(settings).map_err(Error::Refused)
-}
-
 /// A variable of this process's environment; empty counts as unset. Backends read their
 /// environment (in-cluster credentials, WezTerm's socket) through this, so tests can pass
 /// their own.
@@ -339,7 +333,10 @@ fn start_pool(
     templates: &Arc<settings::templates::TemplatesFile>,
     metrics: &Arc<metrics::Metrics>,
 ) -> Result<Option<control::pool::PoolHandle>, Error> {
-    let (Some(_), Some((key, source))) = (backend.pools(), pool_key(settings)?) else {
+    let (Some(_), Some((key, source))) = (
+        backend.pools(),
+        control::pool::PoolKey::from_settings(settings).map_err(Error::Refused)?,
+    ) else {
         return Ok(None);
     };
     let pooled: Vec<String> = templates

@@ -185,14 +185,12 @@ impl Inner {
     /// The families after the control operations': webhooks, creates, pools, refusals, the
     /// reaper.
     fn render_rest(&self, out: &mut String) {
-        let inner = self;
         family(
             out,
             "a2a_controller_push_notifications_total",
             "counter",
             "Push-notification events by outcome (one per event and webhook).",
-            inner
-                .pushes
+            self.pushes
                 .iter()
                 .map(|(outcome, n)| (format!("outcome=\"{outcome}\""), n.to_string())),
         );
@@ -201,8 +199,7 @@ impl Inner {
             "a2a_controller_worker_creates_total",
             "counter",
             "Worker creates by backend, template and outcome.",
-            inner
-                .creates
+            self.creates
                 .iter()
                 .map(|((backend, template, outcome), n)| {
                     let template = label_value(template);
@@ -219,7 +216,7 @@ impl Inner {
             "a2a_pool_members",
             "gauge",
             "Warm pool members (started, not bound to a task) by template and state.",
-            inner.pool_members.iter().map(|((template, state), n)| {
+            self.pool_members.iter().map(|((template, state), n)| {
                 let template = label_value(template);
                 (
                     format!("template=\"{template}\",state=\"{state}\""),
@@ -232,12 +229,12 @@ impl Inner {
             "a2a_caller_refusals_total",
             "counter",
             "Requests refused (429) past their caller's bound, by caller and kind (request, stream).",
-            inner.caller_refusals.iter().map(|((caller, kind), n)| {
+            self.caller_refusals.iter().map(|((caller, kind), n)| {
                 let caller = label_value(caller);
                 (format!("caller=\"{caller}\",kind=\"{kind}\""), n.to_string())
             }),
         );
-        if let Some((took, workers)) = inner.reaper_pass {
+        if let Some((took, workers)) = self.reaper_pass {
             family(
                 out,
                 "a2a_reaper_last_pass_seconds",

@@ -150,11 +150,9 @@ pub fn claimed_worker(
 
 /// One engine's steps of a claim; [`claim`] runs them in the protocol's order. Each step
 /// that fails after the activation cleans up after itself (the member, a binding).
-pub trait ClaimSteps {
+pub trait ClaimSteps: super::Backend {
     /// What step 2 made, which step 3 commits.
     type Bound;
-    /// Which backend the claimed worker is on.
-    fn kind(&self) -> super::BackendKind;
     /// The URL the claimed worker will serve at (a member without an address is `Broken`).
     fn worker_url(&self, member: &PoolMember, spec: &CreateSpec) -> Result<String, ClaimError>;
     /// What a worker's environment is made from: the container settings and the model
@@ -197,8 +195,22 @@ pub type Environment = Vec<(String, String)>;
 /// The claim protocol, one for every engine: the member's URL and environment, the task free
 /// and the member unclaimed, then (1) the activation, which the member takes once — of claims
 /// racing for it (from any replica) one is answered 200, the others 409 and try another —
-/// (2) the binding, (3) the commit. The worker is owned exactly like one created cold.
+/// (2) the binding, (3) the commit. The worker is owned exactly like one created cold. An
+/// engine's refusal never carries the worker's token (engines may quote what they were sent).
 pub fn claim<S: ClaimSteps>(
+    steps: &S,
+    member: &PoolMember,
+    spec: &CreateSpec,
+    activation: &Activation,
+) -> Result<super::Worker, ClaimError> {
+    claim_unredacted(steps, member, spec, activation).map_err(|e| match e {
+        ClaimError::Task(e) => ClaimError::Task(e.redact(&spec.token)),
+        e => e,
+    })
+}
+
+/// [`claim`], its refusals as the engine said them.
+fn claim_unredacted<S: ClaimSteps>(
     steps: &S,
     member: &PoolMember,
     spec: &CreateSpec,
@@ -228,7 +240,12 @@ pub fn claim<S: ClaimSteps>(
     let bound = steps.bind(member, spec)?;
     steps.commit(member, spec, bound)?;
     spec.progress.step("ready");
-    Ok(claimed_worker(steps.kind(), member, spec, a2a_url))
+    Ok(claimed_worker(
+        super::Backend::kind(steps),
+        member,
+        spec,
+        a2a_url,
+    ))
 }
 
 /// `POST <base>/activate` until the member answers or `timeout` passes: a member that is

@@ -17,8 +17,7 @@ fn pool_line(
     if pooled.is_empty() {
         return Ok(None);
     }
-    let (key, source) = crate::pool_key(settings)
-        .map_err(|e| e.to_string())?
+    let (key, source) = crate::control::pool::PoolKey::from_settings(settings)?
         .ok_or("a pooled template needs POOL_KEY_FILE or A2A_AUTH_TOKEN")?;
     let pools = backend
         .pools()

@@ -3,7 +3,7 @@
 //! speaks the activation contract — for `check`, and that last at startup.
 
 use super::{engine_error, DockerBackend};
-use crate::backend::{Check, Finding, Refusal, Template};
+use crate::backend::{Backend, Check, Finding, Refusal, Template};
 
 /// Validation's first step: a docker template needs an image.
 pub(super) fn template_refusal(t: &Template) -> Result<(), Refusal> {
@@ -20,7 +20,7 @@ impl DockerBackend {
     /// Validation's second step ([`Check`]).
     pub(super) fn findings(&self, asked: Check<'_>) -> Vec<Finding> {
         match asked {
-            Check::Engine => vec![Finding::of_health(self.engine.ping().map_err(engine_error))],
+            Check::Engine => vec![Finding::of_health(Backend::health(self))],
             Check::Template(t) => vec![self.template_finding(t)],
             // An image present that does not say it speaks the activation contract stops
             // startup for a pooled template (one not there yet is `check`'s to say).

@@ -29,8 +29,8 @@ use super::{engine_error, is_name_conflict, DockerBackend};
 use crate::backend::labels::{self, MemberLabels, Ours, Owned};
 use crate::backend::members::{self, IMAGE_LABEL};
 use crate::backend::{
-    worker_env, Activation, BackendError, BackendKind, ClaimError, CreateSpec, MemberSpec,
-    MemberState, PoolMember, Pools, Template, Worker, WorkerState,
+    worker_env, Activation, BackendError, ClaimError, CreateSpec, MemberSpec, MemberState,
+    PoolMember, Pools, Template, Worker, WorkerState,
 };
 use crate::settings::ContainerSettings;
 
@@ -358,10 +358,6 @@ impl Pools for DockerBackend {
 impl members::ClaimSteps for DockerBackend {
     /// The binding volume.
     type Bound = String;
-
-    fn kind(&self) -> BackendKind {
-        BackendKind::Docker
-    }
 
     fn worker_url(&self, member: &PoolMember, spec: &CreateSpec) -> Result<String, ClaimError> {
         let t = &spec.template;

@@ -10,7 +10,7 @@ use super::status::Pod;
 use super::{pod, K8sBackend};
 use crate::backend::labels;
 use crate::backend::members;
-use crate::backend::{BackendError, BackendKind, ClaimError, CreateSpec, PoolMember};
+use crate::backend::{BackendError, ClaimError, CreateSpec, PoolMember};
 use crate::settings::ContainerSettings;
 
 /// Kubernetes' steps of the claim protocol: a binding pod named after the task is the
@@ -19,10 +19,6 @@ use crate::settings::ContainerSettings;
 impl members::ClaimSteps for K8sBackend {
     /// The binding pod.
     type Bound = Pod;
-
-    fn kind(&self) -> BackendKind {
-        BackendKind::K8s
-    }
 
     fn worker_url(&self, member: &PoolMember, spec: &CreateSpec) -> Result<String, ClaimError> {
         if member.address.is_empty() {

@@ -331,10 +331,7 @@ impl Pools for K8sBackend {
         spec: &CreateSpec,
         activation: &Activation,
     ) -> Result<Worker, ClaimError> {
-        members::claim(self, member, spec, activation).map_err(|e| match e {
-            ClaimError::Task(e) => ClaimError::Task(e.redact(&spec.token)),
-            e => e,
-        })
+        members::claim(self, member, spec, activation)
     }
 
     fn members(&self) -> Result<Vec<PoolMember>, BackendError> {
