@@ -27,6 +27,7 @@ pub mod auth;
 pub mod backend;
 pub mod cli;
 pub mod control;
+pub mod egress;
 mod hash;
 pub mod http;
 mod json;
@@ -266,6 +267,11 @@ pub fn start_with(
         None => None,
     };
     let pool = start_pool(settings, &backend, &templates, &metrics)?;
+    let whois = settings
+        .egress
+        .key
+        .clone()
+        .map(|key| control::egress::Whois::new(Arc::clone(&backend), key));
     let mut control = control::Control::new(
         backend,
         Arc::clone(&metrics),
@@ -305,6 +311,7 @@ pub fn start_with(
         replica_ip,
         limits: caller_limits(settings),
         turns: auth::turns::Turns::per_core(),
+        whois,
     };
     let server = http::Server::bind(settings.listen).map_err(Error::Http)?;
     let addr = server.local_addr().unwrap_or(settings.listen);

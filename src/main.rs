@@ -1,6 +1,6 @@
 //! The binary: parse settings, run, map the outcome to an exit code (2 for a refused setting).
 //! A first argument that names a command (`create`, `list`, `stop`, `check`) makes it a client
-//! instead.
+//! instead; `egress` makes it the egress proxy (same settings).
 #![forbid(unsafe_code)]
 
 use std::process::ExitCode;
@@ -20,6 +20,9 @@ fn main() -> ExitCode {
         let code = cli::main(&args, &env, &mut std::io::stdout(), &mut std::io::stderr());
         return ExitCode::from(code);
     }
+    // `egress`: the egress proxy, from the same settings.
+    let proxy = args.first().is_some_and(|a| a == "egress");
+    let args = if proxy { args[1..].to_vec() } else { args };
     let settings = match settings::parse(args, env) {
         Ok(Command::Run(s)) => s,
         Ok(Command::Help(text)) => {
@@ -43,6 +46,15 @@ fn main() -> ExitCode {
             "could not set {} (running with glibc's default malloc arenas, which take more memory under load): {e}",
             a2a_worker_controller::malloc::VARIABLE
         );
+    }
+    if proxy {
+        return match a2a_worker_controller::egress::run(&settings) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                log::error!("{e}");
+                ExitCode::from(2)
+            }
+        };
     }
     match a2a_worker_controller::run(&settings) {
         Ok(()) => ExitCode::SUCCESS,

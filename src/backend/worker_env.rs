@@ -1,6 +1,7 @@
 //! What a container or pod worker receives in its environment (the contract's list).
 
 use super::{BackendError, CreateSpec};
+use crate::settings::egress::MODEL_ROUTE;
 use crate::settings::templates::extra_env;
 use crate::settings::ContainerSettings;
 
@@ -21,7 +22,64 @@ pub fn environment(
     let extra = extra_env(&spec.template).map_err(BackendError::Internal)?;
     env.retain(|(k, _)| !extra.iter().any(|(e, _)| e == k));
     env.extend(extra);
+    if spec.template.egress.fenced() {
+        let fence = container.fence.as_ref().ok_or_else(|| {
+            BackendError::Internal(format!(
+                "template {} fences its workers, but EGRESS_PROXY_URL is not set",
+                spec.template.name
+            ))
+        })?;
+        let fenced = fenced_env(&spec.worker_id, &spec.template, fence);
+        env.retain(|(k, _)| !fenced.iter().any(|(f, _)| f == k));
+        env.extend(fenced);
+    }
     Ok(env)
+}
+
+/// What a fenced worker reaches the world with: the proxy for everything (its placeholder as
+/// the proxy's credentials), the model route for the model (the placeholder as its token: the
+/// worker never holds the model key), and one URL per route of its template.
+pub fn fenced_env(
+    worker_id: &str,
+    template: &crate::settings::templates::Template,
+    fence: &crate::settings::Fence,
+) -> Vec<(String, String)> {
+    let placeholder = fence.key.placeholder(worker_id);
+    let placeholder = placeholder.expose();
+    let (scheme, authority) = fence
+        .proxy_url
+        .split_once("://")
+        .unwrap_or(("http", &fence.proxy_url));
+    let authority = authority.split('/').next().unwrap_or(authority);
+    let host = authority
+        .rsplit_once(':')
+        .filter(|(_, p)| p.bytes().all(|b| b.is_ascii_digit()))
+        .map_or(authority, |(h, _)| h);
+    let proxy = format!("{scheme}://{worker_id}:{placeholder}@{authority}");
+    let pair = |name: &str, value: String| (name.to_string(), value);
+    let mut env = vec![
+        pair("A2A_EGRESS_URL", fence.proxy_url.clone()),
+        pair("A2A_EGRESS_TOKEN", placeholder.to_string()),
+        pair(
+            "ANTHROPIC_BASE_URL",
+            format!("{}/{MODEL_ROUTE}", fence.proxy_url),
+        ),
+        pair("ANTHROPIC_AUTH_TOKEN", placeholder.to_string()),
+    ];
+    for name in ["HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"] {
+        env.push(pair(name, proxy.clone()));
+    }
+    for name in ["NO_PROXY", "no_proxy"] {
+        env.push(pair(name, host.to_string()));
+    }
+    for r in &template.egress_routes {
+        let var = format!(
+            "A2A_EGRESS_ROUTE_{}",
+            r.name.to_ascii_uppercase().replace('-', "_")
+        );
+        env.push((var, format!("{}/{}", fence.proxy_url, r.name)));
+    }
+    env
 }
 
 fn contract_env(

@@ -7,6 +7,7 @@
 
 pub mod caller;
 mod create;
+pub mod egress;
 pub mod error;
 pub mod pool;
 pub mod reaper;

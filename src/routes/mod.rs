@@ -33,6 +33,8 @@ pub struct Routes {
     pub limits: Arc<auth::limits::CallerLimits>,
     /// Which requests run now, while callers share.
     pub turns: auth::turns::Turns,
+    /// The egress proxy's whois (`None` without an egress key).
+    pub whois: Option<crate::control::egress::Whois>,
 }
 
 /// How long a caller past its bound is asked to wait (`Retry-After`, seconds).
@@ -107,6 +109,10 @@ impl Routes {
                 only(method, &["GET", "HEAD"]).unwrap_or_else(|| {
                     Response::new(200, "text/plain; version=0.0.4", self.metrics.render())
                 }),
+            ),
+            "/egress/v1/whois" => (
+                "egress_whois",
+                only(method, &["GET"]).unwrap_or_else(|| self.whois(&req)),
             ),
             path if self.ui && (path == "/ui" || path.starts_with("/ui/")) => (
                 "ui",
@@ -217,6 +223,27 @@ impl Routes {
             "application/json",
             self.card.body.clone(),
         ))
+    }
+
+    /// The egress proxy asks who a placeholder's worker is (the placeholder is the bearer
+    /// token: it can only ask about its own worker).
+    fn whois(&self, req: &Request) -> Response {
+        use crate::control::egress::WhoisError;
+        let Some(whois) = &self.whois else {
+            return Response::text(404, "no egress key: set EGRESS_KEY_FILE or A2A_AUTH_TOKEN");
+        };
+        let placeholder = req
+            .header("authorization")
+            .and_then(|v| v.split_once(' '))
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            .map_or("", |(_, p)| p.trim());
+        match whois.ask(placeholder) {
+            Ok(id) => Response::json(200, &serde_json::json!(id)),
+            Err(e @ WhoisError::NotAPlaceholder) => Response::text(401, &e.to_string())
+                .with_header("WWW-Authenticate", "Bearer realm=\"a2a-egress\""),
+            Err(e @ WhoisError::NotRunning(_)) => Response::text(404, &e.to_string()),
+            Err(e @ WhoisError::Unavailable(_)) => Response::text(503, &e.to_string()),
+        }
     }
 
     fn readiness(&self) -> Response {

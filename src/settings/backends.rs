@@ -94,6 +94,7 @@ impl Raw {
             anthropic_model: self.get("WORKER_ANTHROPIC_MODEL"),
             memory_bytes,
             nano_cpus,
+            fence: None,
         })
     }
 
@@ -143,6 +144,7 @@ impl Raw {
             network,
             publish_host,
             pids_limit,
+            egress_network: String::new(),
         })
     }
 
@@ -243,6 +245,7 @@ impl Raw {
             cli_timeout: self.duration("LOCAL_CLI_TIMEOUT")?,
             workspace: self.optional("LOCAL_WORKSPACE"),
             workspaces_dir: expand_home("LOCAL_WORKSPACES_DIR", &self.get("LOCAL_WORKSPACES_DIR"))?,
+            fence: None,
         })
     }
 }

@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::egress::{parse_egress, parse_routes};
 use super::template::{PodTemplate, Template, Workspace, MAX_POOL};
 use super::values::parse_bytes;
 use crate::time::{duration_text, parse_duration};
@@ -56,6 +57,9 @@ pub(super) struct Entry {
     network: Option<String>,
     workspace: Option<WorkspaceEntry>,
     pool: Option<u32>,
+    egress: Option<Value>,
+    egress_routes: Option<Value>,
+    runtime: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -122,8 +126,33 @@ pub(super) fn resolve(name: &str, value: &Value, base: &Template) -> Result<Temp
     if let Some(n) = e.pool {
         t.pool = n;
     }
+    isolation(&mut t, e.egress, e.egress_routes, e.runtime)?;
     check_pool(&t)?;
     Ok(t)
+}
+
+/// `egress`, `egress_routes` and `runtime`: a policy, its routes (only for a fenced
+/// template: an open one reaches its destinations itself), an OCI runtime's name.
+fn isolation(
+    t: &mut Template,
+    egress: Option<Value>,
+    routes: Option<Value>,
+    runtime: Option<String>,
+) -> Result<(), String> {
+    if let Some(v) = egress {
+        t.egress = parse_egress(&v).map_err(|why| format!("egress: {why}"))?;
+    }
+    if let Some(v) = routes {
+        t.egress_routes = parse_routes(&v).map_err(|why| format!("egress_routes: {why}"))?;
+    }
+    if !t.egress.fenced() && !t.egress_routes.is_empty() {
+        return Err("egress_routes: only a template whose egress is \"none\" or a list has routes (an \"open\" worker reaches its destinations itself, with no proxy between)".into());
+    }
+    if let Some(r) = runtime {
+        check_network(&r).map_err(|_| format!("runtime: {r:?} is not a runtime name"))?;
+        t.runtime = Some(r);
+    }
+    Ok(())
 }
 
 /// At most 200 printable characters.
@@ -241,6 +270,12 @@ fn pod_template(path: PathBuf) -> Result<PodTemplate, String> {
 pub fn check_pool(t: &Template) -> Result<(), String> {
     if t.pool > MAX_POOL {
         return Err(format!("pool: {} is more than {MAX_POOL} members", t.pool));
+    }
+    if t.pool > 0 && t.egress.fenced() {
+        return Err(
+            "pool: a template whose egress is not \"open\" cannot have a pool (a member starts before its worker id is known, so it cannot be given its egress placeholder)"
+                .into(),
+        );
     }
     if t.pool > 0 && t.workspace.is_some() {
         return Err(

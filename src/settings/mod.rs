@@ -18,6 +18,7 @@
 
 mod auth;
 mod backends;
+pub mod egress;
 mod entry;
 mod error;
 mod help;
@@ -40,8 +41,9 @@ pub use self::error::Error;
 pub use self::help::{help_text, settings_markdown};
 pub use self::specs::{DEFAULT_ANTHROPIC_BASE_URL, DEFAULT_ANTHROPIC_MODEL};
 pub use self::types::{
-    BackendSettings, Command, ContainerSettings, DockerSettings, K8sSettings, Lifetime,
-    LocalSettings, OidcSettings, PushSettings, ReplicaSettings, Settings, MIN_AUTH_TOKEN_LEN,
+    BackendSettings, Command, ContainerSettings, DockerSettings, EgressSettings, Fence,
+    K8sSettings, Lifetime, LocalSettings, OidcSettings, PushSettings, ReplicaSettings, Settings,
+    MIN_AUTH_TOKEN_LEN,
 };
 pub use self::values::parse_listen;
 pub use self::watched::Watched;

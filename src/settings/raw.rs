@@ -6,10 +6,11 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::egress::{check_upstream, EgressKey};
 use super::error::Error;
 use super::specs::spec_of_name;
 use super::template as templates;
-use super::types::{Lifetime, PushSettings, Settings};
+use super::types::{EgressSettings, Fence, Lifetime, PushSettings, Settings};
 use super::values::{self, expand_home, http_url, invalid, parse_listen};
 use crate::secret_file::read_secret_file;
 use crate::time::parse_duration;
@@ -118,7 +119,18 @@ impl Raw {
             .map(|p| http_url("SENTRY_PROXY", &p))
             .transpose()?;
         let max_connections = self.number_within("MAX_CONNECTIONS", 1..=65536)?;
-        let backend = self.backend(&mut warnings)?;
+        let mut backend = self.backend(&mut warnings)?;
+        let egress = self.egress(auth_token.as_deref())?;
+        match &mut backend {
+            super::types::BackendSettings::Docker { container, docker } => {
+                container.fence = egress.fence.clone();
+                docker.egress_network = egress.network.clone();
+            }
+            super::types::BackendSettings::K8s { container, .. } => {
+                container.fence = egress.fence.clone();
+            }
+            super::types::BackendSettings::Local(local) => local.fence = egress.fence.clone(),
+        }
         Ok(Settings {
             auth_token,
             auth_token_file,
@@ -154,6 +166,75 @@ impl Raw {
             pool: self.pool_size("WORKER_POOL")?,
             pool_key_file: self.optional_path("POOL_KEY_FILE")?,
             pool_activation_timeout: self.duration("POOL_ACTIVATION_TIMEOUT")?,
+            egress,
+        })
+    }
+
+    /// `EGRESS_*`. The key: `EGRESS_KEY_FILE` (at least 16 characters), else derived from the
+    /// admin token; a proxy URL without either is refused.
+    fn egress(&self, admin_token: Option<&str>) -> Result<EgressSettings, Error> {
+        let key = match self.optional_path("EGRESS_KEY_FILE")? {
+            Some(path) => {
+                let (secret, _) =
+                    read_secret_file(&path).map_err(|why| invalid("EGRESS_KEY_FILE", why))?;
+                if secret.chars().count() < 16 {
+                    return Err(invalid(
+                        "EGRESS_KEY_FILE",
+                        format!("{} holds fewer than 16 characters", path.display()),
+                    ));
+                }
+                Some(EgressKey::new(secret.as_bytes()))
+            }
+            None => admin_token.map(EgressKey::derived_from),
+        };
+        let fence = match self.optional("EGRESS_PROXY_URL") {
+            Some(url) => {
+                let proxy_url = http_url("EGRESS_PROXY_URL", &url)?;
+                let key = key.clone().ok_or_else(|| invalid(
+                    "EGRESS_PROXY_URL",
+                    "fenced workers' placeholders need a key: set EGRESS_KEY_FILE or A2A_AUTH_TOKEN".into(),
+                ))?;
+                Some(Fence {
+                    proxy_url: proxy_url.trim_end_matches('/').to_string(),
+                    key,
+                })
+            }
+            None => None,
+        };
+        let network = self.get("EGRESS_NETWORK");
+        if network.is_empty()
+            || !network
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        {
+            return Err(invalid(
+                "EGRESS_NETWORK",
+                format!("{network:?} is not a network name"),
+            ));
+        }
+        let model_url = self
+            .optional("EGRESS_MODEL_URL")
+            .map(|u| {
+                check_upstream(&u)
+                    .map(|()| u.trim_end_matches('/').to_string())
+                    .map_err(|why| invalid("EGRESS_MODEL_URL", why))
+            })
+            .transpose()?;
+        Ok(EgressSettings {
+            fence,
+            key,
+            network,
+            listen: parse_listen(&self.get("EGRESS_LISTEN")).map_err(|e| match e {
+                Error::Invalid { reason, .. } => invalid("EGRESS_LISTEN", reason),
+                other => other,
+            })?,
+            controller_url: http_url("EGRESS_CONTROLLER_URL", &self.get("EGRESS_CONTROLLER_URL"))?
+                .trim_end_matches('/')
+                .to_string(),
+            model_url,
+            ca_file: self.optional_path("EGRESS_CA_FILE")?,
+            max_connections: self.number_within("EGRESS_MAX_CONNECTIONS", 1..=65536)?,
+            recheck: self.duration("EGRESS_RECHECK")?,
         })
     }
 

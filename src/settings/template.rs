@@ -5,6 +5,7 @@
 use serde_json::Value;
 use std::path::PathBuf;
 
+use super::egress::{Egress, Route};
 use super::types::Lifetime;
 
 /// The template a create without `"template"` gets.
@@ -48,6 +49,13 @@ pub struct Template {
     /// How many started, unbound members of this template each controller id keeps ready
     /// (a warm pool; 0: none). A create takes one and binds it to its task.
     pub pool: u32,
+    /// What its workers may reach (`open`: anything; otherwise only the egress proxy).
+    pub egress: Egress,
+    /// Destinations the egress proxy calls for its workers, adding a secret header.
+    pub egress_routes: Vec<Route>,
+    /// The OCI runtime its containers run on (Docker's `HostConfig.Runtime`, Kubernetes'
+    /// `runtimeClassName`); the engine's default without it.
+    pub runtime: Option<String>,
 }
 
 impl Template {
@@ -71,6 +79,9 @@ impl Template {
             network: None,
             workspace: None,
             pool: 0,
+            egress: Egress::Open,
+            egress_routes: Vec::new(),
+            runtime: None,
         }
     }
 }

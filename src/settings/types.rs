@@ -72,6 +72,41 @@ pub struct Settings {
     pub pool_key_file: Option<PathBuf>,
     /// `POOL_ACTIVATION_TIMEOUT`: how long a member has to answer its activation.
     pub pool_activation_timeout: Duration,
+    /// `EGRESS_*`: the fence and the egress proxy (`a2a-worker-controller egress`).
+    pub egress: EgressSettings,
+}
+
+/// `EGRESS_*`: what fenced workers are given (the controller's side) and how the egress
+/// proxy runs (its side: the same settings, so both read one environment file).
+#[derive(Debug, Clone)]
+pub struct EgressSettings {
+    /// Where fenced workers reach the proxy and the key of their placeholders; `None` when
+    /// `EGRESS_PROXY_URL` is unset (a fenced template is then refused).
+    pub fence: Option<Fence>,
+    /// `EGRESS_KEY_FILE` or derived from `A2A_AUTH_TOKEN`; `None` with neither.
+    pub key: Option<super::egress::EgressKey>,
+    /// `EGRESS_NETWORK`: the internal Docker network fenced containers join.
+    pub network: String,
+    /// `EGRESS_LISTEN`: where the proxy listens.
+    pub listen: SocketAddr,
+    /// `EGRESS_CONTROLLER_URL`: the controller the proxy asks whether a worker runs, and where.
+    pub controller_url: String,
+    /// `EGRESS_MODEL_URL`: the model route's upstream (`None`: no model route).
+    pub model_url: Option<String>,
+    /// `EGRESS_CA_FILE`: PEM roots upstream certificates must chain to (`None`: public roots).
+    pub ca_file: Option<PathBuf>,
+    /// `EGRESS_MAX_CONNECTIONS`: connections (tunnels included) the proxy holds at once.
+    pub max_connections: usize,
+    /// `EGRESS_RECHECK`: how long the proxy trusts the controller's word that a worker runs.
+    pub recheck: Duration,
+}
+
+/// What a fenced worker is given: the proxy's URL (as workers reach it) and the key its
+/// placeholder credential is derived from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fence {
+    pub proxy_url: String,
+    pub key: super::egress::EgressKey,
 }
 
 /// `A2A_OIDC_ISSUER`, `A2A_OIDC_AUDIENCE`, `A2A_OIDC_SCOPE_CLAIM`.
@@ -144,6 +179,8 @@ pub struct ContainerSettings {
     pub anthropic_model: String,
     pub memory_bytes: Option<i64>,
     pub nano_cpus: Option<i64>,
+    /// Fenced workers' proxy and key (`EGRESS_PROXY_URL`); `None`: no worker is fenced.
+    pub fence: Option<Fence>,
 }
 
 #[derive(Debug, Clone)]
@@ -153,6 +190,8 @@ pub struct DockerSettings {
     pub network: Option<String>,
     pub publish_host: IpAddr,
     pub pids_limit: Option<i64>,
+    /// `EGRESS_NETWORK`: the internal network fenced workers join.
+    pub egress_network: String,
 }
 
 #[derive(Debug, Clone)]
@@ -194,6 +233,9 @@ pub struct LocalSettings {
     pub workspace: Option<String>,
     /// `LOCAL_WORKSPACES_DIR`: where task workspaces (templates with a workspace) are made.
     pub workspaces_dir: PathBuf,
+    /// Fenced tabs' proxy and key (`EGRESS_PROXY_URL`): the tab holds its placeholder, not
+    /// the model key (a tab cannot be fenced: its allowlist is advisory).
+    pub fence: Option<Fence>,
 }
 
 pub const MIN_AUTH_TOKEN_LEN: usize = 16;

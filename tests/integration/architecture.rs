@@ -52,6 +52,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "settings::entry",
             "settings::templates",
             "settings::watched",
+            "settings::egress",
         ],
     ),
     (
@@ -80,6 +81,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "backend::docker::ended",
             "backend::docker::check",
             "backend::docker::watcher",
+            "backend::docker::fence",
             "backend::k8s",
             "backend::k8s::config",
             "backend::k8s::api",
@@ -120,6 +122,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "control",
             "control::create",
             "control::reaper",
+            "control::egress",
         ],
     ),
     (
@@ -158,6 +161,10 @@ const LAYERS: &[(&str, &[&str])] = &[
         &["a2a", "a2a::jsonrpc", "a2a::rest"],
     ),
     ("routes", &["routes", "routes::bindings"]),
+    (
+        "the egress proxy (its own process: `a2a-worker-controller egress`)",
+        &["egress", "egress::who", "egress::tunnel", "egress::forward"],
+    ),
     (
         "composition root and the command line",
         &[

@@ -16,7 +16,46 @@ pub(super) fn template_refusal(t: &Template) -> Result<(), Refusal> {
     Ok(())
 }
 
+/// A fenced template needs the proxy's URL (`EGRESS_PROXY_URL`) and joins `EGRESS_NETWORK`
+/// alone (no network of its own).
+pub(super) fn fence_settings_refusal(t: &Template, proxy_set: bool) -> Result<(), Refusal> {
+    if !t.egress.fenced() {
+        return Ok(());
+    }
+    if !proxy_set {
+        return Err(Refusal::new(
+            "egress",
+            format!(
+                "{} needs the egress proxy: set EGRESS_PROXY_URL (where fenced workers reach it)",
+                t.egress.describe()
+            ),
+        ));
+    }
+    if t.network.is_some() {
+        return Err(Refusal::new(
+            "network",
+            "a fenced template (egress not \"open\") joins EGRESS_NETWORK alone: it cannot name a network of its own",
+        ));
+    }
+    Ok(())
+}
+
 impl DockerBackend {
+    /// What stops startup for template `t`: a fence or a runtime this engine cannot give, a
+    /// pooled image that does not speak the activation contract. An engine that cannot be
+    /// asked now says nothing here (`check` and `/readiness` do).
+    fn startup_refusals(&self, t: &Template) -> Vec<Finding> {
+        [
+            self.fence_refusal(t).ok().flatten(),
+            self.runtime_refusal(t).ok().flatten(),
+            self.pool_image_refusal(t).ok().flatten(),
+        ]
+        .into_iter()
+        .flatten()
+        .map(Finding::failed)
+        .collect()
+    }
+
     /// Validation's second step ([`Check`]).
     pub(super) fn findings(&self, asked: Check<'_>) -> Vec<Finding> {
         match asked {
@@ -24,10 +63,7 @@ impl DockerBackend {
             Check::Template(t) => vec![self.template_finding(t)],
             // An image present that does not say it speaks the activation contract stops
             // startup for a pooled template (one not there yet is `check`'s to say).
-            Check::Startup(t) => match self.pool_image_refusal(t) {
-                Ok(Some(why)) => vec![Finding::failed(why)],
-                _ => Vec::new(),
-            },
+            Check::Startup(t) => self.startup_refusals(t),
         }
     }
 
@@ -37,6 +73,13 @@ impl DockerBackend {
             return Finding::failed(refusal);
         }
         let limits = limits_text(t);
+        for refusal in [self.fence_refusal(t), self.runtime_refusal(t)] {
+            match refusal {
+                Ok(Some(why)) => return Finding::failed(why),
+                Err(e) => return Finding::failed(format!("the engine could not be asked: {e}")),
+                Ok(None) => {}
+            }
+        }
         match self.pool_image_refusal(t) {
             Ok(Some(why)) => return Finding::failed(why),
             Err(e) => {
@@ -48,8 +91,23 @@ impl DockerBackend {
             0 => String::new(),
             n => format!(", speaks the activation contract, pool of {n}"),
         };
+        let fence = match &t.egress {
+            e if e.fenced() => format!(
+                ", egress {} through the proxy on internal network {}",
+                e.describe(),
+                self.docker.egress_network
+            ),
+            _ => String::new(),
+        };
+        let runtime = t
+            .runtime
+            .as_ref()
+            .map_or(String::new(), |r| format!(", runtime {r}"));
         match self.engine.image_present(&t.image) {
-            Ok(true) => Finding::ok(format!("image {} is present{limits}{pool}", t.image)),
+            Ok(true) => Finding::ok(format!(
+                "image {} is present{limits}{pool}{fence}{runtime}",
+                t.image
+            )),
             Ok(false) => Finding::failed(format!(
                 "image {} is not on the engine: creates do not pull; `docker pull {}` (or build it) first",
                 t.image, t.image

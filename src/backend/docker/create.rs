@@ -4,7 +4,7 @@
 
 use super::status::{exit_reason, state_of};
 use super::wire::EngineError;
-use super::{engine_error, is_name_conflict, short, workspace, DockerBackend};
+use super::{engine_error, fence, is_name_conflict, short, workspace, DockerBackend};
 use crate::backend::{labels, worker_env};
 use crate::backend::{BackendError, BackendKind, CreateSpec, Template, Worker, WorkerState};
 use crate::time::{now_millis, parse_rfc3339_millis, rfc3339_secs};
@@ -57,7 +57,7 @@ impl DockerBackend {
     /// The host port a container of `t` is published on now: none on a network, else one the
     /// OS considers free on `WORKER_PUBLISH_HOST`.
     pub(super) fn host_port(&self, t: &Template) -> Result<Option<u16>, BackendError> {
-        if t.network.is_some() {
+        if t.network.is_some() || t.egress.fenced() {
             return Ok(None);
         }
         free_port(self.docker.publish_host).map(Some).map_err(|e| {
@@ -101,6 +101,9 @@ impl DockerBackend {
         }
         if let Some(p) = t.pids_limit {
             host_config["PidsLimit"] = json!(p);
+        }
+        if let Some(r) = &t.runtime {
+            host_config["Runtime"] = json!(r);
         }
         if let (Some(w), Some(source)) = (&t.workspace, workspace) {
             host_config["Mounts"] = json!([{
@@ -234,10 +237,26 @@ impl DockerBackend {
         let name = labels::container_name(&self.controller_id, &spec.scope, &spec.task);
         let redact = |e: BackendError| e.redact(&spec.token);
         let t = &spec.template;
+        let egress_net = match t.egress.fenced() {
+            true => Some(self.egress_net().map_err(engine_error)?.ok_or_else(|| {
+                BackendError::Internal(format!(
+                    "the egress network {} does not exist",
+                    self.docker.egress_network
+                ))
+            })?),
+            false => None,
+        };
         for attempt in 1..=PORT_ATTEMPTS {
             let host_port = self.host_port(t)?;
-            let url = self.url_for(&name, t.port, host_port);
-            let config = self.container_config(spec, &url, host_port)?;
+            let address = egress_net.map(|n| n.random_address()).transpose()?;
+            let url = match address {
+                Some(a) => fence::fenced_url(a.into(), t.port),
+                None => self.url_for(&name, t.port, host_port),
+            };
+            let mut config = self.container_config(spec, &url, host_port)?;
+            if let Some(a) = address {
+                self.fence_config(&mut config, a);
+            }
             let id = match self.engine.create(&name, &config) {
                 Ok(id) => id,
                 Err(e) if e.status() == Some(404) => {
@@ -249,6 +268,10 @@ impl DockerBackend {
             spec.progress.step("container created");
             if let Err(e) = self.engine.start(&id) {
                 self.remove_quietly(&id);
+                if address.is_some() && fence::is_address_clash(&e) {
+                    log::info!("the worker's address on the egress network was taken before it started (attempt {attempt}); retrying with another");
+                    continue;
+                }
                 if let Some(hp) =
                     host_port.filter(|hp| is_port_clash(&e, self.docker.publish_host, *hp))
                 {

@@ -306,7 +306,7 @@ impl Engine {
     /// GET `path`: what the engine has there, read as `T` (`what` names it in a protocol
     /// error), or `None` when it has nothing (404, or Podman's word for a container that
     /// went mid-call).
-    fn get_found<T: serde::de::DeserializeOwned>(
+    pub(super) fn get_found<T: serde::de::DeserializeOwned>(
         &self,
         path: &str,
         what: &str,

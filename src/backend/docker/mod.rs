@@ -14,6 +14,7 @@ mod check;
 mod create;
 mod ended;
 pub(crate) mod engine;
+mod fence;
 mod pool;
 mod status;
 mod unix_socket;
@@ -177,7 +178,8 @@ impl Backend for DockerBackend {
 
     fn validate(&self, subject: Subject<'_>) -> Result<(), Refusal> {
         match subject {
-            Subject::Template(t) => check::template_refusal(t),
+            Subject::Template(t) => check::template_refusal(t)
+                .and_then(|()| check::fence_settings_refusal(t, self.container.fence.is_some())),
             Subject::Task(_) => Ok(()),
         }
     }

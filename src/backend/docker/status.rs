@@ -265,8 +265,12 @@ impl DockerBackend {
         }
         let (port, host_port) = port.unwrap_or((self.container.port, None));
         let created_at = rfc3339_secs(c.created.max(0) as u64);
+        let a2a_url = match c.ip_on(&self.docker.egress_network) {
+            Some(ip) => super::fence::fenced_url(ip, port),
+            None => self.url_for(name, port, host_port),
+        };
         Ok(Worker {
-            a2a_url: self.url_for(name, port, host_port),
+            a2a_url,
             reason,
             ..Worker::new(
                 BackendKind::Docker,

@@ -67,9 +67,26 @@ pub struct Summary<'a> {
     /// What the container mounts; `None` when the engine did not say.
     #[serde(rename = "Mounts", borrow)]
     pub mounts: Option<Vec<Mount<'a>>>,
+    /// The networks it is on, with its address on each.
+    #[serde(rename = "NetworkSettings")]
+    pub network_settings: Option<NetworkSettings>,
 }
 
 impl Summary<'_> {
+    /// Its address on `network`: the one it has now, else the fixed one it was given.
+    pub fn ip_on(&self, network: &str) -> Option<std::net::IpAddr> {
+        let n = self
+            .network_settings
+            .as_ref()?
+            .networks
+            .as_ref()?
+            .get(network)?;
+        n.ip_address
+            .parse()
+            .ok()
+            .or_else(|| n.ipam_config.as_ref()?.ipv4_address.parse().ok())
+    }
+
     /// Whether the container may mount volume `name`: false only when the engine listed its
     /// mounts and that volume is not among them.
     pub fn may_mount(&self, name: &str) -> bool {
@@ -194,6 +211,16 @@ pub struct NetworkSettings {
 pub struct Network {
     #[serde(rename = "IPAddress")]
     pub ip_address: String,
+    /// The address asked for at create (kept while the container is stopped).
+    #[serde(rename = "IPAMConfig")]
+    pub ipam_config: Option<IpamConfig>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct IpamConfig {
+    #[serde(rename = "IPv4Address")]
+    pub ipv4_address: String,
 }
 
 impl Inspect {

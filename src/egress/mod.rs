@@ -1,0 +1,294 @@
+//! The egress proxy (`a2a-worker-controller egress`): a fenced worker's only way out. Its own
+//! process (and image, and Deployment), so it scales apart from the controller; it keeps
+//! nothing between requests that another replica would need:
+//!
+//! - who: each request carries its worker's placeholder (`who.rs`), checked against the
+//!   egress key, then the controller is asked whether that worker runs and where (its word
+//!   trusted for `EGRESS_RECHECK`): a stopped worker's placeholder is refused within that, and
+//!   one worker's placeholder from another worker's address is refused;
+//! - where: `CONNECT host:port` to a destination the worker's template allows
+//!   (`tunnel.rs`: a byte relay, no TLS interception); a request to `/ROUTE/...` is called on
+//!   that route's upstream with its secret header added (`forward.rs`), the answer streamed
+//!   back as it arrives;
+//! - every refusal is one line, 403 (a rule said no) or 407 (no or a wrong placeholder),
+//!   logged without secrets and counted by template, worker and outcome (`/metrics`).
+//!
+//! Requests are read with the controller's HTTP layer's parser and bounds (`http::wire`): the
+//! same head limits, framing checks and deadlines answer hostile input alike.
+
+mod forward;
+mod tunnel;
+mod who;
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::http::wire::{self, Head};
+use crate::http::{MAX_HEAD, MAX_REQUEST_LINE};
+use crate::settings::egress::EgressKey;
+use crate::settings::templates::TemplatesFile;
+use crate::settings::Settings;
+
+/// How long a request head may take to arrive.
+const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
+/// A thread's stack: a connection's thread holds little (buffers are on the heap).
+const STACK: usize = 128 * 1024;
+
+/// The proxy: what every connection consults.
+pub struct Proxy {
+    key: EgressKey,
+    templates: Arc<TemplatesFile>,
+    who: who::Who,
+    upstream: ureq::Agent,
+    /// The model route's upstream and key (`EGRESS_MODEL_URL`, `ANTHROPIC_AUTH_TOKEN(_FILE)`).
+    model: Option<(String, Option<String>)>,
+    counts: Mutex<BTreeMap<(String, String, &'static str), u64>>,
+    open: AtomicUsize,
+    max_connections: usize,
+}
+
+/// Why the proxy could not start: one line naming the setting.
+#[derive(Debug)]
+pub struct Error(pub String);
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl Proxy {
+    /// The proxy these settings describe (nothing bound yet).
+    pub fn new(settings: &Settings) -> Result<Proxy, Error> {
+        let key = settings.egress.key.clone().ok_or_else(|| {
+            Error("the egress proxy needs the placeholders' key: set EGRESS_KEY_FILE (or A2A_AUTH_TOKEN, from which it is derived otherwise)".into())
+        })?;
+        let accepts: Box<crate::settings::templates::Accepts> = Box::new(|_| Ok(()));
+        let default = settings.default_template();
+        let templates = match &settings.templates_file {
+            Some(path) => TemplatesFile::open(path.clone(), default, accepts)
+                .map_err(|why| Error(format!("setting WORKER_TEMPLATES_FILE is invalid: {why}")))?,
+            None => TemplatesFile::fixed(default, accepts).map_err(Error)?,
+        };
+        Ok(Proxy {
+            key,
+            templates: Arc::new(templates),
+            who: who::Who::new(&settings.egress.controller_url, settings.egress.recheck),
+            upstream: forward::agent(settings.egress.ca_file.as_deref()).map_err(Error)?,
+            model: settings
+                .egress
+                .model_url
+                .clone()
+                .map(|u| (u, settings.anthropic_auth_token.clone())),
+            counts: Mutex::default(),
+            open: AtomicUsize::new(0),
+            max_connections: settings.egress.max_connections,
+        })
+    }
+
+    /// Counts one outcome of `template`'s `worker`.
+    fn count(&self, template: &str, worker: &str, outcome: &'static str) {
+        let mut counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
+        *counts
+            .entry((template.to_string(), worker.to_string(), outcome))
+            .or_default() += 1;
+    }
+
+    /// The Prometheus text of the counts.
+    fn metrics(&self) -> String {
+        let counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out = String::from(
+            "# HELP a2a_egress_requests_total Requests and tunnels through the egress proxy, by template, worker and outcome.\n# TYPE a2a_egress_requests_total counter\n",
+        );
+        for ((template, worker, outcome), n) in counts.iter() {
+            out.push_str(&format!(
+                "a2a_egress_requests_total{{template=\"{template}\",worker=\"{worker}\",outcome=\"{outcome}\"}} {n}\n"
+            ));
+        }
+        out.push_str(&format!(
+            "# HELP a2a_egress_connections Connections held now, tunnels included.\n# TYPE a2a_egress_connections gauge\na2a_egress_connections {}\n",
+            self.open.load(Ordering::Relaxed)
+        ));
+        out
+    }
+}
+
+/// Serves `proxy` on `listener` until the process ends: a thread per connection, at most
+/// `EGRESS_MAX_CONNECTIONS` at once (one more is answered 503 and closed).
+pub fn serve(proxy: Arc<Proxy>, listener: TcpListener) {
+    for stream in listener.incoming() {
+        let Ok(stream) = stream else { continue };
+        if proxy.open.fetch_add(1, Ordering::AcqRel) >= proxy.max_connections {
+            proxy.open.fetch_sub(1, Ordering::AcqRel);
+            let mut stream = stream;
+            let _ = reply(
+                &mut stream,
+                503,
+                "the egress proxy holds as many connections as EGRESS_MAX_CONNECTIONS allows",
+            );
+            continue;
+        }
+        let p = Arc::clone(&proxy);
+        let spawned = std::thread::Builder::new()
+            .name("egress".into())
+            .stack_size(STACK)
+            .spawn(move || {
+                connection(&p, stream);
+                p.open.fetch_sub(1, Ordering::AcqRel);
+            });
+        if let Err(e) = spawned {
+            proxy.open.fetch_sub(1, Ordering::AcqRel);
+            log::warn!("egress: no thread for a connection: {e}");
+        }
+    }
+}
+
+/// Runs the proxy these settings describe (the `egress` subcommand).
+pub fn run(settings: &Settings) -> Result<(), Error> {
+    let proxy = Arc::new(Proxy::new(settings)?);
+    let listener = TcpListener::bind(settings.egress.listen).map_err(|e| {
+        Error(format!(
+            "setting EGRESS_LISTEN: cannot listen on {}: {e}",
+            settings.egress.listen
+        ))
+    })?;
+    log::info!(
+        "egress proxy listening on {}; asking {} which workers run; model route: {}",
+        settings.egress.listen,
+        settings.egress.controller_url,
+        settings
+            .egress
+            .model_url
+            .as_deref()
+            .unwrap_or("none (EGRESS_MODEL_URL unset)")
+    );
+    serve(proxy, listener);
+    Ok(())
+}
+
+/// One connection: its head read and bounded as the controller's HTTP layer bounds it, then
+/// a tunnel, a route's call, or the proxy's own `/healthz` and `/metrics`.
+fn connection(proxy: &Proxy, mut stream: TcpStream) {
+    let Ok(peer) = stream.peer_addr() else { return };
+    let _ = stream.set_read_timeout(Some(HEAD_TIMEOUT));
+    let _ = stream.set_write_timeout(Some(Duration::from_secs(30)));
+    let _ = stream.set_nodelay(true);
+    let (head, rest) = match read_head(&mut stream) {
+        Ok(Some(read)) => read,
+        Ok(None) => return,
+        Err(refusal) => {
+            let _ = reply(&mut stream, refusal.status(), &refusal.to_string());
+            return;
+        }
+    };
+    let _ = stream.set_read_timeout(None);
+    match (head.method.as_str(), head.target.as_str()) {
+        ("GET" | "HEAD", "/healthz") => {
+            let _ = reply(&mut stream, 200, "ok");
+        }
+        ("GET" | "HEAD", "/metrics") => {
+            let body = proxy.metrics();
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+        ("CONNECT", _) => tunnel::serve(proxy, stream, peer, &head, rest),
+        (_, target) if target.starts_with('/') => forward::serve(proxy, stream, peer, &head, rest),
+        _ => {
+            let _ = reply(&mut stream, 403, "plain http:// through the proxy is refused: use https (CONNECT), or a route of your template (EGRESS_PROXY_URL/ROUTE/...)");
+        }
+    }
+}
+
+/// The head, and the bytes read after it; `None` when the peer left before a head.
+fn read_head(stream: &mut TcpStream) -> Result<Option<(Head, Vec<u8>)>, wire::Refusal> {
+    let mut buf = Vec::with_capacity(2048);
+    let mut chunk = [0u8; 4096];
+    loop {
+        match wire::parse_head(&buf)? {
+            Some((head, used)) => {
+                wire::check_host(&head).or_else(|r| match head.method.as_str() {
+                    // A CONNECT's authority is its target (RFC 9110 9.3.6): no Host needed.
+                    "CONNECT" => Ok(()),
+                    _ => Err(r),
+                })?;
+                return Ok(Some((head, buf[used..].to_vec())));
+            }
+            None if buf.len() >= MAX_HEAD => return Err(wire::Refusal::HeadTooLarge),
+            None if !buf.contains(&b'\n') && buf.len() > MAX_REQUEST_LINE => {
+                return Err(wire::Refusal::RequestLineTooLong)
+            }
+            None => {}
+        }
+        match stream.read(&mut chunk) {
+            Ok(0) | Err(_) => return Ok(None),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+}
+
+/// A one-line answer, and the connection closes.
+fn reply(stream: &mut TcpStream, status: u16, line: &str) -> std::io::Result<()> {
+    let mut extra = String::new();
+    if status == 407 {
+        extra.push_str("Proxy-Authenticate: Basic realm=\"a2a-egress\"\r\n");
+    }
+    write!(
+        stream,
+        "HTTP/1.1 {status} {}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\n{extra}Connection: close\r\n\r\n{line}\n",
+        reason(status),
+        line.len() + 1
+    )?;
+    stream.flush()
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        400 => "Bad Request",
+        403 => "Forbidden",
+        407 => "Proxy Authentication Required",
+        411 => "Length Required",
+        413 => "Content Too Large",
+        414 => "URI Too Long",
+        431 => "Request Header Fields Too Large",
+        501 => "Not Implemented",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        504 => "Gateway Timeout",
+        _ => "",
+    }
+}
+
+/// A refusal of a worker's request: its status and one line.
+pub(crate) struct Refused(pub u16, pub String);
+
+impl Proxy {
+    /// Answers `refused`, logs it (no secret is in it) and counts it.
+    fn refuse(&self, stream: &mut TcpStream, peer: SocketAddr, who: (&str, &str), r: Refused) {
+        log::info!(
+            "egress: refused {} from {} (template {}, worker {}): {}",
+            r.0,
+            peer.ip(),
+            if who.0.is_empty() { "-" } else { who.0 },
+            if who.1.is_empty() { "-" } else { who.1 },
+            r.1
+        );
+        self.count(
+            who.0,
+            who.1,
+            if r.0 == 407 {
+                "unauthenticated"
+            } else {
+                "refused"
+            },
+        );
+        let _ = reply(stream, r.0, &r.1);
+    }
+}
