@@ -100,7 +100,7 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 # The Docker suite's modules (they need a container engine); everything else is integration.
-docker_modules=(docker_e2e:: faults::controller_killed faults::engine_killed lifetime:: worker_logs::
+docker_modules=(docker_e2e:: docker_egress:: faults::controller_killed faults::engine_killed lifetime:: worker_logs::
   templates::two_templates_on_the_real_engine templates::a_workspace_outlives_its_worker_on_the_real_engine
   pool::a_warm_pool pool::a_member_that pool::an_image_without)
 skip_docker=()

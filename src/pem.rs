@@ -19,6 +19,21 @@ pub fn certificates(pem: &[u8]) -> Result<Vec<Certificate<'static>>, String> {
     Ok(certs)
 }
 
+/// The TLS roots setting `setting` gives: the bundle at `ca_file`, else the bundled public
+/// roots. A refusal names the setting and the file.
+pub fn roots(
+    setting: &str,
+    ca_file: Option<&std::path::Path>,
+) -> Result<ureq::tls::RootCerts, String> {
+    let Some(path) = ca_file else {
+        return Ok(ureq::tls::RootCerts::WebPki);
+    };
+    let pem = std::fs::read(path)
+        .map_err(|e| format!("{setting} {}: cannot be read: {e}", path.display()))?;
+    let certs = certificates(&pem).map_err(|why| format!("{setting} {}: {why}", path.display()))?;
+    Ok(ureq::tls::RootCerts::new_with_certs(&certs))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

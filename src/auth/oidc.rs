@@ -82,16 +82,7 @@ pub struct Verifier {
 /// The HTTP client for the issuer: its CA (`A2A_OIDC_CA_FILE`, else the public roots), short
 /// timeouts, no redirects.
 fn agent(settings: &OidcSettings) -> Result<ureq::Agent, String> {
-    let roots = match &settings.ca_file {
-        Some(path) => {
-            let pem = std::fs::read(path)
-                .map_err(|e| format!("A2A_OIDC_CA_FILE {}: cannot be read: {e}", path.display()))?;
-            let certs = crate::pem::certificates(&pem)
-                .map_err(|why| format!("A2A_OIDC_CA_FILE {}: {why}", path.display()))?;
-            ureq::tls::RootCerts::new_with_certs(&certs)
-        }
-        None => ureq::tls::RootCerts::WebPki,
-    };
+    let roots = crate::pem::roots("A2A_OIDC_CA_FILE", settings.ca_file.as_deref())?;
     let tls = ureq::tls::TlsConfig::builder().root_certs(roots).build();
     Ok(ureq::Agent::config_builder()
         .tls_config(tls)

@@ -34,16 +34,7 @@ const DROPPED: [&str; 11] = [
 /// The client for upstreams: public roots or `EGRESS_CA_FILE`, no redirects, no proxy, every
 /// status passed back as it is.
 pub(super) fn agent(ca_file: Option<&Path>) -> Result<ureq::Agent, String> {
-    let roots = match ca_file {
-        Some(path) => {
-            let pem = std::fs::read(path)
-                .map_err(|e| format!("setting EGRESS_CA_FILE: {}: {e}", path.display()))?;
-            let certs = crate::pem::certificates(&pem)
-                .map_err(|why| format!("setting EGRESS_CA_FILE: {}: {why}", path.display()))?;
-            ureq::tls::RootCerts::new_with_certs(&certs)
-        }
-        None => ureq::tls::RootCerts::WebPki,
-    };
+    let roots = crate::pem::roots("setting EGRESS_CA_FILE", ca_file)?;
     let tls = ureq::tls::TlsConfig::builder().root_certs(roots).build();
     Ok(ureq::Agent::config_builder()
         .tls_config(tls)
@@ -136,6 +127,9 @@ pub(super) fn serve(
         }
     }
     request = request.header(upstream.header.0.as_str(), upstream.header.1.as_str());
+    if length > 0 {
+        request = request.header("Content-Length", length.to_string());
+    }
     let mut body = std::io::Cursor::new(early).chain(client.try_clone().map_or_else(
         |_| Box::new(std::io::empty()) as Box<dyn Read>,
         |c| Box::new(c) as Box<dyn Read>,
@@ -222,7 +216,16 @@ fn pass_back(
         }
     }
     let bodyless = head.method == "HEAD" || status.as_u16() == 204 || status.as_u16() == 304;
-    if !bodyless {
+    // A declared length is kept (the body is then copied as it is); otherwise chunked.
+    let declared = answer
+        .headers()
+        .get("content-length")
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+        .map(str::to_string);
+    if let Some(n) = &declared {
+        out.push_str(&format!("Content-Length: {n}\r\n"));
+    } else if !bodyless {
         out.push_str("Transfer-Encoding: chunked\r\n");
     }
     out.push_str("Connection: close\r\n\r\n");
@@ -240,11 +243,17 @@ fn pass_back(
             // The upstream broke off: the client sees a body without its last chunk.
             Err(_) => return Ok(()),
         };
-        write!(client, "{n:x}\r\n")?;
-        client.write_all(&buf[..n])?;
-        client.write_all(b"\r\n")?;
+        if declared.is_some() {
+            client.write_all(&buf[..n])?;
+        } else {
+            write!(client, "{n:x}\r\n")?;
+            client.write_all(&buf[..n])?;
+            client.write_all(b"\r\n")?;
+        }
         client.flush()?;
     }
-    client.write_all(b"0\r\n\r\n")?;
+    if declared.is_none() {
+        client.write_all(b"0\r\n\r\n")?;
+    }
     client.flush()
 }

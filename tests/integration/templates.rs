@@ -342,7 +342,7 @@ pub fn engine_args(socket: &Path, flag: &str) -> Vec<String> {
 }
 
 /// SendMessage to a worker with its token; the text it answered.
-fn tell(url: &str, token: &str, text: &str) -> String {
+pub fn tell(url: &str, token: &str, text: &str) -> String {
     let r = crate::docker_e2e::send_to_worker(url, Some(token), text);
     assert_eq!(r.status, 200, "{}", r.text());
     r.json()["result"]["task"]["artifacts"][0]["parts"][0]["text"]

@@ -263,6 +263,12 @@ impl DockerBackend {
                     return Err(BackendError::ImageNotFound(t.image.clone()))
                 }
                 Err(e) if is_name_conflict(&e) => return Err(self.existing(&name)),
+                Err(e) if fence::is_unfixable(&e) => {
+                    return Err(BackendError::Internal(format!(
+                        "the egress network {} was made without a subnet of its own, so a fenced worker cannot be given its address: make it with `docker network create --internal --subnet 10.231.0.0/24 {}`",
+                        self.docker.egress_network, self.docker.egress_network
+                    )))
+                }
                 Err(e) => return Err(redact(engine_error(e))),
             };
             spec.progress.step("container created");

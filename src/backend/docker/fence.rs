@@ -79,6 +79,11 @@ impl EgressNet {
     }
 }
 
+/// The engine's refusal of a fixed address on a network made without `--subnet`.
+pub(super) fn is_unfixable(e: &EngineError) -> bool {
+    matches!(e, EngineError::Status { message, .. } if message.contains("user configured subnets"))
+}
+
 /// A start failure because the fixed address was taken in between.
 pub(super) fn is_address_clash(e: &EngineError) -> bool {
     matches!(e, EngineError::Status { message, .. } if message.contains("Address already in use"))
@@ -106,7 +111,9 @@ impl DockerBackend {
                 let (net, bits) = c.subnet.split_once('/')?;
                 let net: Ipv4Addr = net.parse().ok()?;
                 let bits: u8 = bits.parse().ok().filter(|b| (8..=30).contains(b))?;
-                Some((net, bits, c.gateway.parse().ok()))
+                // Without one given, the engine takes the subnet's first address for the bridge.
+                let first = Ipv4Addr::from(u32::from(net) + 1);
+                Some((net, bits, Some(c.gateway.parse().unwrap_or(first))))
             });
         let Some((net, bits, gateway)) = v4 else {
             return Err(EngineError::Protocol(format!(
