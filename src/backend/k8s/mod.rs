@@ -381,7 +381,8 @@ impl Backend for K8sBackend {
 
     fn validate(&self, subject: Subject<'_>) -> Result<(), Refusal> {
         match subject {
-            Subject::Template(t) => check::template_refusal(t),
+            Subject::Template(t) => check::template_refusal(t)
+                .and_then(|()| crate::backend::validation::unenforced_isolation(t, "k8s")),
             Subject::Task(_) => Ok(()),
         }
     }

@@ -366,7 +366,9 @@ impl Backend for LocalBackend {
 
     fn validate(&self, subject: Subject<'_>) -> Result<(), Refusal> {
         match subject {
-            Subject::Template(t) => self.template_refusal(t),
+            Subject::Template(t) => self
+                .template_refusal(t)
+                .and_then(|()| crate::backend::validation::unenforced_isolation(t, "local")),
             Subject::Task(task) => task::task_file(&self.task_dir, task)
                 .map(|_| ())
                 .map_err(|why| Refusal::new("task", why)),
