@@ -23,6 +23,10 @@
 #   watch event against the stand-in's pod watch read directly. Needs python3 and openssl.
 #   local: a tab closed by hand on the WezTerm stand-in → the watch event, against the
 #   reconciliation's 1 s period (WezTerm has no event stream).
+#   egress: the egress proxy (its own process): a route's request ÷ the same request direct
+#   (p50 of BENCH_EGRESS_ROUNDS, default 500), 50 MB through a CONNECT tunnel ÷ through a bare
+#   relay (and the relay ÷ direct), 1,000 idle tunnels and the proxy's memory then
+#   (tests/integration/egress_bench.rs). No engine.
 #   --scale: instead of all that, the scale benchmark (tests/integration/scale_bench.rs):
 #   1,000 Docker workers (BENCH_SCALE_WORKERS; all but BENCH_SCALE_RUNNING, default 200,
 #   exited) — list, create+stop, MAX_WORKERS admission, a reaper pass, 64 watchers joining
@@ -110,6 +114,8 @@ if [ -n "$scale" ]; then
 fi
 cargo test --release --locked --quiet --test integration docker_bench -- --ignored --nocapture --test-threads=1 2>&1 \
   | sed -E 's/^[.]+//' | grep -E '^(BENCH|ROW|test result)' | tee -a "$rows" | grep -v '^ROW'
+cargo test --release --locked --quiet --test integration egress_bench -- --ignored --nocapture --test-threads=1 2>&1 \
+  | sed -E 's/^[.]+//' | grep -E '^(BENCH|ROW|test result|thread)' | tee -a "$rows" | grep -v '^ROW'
 
 # The Agent Card against nginx and tiny_http, same bytes, same load.
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }

@@ -63,8 +63,12 @@ case "$cmd" in
     # A short exec root path: containerd's socket paths must stay under 108 bytes. A session of
     # its own: a terminal's Ctrl-C to whatever started it (run.sh) never reaches the engine,
     # which stops only when asked (scripts/dockerd.sh stop).
+    # A second runtime, runc under another name: a template's `runtime` is proven against it
+    # (Debian's crun cannot run on this machine's hybrid cgroups).
+    runtimes=()
+    if runc_path=$(command -v runc); then runtimes=(--add-runtime "runc-alt=$runc_path"); fi
     nohup setsid dockerd --host "unix://$sock" --data-root "$dir/data" --exec-root "$dir/exec" \
-      --pidfile "$dir/docker.pid" "${net[@]}" \
+      --pidfile "$dir/docker.pid" "${net[@]}" "${runtimes[@]}" \
       >>"$dir/dockerd.log" 2>&1 &
     # (A background job of this script never leads a process group, so setsid execs dockerd
     # itself: $! is the engine.)

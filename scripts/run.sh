@@ -9,7 +9,9 @@
 # Environment: PORT (default 8080), DOCKER_HOST (default: the system engine; on a Debian
 # machine run as root without a reachable engine, docker.io is installed and a private
 # dockerd is started in RUN_ENGINE_DIR, default /tmp/a2a-run-dockerd), A2A_AUTH_TOKEN (default:
-# generated), KEEP_ENGINE=1.
+# generated), KEEP_ENGINE=1, WORKER_TEMPLATES_FILE (a template whose egress is "none" or a list
+# makes this script start the egress proxy beside the controller, on the internal network
+# EGRESS_NETWORK, default a2a-egress, made with EGRESS_SUBNET, default 10.231.0.0/24; Linux only).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 die() { echo "run.sh: $*" >&2; exit 1; }
@@ -56,6 +58,24 @@ export WORKER_IMAGE=a2a-echo-worker:dev
 export BACKEND=docker
 
 ctl=http://127.0.0.1:$port
+# A fenced template (docs/egress.md): its workers' only way out is the egress proxy, which runs
+# here on the host's address on the internal network, beside the controller.
+proxy_pid=
+if [ -n "${WORKER_TEMPLATES_FILE:-}" ] && grep -Eq '"egress"[[:space:]]*:[[:space:]]*(\[|"none")' "$WORKER_TEMPLATES_FILE"; then
+  [ "$(uname -s)" != Darwin ] || die "a fenced template needs a Linux engine: Docker Desktop does not route to container addresses (docs/egress.md)"
+  net=${EGRESS_NETWORK:-a2a-egress}
+  if ! docker network inspect "$net" >/dev/null 2>&1; then
+    echo "run.sh: making the internal network $net for fenced workers" >&2
+    docker network create --internal --subnet "${EGRESS_SUBNET:-10.231.0.0/24}" "$net" >/dev/null
+  fi
+  subnet=$(docker network inspect -f '{{(index .IPAM.Config 0).Subnet}}' "$net")
+  gateway=$(docker network inspect -f '{{(index .IPAM.Config 0).Gateway}}' "$net")
+  [ -n "$gateway" ] || gateway=$(python3 -c "import ipaddress,sys; print(next(ipaddress.ip_network(sys.argv[1]).hosts()))" "$subnet")
+  export EGRESS_NETWORK=$net EGRESS_PROXY_URL=http://$gateway:8790
+  EGRESS_LISTEN=$gateway:8790 EGRESS_CONTROLLER_URL=$ctl target/release/a2a-worker-controller egress &
+  proxy_pid=$!
+  echo "run.sh: the egress proxy listens on $gateway:8790 (fenced workers sit on $net)" >&2
+fi
 reply="$PWD/$state/create-reply.json"
 rpc() { # the JSON-RPC body of a SendMessage carrying one data part
   printf '{"jsonrpc":"2.0","id":"1","method":"SendMessage","params":{"message":{"messageId":"1","role":"ROLE_USER","parts":[{"data":%s}]}}}' "$1"
@@ -81,7 +101,7 @@ target/release/a2a-worker-controller &
 pid=$!
 # Started in the background by a script, the controller ignores the terminal's SIGINT: Ctrl-C
 # reaches this script, which asks the controller to stop as SIGTERM would.
-trap 'trapped=1; kill -TERM "$pid" 2>/dev/null || true' INT TERM
+trap 'trapped=1; kill -TERM "$pid" $proxy_pid 2>/dev/null || true' INT TERM
 # A wait the trap cuts short answers 130 whether or not the controller has ended meanwhile:
 # wait again for the controller's own status (127: it was already collected).
 rc=0
@@ -92,6 +112,10 @@ while :; do
   rc=$status
   [ -n "$trapped" ] || break
 done
+if [ -n "$proxy_pid" ]; then
+  kill -TERM "$proxy_pid" 2>/dev/null || true
+  wait "$proxy_pid" 2>/dev/null || true
+fi
 if [ -n "$own_engine" ]; then
   if [ "${KEEP_ENGINE:-}" = 1 ]; then
     echo "run.sh: the private dockerd keeps running (KEEP_ENGINE=1): DOCKER_HOST=$DOCKER_HOST; scripts/dockerd.sh stop $own_engine stops it" >&2

@@ -425,7 +425,14 @@ pub fn run(settings: &Settings) -> Result<(), Error> {
     for t in current.all() {
         let refused = backend.check(backend::Check::Startup(t));
         if let Some(f) = refused.into_iter().find(|f| !f.ok) {
-            return Err(Error::Refused(f.what));
+            // One line that names the template, once.
+            let named = f.what.contains(&format!("template {:?}", t.name))
+                || f.what.contains(&format!("template {} ", t.name));
+            return Err(Error::Refused(if named {
+                f.what
+            } else {
+                format!("template {:?}: {}", t.name, f.what)
+            }));
         }
     }
     log::info!(

@@ -46,19 +46,16 @@ impl fmt::Display for Refusal {
 
 impl std::error::Error for Refusal {}
 
-/// A backend that cannot yet fence its workers or pick their runtime refuses a template that
-/// asks (never a fence that is not there): `backend` names itself in the line.
-pub fn unenforced_isolation(t: &Template, backend: &str) -> Result<(), Refusal> {
-    if t.egress.fenced() {
+/// A fenced template (egress not `"open"`) needs the egress proxy's URL (`EGRESS_PROXY_URL`):
+/// its workers are given that and their placeholder instead of any key.
+pub fn fence_refusal(t: &Template, proxy_set: bool) -> Result<(), Refusal> {
+    if t.egress.fenced() && !proxy_set {
         return Err(Refusal::new(
             "egress",
-            format!("{} is not enforced on the {backend} backend yet (only on Docker and Podman): remove egress, or run this template there", t.egress.describe()),
-        ));
-    }
-    if t.runtime.is_some() {
-        return Err(Refusal::new(
-            "runtime",
-            format!("the {backend} backend cannot choose a worker's runtime yet (only Docker and Podman can): remove runtime"),
+            format!(
+                "{} needs the egress proxy: set EGRESS_PROXY_URL (where fenced workers reach it)",
+                t.egress.describe()
+            ),
         ));
     }
     Ok(())

@@ -5,7 +5,7 @@
 //! word is trusted for `EGRESS_RECHECK` and kept nowhere else: any replica asks the same.
 
 use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -171,13 +171,25 @@ impl Proxy {
             ));
         };
         let id = self.who.ask(worker_id, &placeholder)?;
-        match id.address.parse::<IpAddr>() {
-            Ok(ip) if !same_host(ip, peer.ip()) => Err(Refused(
-                403,
-                format!("worker {worker_id}'s placeholder came from {}, not from the worker: a placeholder is its own worker's alone", peer.ip()),
-            )),
-            _ => Ok(id),
+        // A worker without an address of its own (a local tab) cannot be told by it.
+        if id.address.is_empty() {
+            return Ok(id);
         }
+        let addresses: Vec<IpAddr> = match id.address.parse::<IpAddr>() {
+            Ok(ip) => vec![ip],
+            // A name (a pod's DNS name in the workers' Service): where it resolves now.
+            Err(_) => (id.address.as_str(), 0)
+                .to_socket_addrs()
+                .map(|a| a.map(|s| s.ip()).collect())
+                .unwrap_or_default(),
+        };
+        if addresses.iter().any(|ip| same_host(*ip, peer.ip())) {
+            return Ok(id);
+        }
+        Err(Refused(
+            403,
+            format!("worker {worker_id}'s placeholder came from {}, not from the worker: a placeholder is its own worker's alone", peer.ip()),
+        ))
     }
 }
 

@@ -168,6 +168,7 @@ impl Raw {
                 .map(|u| worker_url(&u))
                 .transpose()?,
             api_url,
+            egress_policy: String::new(),
         };
         if k.api_url.is_some() {
             if k.ca_file.is_none() {

@@ -126,8 +126,9 @@ impl Raw {
                 container.fence = egress.fence.clone();
                 docker.egress_network = egress.network.clone();
             }
-            super::types::BackendSettings::K8s { container, .. } => {
+            super::types::BackendSettings::K8s { container, k8s } => {
                 container.fence = egress.fence.clone();
+                k8s.egress_policy = egress.network.clone();
             }
             super::types::BackendSettings::Local(local) => local.fence = egress.fence.clone(),
         }

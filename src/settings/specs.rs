@@ -494,7 +494,7 @@ pub(super) const SPECS: &[Spec] = &[
         Egress,
         "EGRESS_NETWORK",
         "a2a-egress",
-        "docker: the internal network (docker network create --internal) fenced workers join, shared with the proxy; their a2a_url is their address on it",
+        "docker: the internal network (docker network create --internal --subnet ...) fenced workers join, shared with the proxy (their a2a_url is their address on it); k8s: the NetworkPolicy that fences them (scripts/k8s/70-egress.yaml)",
     ),
     s(
         Egress,

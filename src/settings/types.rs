@@ -209,6 +209,8 @@ pub struct K8sSettings {
     pub worker_url: Option<String>,
     /// `K8S_REPLICA_IP` and `K8S_REPLICA_SELECTOR`: one replica of several.
     pub replica: Option<ReplicaSettings>,
+    /// `EGRESS_NETWORK`: the NetworkPolicy that fences workers (checked, never made).
+    pub egress_policy: String,
 }
 
 /// One replica of several: its own pod IP, and the label selector of all of them.

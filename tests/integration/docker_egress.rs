@@ -5,9 +5,7 @@
 //! the internal network's gateway address (as `scripts/run.sh` runs it).
 
 use std::net::{IpAddr, SocketAddr, TcpListener};
-use std::sync::Arc;
 
-use a2a_worker_controller::egress::{serve, Proxy};
 use a2a_worker_controller::settings::egress::EgressKey;
 use serde_json::{json, Value};
 
@@ -16,7 +14,7 @@ use crate::docker_support::{
 };
 use crate::egress::{basic, connect, secret_file, upstream};
 use crate::secrets::{assert_none_in, captured_log, remember};
-use crate::support::{reply_data, settings, Controls, TOKEN};
+use crate::support::{reply_data, Controls, TOKEN};
 use crate::templates::tell;
 
 const ROUTE_SECRET: &str = "docker-route-secret-4f0a9d";
@@ -147,10 +145,10 @@ fn a_fenced_worker_reaches_only_what_its_template_allows_on_the_real_engine() {
     )
     .unwrap();
 
-    // The proxy, on the fence network's gateway address.
-    let listener = TcpListener::bind(SocketAddr::new(gateway, 0))
-        .expect("the proxy binds the gateway address");
-    let proxy_addr = listener.local_addr().unwrap();
+    // The proxy, its own process, on the fence network's gateway address.
+    let proxy_addr = TcpListener::bind(SocketAddr::new(gateway, 0))
+        .and_then(|l| l.local_addr())
+        .expect("the gateway address can be bound");
     let p = Proc::start(
         &socket,
         &id,
@@ -161,13 +159,8 @@ fn a_fenced_worker_reaches_only_what_its_template_allows_on_the_real_engine() {
             &format!("-anthropic-auth-token-file={}", model_key.display()),
         ],
     );
-    let proxy = Proxy::new(&settings(&[
-        &format!("-egress-controller-url=http://{}", p.addr),
-        &format!("-worker-templates-file={}", templates.display()),
-        "-egress-recheck=500ms",
-    ]))
-    .expect("the proxy starts");
-    std::thread::spawn(move || serve(Arc::new(proxy), listener));
+    let proxy_log = dir.join("proxy.log");
+    let mut proxy = EgressProc::start(proxy_addr, p.addr, &templates, &proxy_log);
 
     let create = |template: &str, task: &str| -> Value {
         let r = reply_data(
@@ -205,6 +198,14 @@ fn a_fenced_worker_reaches_only_what_its_template_allows_on_the_real_engine() {
         &format!("net tunnel {internet_ip}:9090 /.well-known/agent-card.json"),
     );
     assert_eq!(through, "tunnel: HTTP/1.1 200 OK");
+    // The proxy restarted mid-run keeps nothing that mattered: the next tunnel works.
+    proxy.restart();
+    let again = tell(
+        &a_url,
+        &a_token,
+        &format!("net tunnel {internet_ip}:9090 /.well-known/agent-card.json"),
+    );
+    assert_eq!(again, "tunnel: HTTP/1.1 200 OK");
     let denied = tell(&a_url, &a_token, "net tunnel 192.0.2.1:443 /");
     assert_eq!(
         denied,
@@ -292,9 +293,85 @@ fn a_fenced_worker_reaches_only_what_its_template_allows_on_the_real_engine() {
     assert!(!open_env.contains("A2A_EGRESS") && !open_env.contains("HTTPS_PROXY"));
 
     assert_none_in(&p.log_text(), "the controller's log");
-    assert_none_in(&captured_log(), "the proxy's log");
+    drop(proxy);
+    let proxy_text = std::fs::read_to_string(&proxy_log).unwrap_or_default();
+    assert!(
+        proxy_text.contains("egress: tunnel for worker"),
+        "{proxy_text}"
+    );
+    assert_none_in(&proxy_text, "the proxy's log");
+    assert_none_in(&captured_log(), "the test's log");
     made.containers.clear();
     made.containers.push(internet);
+}
+
+/// The egress proxy as its own process (`a2a-worker-controller egress`), logging to a file.
+struct EgressProc {
+    child: std::process::Child,
+    args: (
+        SocketAddr,
+        SocketAddr,
+        std::path::PathBuf,
+        std::path::PathBuf,
+    ),
+}
+
+impl EgressProc {
+    fn start(
+        listen: SocketAddr,
+        controller: SocketAddr,
+        templates: &std::path::Path,
+        log: &std::path::Path,
+    ) -> EgressProc {
+        let out = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .unwrap();
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_a2a-worker-controller"))
+            .arg("egress")
+            .env_clear()
+            .env("A2A_AUTH_TOKEN", TOKEN)
+            .env("A2A_PUBLIC_URL", "http://x")
+            .env("WORKER_IMAGE", worker_image())
+            .env("WORKER_TEMPLATES_FILE", templates)
+            .env("EGRESS_LISTEN", listen.to_string())
+            .env("EGRESS_CONTROLLER_URL", format!("http://{controller}"))
+            .env("EGRESS_RECHECK", "500ms")
+            .env("RUST_LOG", "debug")
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .spawn()
+            .expect("the proxy runs");
+        crate::support::wait_until(
+            "the proxy listens",
+            std::time::Duration::from_secs(10),
+            || std::net::TcpStream::connect(listen).is_ok(),
+        );
+        EgressProc {
+            child,
+            args: (
+                listen,
+                controller,
+                templates.to_path_buf(),
+                log.to_path_buf(),
+            ),
+        }
+    }
+
+    fn restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let (listen, controller, templates, log) = self.args.clone();
+        *self = EgressProc::start(listen, controller, &templates, &log);
+    }
+}
+
+impl Drop for EgressProc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 /// The container of worker `worker_id`.
@@ -311,4 +388,81 @@ fn a_id_container(socket: &std::path::Path, id: &str, worker_id: &str) -> String
         ],
         None,
     )
+}
+
+#[test]
+fn a_template_runs_on_the_runtime_it_names_and_one_the_engine_lacks_is_refused() {
+    let Some(socket) = docker_socket() else {
+        return;
+    };
+    let id = controller_id("runtime");
+    let dir = std::env::temp_dir().join(format!("a2a-runtime-docker-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let _made = Made {
+        socket: socket.clone(),
+        containers: Vec::new(),
+        networks: Vec::new(),
+        dir: dir.clone(),
+    };
+    let _cleanup = Cleanup::new(&socket, &id);
+    let bad = dir.join("bad.json");
+    std::fs::write(
+        &bad,
+        r#"{"templates": {"sandboxed": {"runtime": "no-such-runtime"}}}"#,
+    )
+    .unwrap();
+    let refused = Proc::prepare(
+        &id,
+        vec![
+            format!("-docker-host=unix://{}", socket.display()),
+            format!("-worker-image={}", worker_image()),
+            format!("-worker-templates-file={}", bad.display()),
+        ],
+        Vec::new(),
+    );
+    let (code, log) = refused.run_to_exit();
+    assert_ne!(code, Some(0), "{log}");
+    assert!(
+        log.contains(r#"template "sandboxed": runtime: the engine offers no runtime "no-such-runtime" (it offers: "#)
+            && log.contains("runc"),
+        "{log}"
+    );
+
+    // The test engine registers runc a second time as runc-alt (scripts/dockerd.sh).
+    let runtimes = docker_cli(&socket, &["info", "-f", "{{json .Runtimes}}"], None);
+    if !runtimes.contains("\"runc-alt\"") {
+        eprintln!("SKIPPED: the engine has no runc-alt runtime (scripts/dockerd.sh registers one)");
+        return;
+    }
+    let good = dir.join("good.json");
+    std::fs::write(
+        &good,
+        r#"{"templates": {"sandboxed": {"runtime": "runc-alt"}}}"#,
+    )
+    .unwrap();
+    let p = Proc::start(
+        &socket,
+        &id,
+        &[&format!("-worker-templates-file={}", good.display())],
+    );
+    let w = reply_data(
+        &p.control(json!({"operation": "create", "task": "on runc-alt", "template": "sandboxed"})),
+    );
+    remember(w["token"].as_str().unwrap());
+    let worker_id = w["worker"]["worker_id"].as_str().unwrap();
+    let container = a_id_container(&socket, &id, worker_id);
+    assert_eq!(
+        inspect(&socket, &container, "{{.HostConfig.Runtime}}"),
+        "runc-alt"
+    );
+    let url = w["worker"]["a2a_url"].as_str().unwrap();
+    assert_eq!(tell(url, w["token"].as_str().unwrap(), "hello"), "hello");
+    let args = vec![
+        format!("-docker-host=unix://{}", socket.display()),
+        format!("-worker-image={}", worker_image()),
+        format!("-worker-templates-file={}", good.display()),
+    ];
+    let (code, out, err) = crate::cli_client::check(&args, &crate::cli_client::CHECK_ENV);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("runtime runc-alt"), "{out}");
 }

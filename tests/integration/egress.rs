@@ -93,7 +93,7 @@ fn answer(
     let mut body = vec![0u8; length];
     reader.read_exact(&mut body).unwrap();
     head.push_str(&String::from_utf8_lossy(&body));
-    let streaming = head.starts_with("GET /v1/stream");
+    let streaming = head.contains("\"stream\":true") || head.starts_with("GET /v1/stream");
     let _ = seen.send(head);
     let mut out = stream;
     if streaming {
@@ -400,11 +400,15 @@ fn a_route_adds_its_secret_and_never_passes_the_placeholder_on() {
 fn a_streamed_answer_passes_through_as_it_arrives() {
     let rig = rig("2s");
     let ph = worker(&rig, "aaaa00000007", "default", "127.0.0.1");
+    // The model route as the seed's workers call it: POST /v1/messages under ANTHROPIC_BASE_URL
+    // with ANTHROPIC_AUTH_TOKEN (their placeholder) as the bearer token, a streamed answer.
+    let body = r#"{"model":"m","stream":true,"messages":[]}"#;
     let mut s = TcpStream::connect(rig.proxy).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     write!(
         s,
-        "GET /echo/v1/stream HTTP/1.1\r\nHost: proxy\r\nAuthorization: Bearer {ph}\r\n\r\n"
+        "POST /model/v1/messages HTTP/1.1\r\nHost: proxy\r\nAuthorization: Bearer {ph}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
     )
     .unwrap();
     let mut got = Vec::new();
@@ -416,6 +420,11 @@ fn a_streamed_answer_passes_through_as_it_arrives() {
         got.extend_from_slice(&buf[..n]);
     }
     assert!(!String::from_utf8_lossy(&got).contains("data: two"));
+    let seen = rig.seen.recv().unwrap();
+    assert!(seen.starts_with("POST /model-base/v1/messages"), "{seen}");
+    assert!(seen
+        .to_ascii_lowercase()
+        .contains(&format!("authorization: bearer {MODEL_KEY}")));
     rig.go_on.send(()).unwrap();
     let mut rest = Vec::new();
     s.read_to_end(&mut rest).unwrap();
@@ -425,6 +434,7 @@ fn a_streamed_answer_passes_through_as_it_arrives() {
         text.contains("data: two") && text.ends_with("0\r\n\r\n"),
         "{text}"
     );
+    assert!(text.contains("text/event-stream"), "{text}");
 }
 
 #[test]

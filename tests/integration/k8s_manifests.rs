@@ -19,11 +19,19 @@ use crate::k8s_support::{check_manifests, configured};
 /// What the backend asks of the API: on pods create, get (name collisions), list, watch
 /// (readiness), delete, patch (a warm pool's claim); get on pods/log (the logs operation); list on events (a not-ready
 /// worker's probe failure, `k8s_faults` records it); on claims create, get, list, patch, delete
-/// (task workspaces).
-pub const VERBS: &str = "create,get,list,watch,delete,patch,get pods/log,list events,create persistentvolumeclaims,get persistentvolumeclaims,list persistentvolumeclaims,patch persistentvolumeclaims,delete persistentvolumeclaims";
+/// (task workspaces); get on networkpolicies (the fence of workers whose egress is not open).
+pub const VERBS: &str = "create,get,list,watch,delete,patch,get pods/log,list events,create persistentvolumeclaims,get persistentvolumeclaims,list persistentvolumeclaims,patch persistentvolumeclaims,delete persistentvolumeclaims,get networkpolicies";
 
 /// The `workspace` case's template: the settings' default with a workspace of 2Gi.
 fn workspace_template(case: &str, mut t: Template) -> Template {
+    if case == "fenced" {
+        // A fenced worker with a runtime of its own: the label the NetworkPolicy selects, the
+        // proxy's variables, runtimeClassName.
+        t.egress =
+            a2a_worker_controller::settings::egress::parse_egress(&json!(["api.github.com:443"]))
+                .unwrap();
+        t.runtime = Some("gvisor".into());
+    }
     if case == "workspace" {
         t.workspace = Some(Workspace {
             path: "/workspace".into(),
@@ -39,8 +47,13 @@ fn workspace_template(case: &str, mut t: Template) -> Template {
 /// workspace claims sent before them.
 fn pods() -> Vec<(String, Value)> {
     let mut claims = Vec::new();
-    let cases: [(&str, &[&str], Option<Value>); 4] = [
+    let cases: [(&str, &[&str], Option<Value>); 5] = [
         ("plain", &[], None),
+        (
+            "fenced",
+            &["-egress-proxy-url=http://a2a-egress.a2a.svc.cluster.local:8790"],
+            None,
+        ),
         // A template with a workspace: its claim is validated beside the pod.
         ("workspace", &[], None),
         (

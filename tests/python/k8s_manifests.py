@@ -59,7 +59,8 @@ def main(manifest_dir, pod_dir, verbs):
     extra = granted - wanted
     check(not extra, f"the Role grants {sorted(extra)} that the backend never uses")
 
-    deployment = by_kind["Deployment"][0]
+    deployments = {d["metadata"]["name"]: d for d in by_kind["Deployment"]}
+    deployment = deployments["a2a-worker-controller"]
     pod_spec = deployment["spec"]["template"]["spec"]
     container = pod_spec["containers"][0]
     env = {e["name"]: e for e in container.get("env", [])}
@@ -99,9 +100,39 @@ def main(manifest_dir, pod_dir, verbs):
               f"the worker Service selects {ws['spec'].get('selector')}, not {OWNER}={controller_id}")
         check(any(p.get("targetPort") == worker_port for p in ws["spec"]["ports"]),
               f"the worker Service does not target WORKER_PORT {worker_port}")
-    policy = by_kind["NetworkPolicy"][0]
+    policies = {p["metadata"]["name"]: p for p in by_kind["NetworkPolicy"]}
+    policy = policies["a2a-workers-from-namespace-only"]
     check(policy["spec"]["podSelector"].get("matchLabels") == {OWNER: controller_id},
           "the NetworkPolicy does not select the worker pods by owner label")
+
+    # Egress: the fence (EGRESS_NETWORK's default names it) selects fenced pods and lets them
+    # reach only the proxy's pods on its port, and DNS; the proxy's Service selects those pods;
+    # the proxy is the controller's image running `egress`, its key from the controller's token.
+    fence = policies.get("a2a-egress")
+    proxy = deployments.get("a2a-egress")
+    check(fence is not None and proxy is not None, "no a2a-egress NetworkPolicy and Deployment")
+    if fence and proxy:
+        proxy_labels = proxy["spec"]["template"]["metadata"]["labels"]
+        pc = proxy["spec"]["template"]["spec"]["containers"][0]
+        penv = {e["name"]: e.get("value") for e in pc.get("env", [])}
+        port = next(p["containerPort"] for p in pc["ports"])
+        check(fence["spec"]["podSelector"].get("matchLabels") == {"a2a-worker-controller/egress": "fenced"},
+              "the fence does not select pods labelled a2a-worker-controller/egress=fenced")
+        check(fence["spec"]["policyTypes"] == ["Egress"], "the fence does not limit egress")
+        to_proxy = [r for r in fence["spec"]["egress"]
+                    if any(t.get("podSelector", {}).get("matchLabels") == proxy_labels and "namespaceSelector" not in t
+                           for t in r["to"])]
+        check(to_proxy and to_proxy[0]["ports"] == [{"protocol": "TCP", "port": port}],
+              "the fence does not let fenced pods reach the proxy's pods on its port")
+        check(len(fence["spec"]["egress"]) == 2, "the fence allows more than the proxy and DNS")
+        check(pc.get("args") == ["egress"] and pc["image"] == container["image"],
+              "the proxy is not the controller's image running `egress`")
+        check(penv.get("A2A_AUTH_TOKEN_FILE") == token_file,
+              "the proxy does not read the controller's token file (the placeholders' key is derived from it)")
+        check(penv.get("EGRESS_LISTEN") == f":{port}", "the proxy does not listen on its container port")
+        ps = services.get("a2a-egress")
+        check(ps is not None and ps["spec"]["selector"] == proxy_labels,
+              "no a2a-egress Service selecting the proxy's pods")
 
     for path in pods:
         with open(path) as f:
@@ -117,6 +148,12 @@ def main(manifest_dir, pod_dir, verbs):
             continue
         check(pod["spec"]["subdomain"] == worker_service,
               f"{os.path.basename(path)}: subdomain is not the worker Service")
+        if pod["metadata"]["labels"].get("a2a-worker-controller/egress") == "fenced":
+            penv = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
+            check(penv.get("HTTPS_PROXY", "").startswith("http://") and penv.get("ANTHROPIC_AUTH_TOKEN", "").startswith("a2a-egress-v1."),
+                  f"{os.path.basename(path)}: a fenced pod without the proxy and its placeholder")
+            check(pod["spec"].get("runtimeClassName") == "gvisor",
+                  f"{os.path.basename(path)}: the template's runtime is not the pod's runtimeClassName")
 
     for f in failures:
         print(f"k8s manifests: {f}")

@@ -41,6 +41,8 @@ What it mimics, and from where:
 | --run-workers PATH: the kubelet runs each bound pod as a real process of PATH with its container's environment, listening on a loopback address of its own (`LISTEN=127.0.N.M:port`, the pod's `podIP`); Ready when its readiness probe's httpGet answers 200; an image named `...no-contract...` runs it as a plain worker that ignores a pool member's variables (an image without the activation contract); a process that exits ends the container (exit code, phase Failed or Succeeded); a deletion sends SIGTERM and is confirmed when the process has exited (SIGKILL after the grace period) | a real kubelet's pod lifecycle (rec node/s29-*.json) |
 | persistentvolumeclaims: create 201 (the `kubernetes.io/pvc-protection` finalizer, `volumeMode: Filesystem`, phase Pending), 409 `persistentvolumeclaims "x" already exists` (`object is being deleted: ...` while it goes), 422 without `spec.resources[storage]` or access modes, 400 strict decoding error; get / list by label; merge patch (415 `Unsupported Media Type` for another patch type); delete: a claim a pod uses stays with `deletionTimestamp` until no pod uses it, then 404 | rec s30-workspace-claims.txt |
 | a provisioner (as a default StorageClass's, e.g. k3s local-path) binds a new claim on the next tick (phase Bound, capacity = request); `claims no-provisioner` leaves them Pending. The scheduler keeps a pod whose claim is missing (`0/1 nodes are available: persistentvolumeclaim "x" not found. not found`) or unbound (`... pod has unbound immediate PersistentVolumeClaims. not found`) Unschedulable | rec s30-workspace-claims.txt |
+| networkpolicies (networking.k8s.io): get 200 / 404 `networkpolicies.networking.k8s.io "x" not found` (a group resource names its group); 403 with `in API group "networking.k8s.io"` under `deny networkpolicies`; the policies are put by the `fence NAME` and `fence-ingress NAME` commands (one that fences `a2a-worker-controller/egress=fenced` pods' egress, one that limits ingress only) | apiserver's NotFound for a grouped resource (rec get404.b's shape); RBAC as rec s13-rbac-a.txt |
+| RuntimeClass admission: a pod whose `runtimeClassName` is no RuntimeClass (none exist until `runtimeclass NAME`) is 403 `pods "x" is forbidden: pod rejected: RuntimeClass "NAME" not found`, on a dry run too | plugin/pkg/admission/runtimeclass/admission.go (not yet recorded on the real server) |
 
 Unknown fields are found with the official OpenAPI-derived schemas that kubernetes-validate
 ships (v1.36 strict), the same the manifest test validates with.
@@ -48,7 +50,8 @@ ships (v1.36 strict), the same the manifest test validates with.
 Commands on stdin, one per line, each answered `ok` on stdout once applied: `node-down`,
 `node-up`, `schedulable`, `outage SECONDS`, `throttle N`, `deny VERB,...` (`-` for none),
 `psa restricted|privileged`, `quota pods=N`, `quota memory`, `quota none`, `expire N`,
-`claims provisioner|no-provisioner`. The stand-in exits
+`claims provisioner|no-provisioner`, `fence NAME [NS]`, `fence-ingress NAME [NS]` (namespace `a2a` unless given), `runtimeclass NAME`.
+The stand-in exits
 when stdin closes.
 
 Usage: k8s_standin.py --cert F --key F --ca F [--token-file F] [--deny VERB,...] [--ready-after S]
@@ -78,6 +81,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 PODS = re.compile(r"^/api/v1/namespaces/([^/]+)/(pods|events)(?:/([^/]+)(/log)?)?$")
+POLICIES = re.compile(r"^/apis/networking\.k8s\.io/v1/namespaces/([^/]+)/networkpolicies(?:/([^/]+))?$")
 CLAIMS = re.compile(r"^/api/v1/namespaces/([^/]+)/persistentvolumeclaims(?:/([^/]+))?$")
 NODE = "standin-node"
 HISTORY = 2000  # events kept for watches from a resourceVersion
@@ -298,6 +302,8 @@ class Store:
         self.lock = threading.Condition()
         self.pods = {}  # (ns, name) -> pod
         self.claims = {}  # (ns, name) -> PersistentVolumeClaim
+        self.policies = {}  # (ns, name) -> NetworkPolicy
+        self.runtime_classes = set()
         self.provisioner = True
         self.meta = {}  # uid -> {"bound": t, "deleted": t, ...}
         self.events = []  # core v1 Events
@@ -689,6 +695,9 @@ class Handler(BaseHTTPRequestHandler):
             return self.send_json(200, self.discovery(url.path.rstrip("/")))
         if method == "POST" and url.path == "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews":
             return self.access_review(user, raw)
+        nm = POLICIES.match(url.path)
+        if nm:
+            return self.network_policy(method, user, unquote(nm.group(1)), nm.group(2) and unquote(nm.group(2)))
         cm = CLAIMS.match(url.path)
         if cm:
             return self.claims(method, user, unquote(cm.group(1)), cm.group(2) and unquote(cm.group(2)), query, raw)
@@ -777,6 +786,23 @@ class Handler(BaseHTTPRequestHandler):
         pod["metadata"] = new
         store.put(pod)
         return self.send_json(200, pod)
+
+    def network_policy(self, method, user, ns, name):
+        """networkpolicies: get by name (what the controller's startup check asks)."""
+        kind, group = "networkpolicies", "networking.k8s.io"
+        if method != "GET" or not name:
+            return self.send_json(*status(405, "MethodNotAllowed", "the server does not allow this method on the requested resource"))
+        if "networkpolicies" in self.server.state.deny:
+            return self.send_json(*status(403, "Forbidden",
+                f'{kind}.{group} "{name}" is forbidden: User "{user}" cannot get resource "{kind}" in API group "{group}" in the namespace "{ns}"',
+                {"name": name, "group": group, "kind": kind}))
+        store = self.server.store
+        with store.lock:
+            policy = store.policies.get((ns, name))
+        if policy is None:
+            return self.send_json(*status(404, "NotFound", f'{kind}.{group} "{name}" not found',
+                                          {"name": name, "group": group, "kind": kind}))
+        return self.send_json(200, policy)
 
     def claims(self, method, user, ns, name, query, raw):
         """persistentvolumeclaims, as rec s30-workspace-claims.txt answered."""
@@ -916,6 +942,11 @@ class Handler(BaseHTTPRequestHandler):
         if sa != "default":
             return self.send_json(*status(403, "Forbidden",
                 f'pods "{pname}" is forbidden: error looking up service account {ns}/{sa}: serviceaccount "{sa}" not found',
+                {"name": pname, "kind": "pods"}), warnings)
+        rc = pod.get("spec", {}).get("runtimeClassName")
+        if rc is not None and rc not in store.runtime_classes:
+            return self.send_json(*status(403, "Forbidden",
+                f'pods "{pname}" is forbidden: pod rejected: RuntimeClass "{rc}" not found',
                 {"name": pname, "kind": "pods"}), warnings)
         if state.psa == "restricted":
             violations = restricted_violations(pod)
@@ -1245,6 +1276,18 @@ def main():
                 state.deny = {v for v in arg.split(",") if v and v != "-"}
             elif cmd == "psa":
                 state.psa = arg
+            elif cmd in ("fence", "fence-ingress"):
+                types = ["Egress"] if cmd == "fence" else ["Ingress"]
+                name, _, ns = arg.partition(" ")
+                ns = ns or "a2a"
+                store.policies[(ns, name)] = {
+                    "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+                    "metadata": {"name": name, "namespace": ns, "uid": str(uuid.uuid4()),
+                                 "resourceVersion": str(store.bump()), "creationTimestamp": rfc3339()},
+                    "spec": {"podSelector": {"matchLabels": {"a2a-worker-controller/egress": "fenced"}},
+                             "policyTypes": types}}
+            elif cmd == "runtimeclass":
+                store.runtime_classes.add(arg)
             elif cmd == "quota":
                 if arg.startswith("pods="):
                     state.quota_pods = int(arg[5:])

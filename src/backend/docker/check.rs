@@ -19,19 +19,8 @@ pub(super) fn template_refusal(t: &Template) -> Result<(), Refusal> {
 /// A fenced template needs the proxy's URL (`EGRESS_PROXY_URL`) and joins `EGRESS_NETWORK`
 /// alone (no network of its own).
 pub(super) fn fence_settings_refusal(t: &Template, proxy_set: bool) -> Result<(), Refusal> {
-    if !t.egress.fenced() {
-        return Ok(());
-    }
-    if !proxy_set {
-        return Err(Refusal::new(
-            "egress",
-            format!(
-                "{} needs the egress proxy: set EGRESS_PROXY_URL (where fenced workers reach it)",
-                t.egress.describe()
-            ),
-        ));
-    }
-    if t.network.is_some() {
+    crate::backend::validation::fence_refusal(t, proxy_set)?;
+    if t.egress.fenced() && t.network.is_some() {
         return Err(Refusal::new(
             "network",
             "a fenced template (egress not \"open\") joins EGRESS_NETWORK alone: it cannot name a network of its own",

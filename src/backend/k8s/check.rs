@@ -228,6 +228,9 @@ impl K8sBackend {
         if let Err(refusal) = template_refusal(template) {
             return Finding::failed(refusal);
         }
+        if let Some(why) = self.fence_refusal(template) {
+            return Finding::failed(why);
+        }
         if template.workspace.is_some() {
             for verb in ["create", "get", "list", "patch", "delete"] {
                 match self.may(verb, "persistentvolumeclaims", "") {

@@ -23,6 +23,7 @@ mod check;
 mod claim;
 mod config;
 mod create;
+mod fence;
 pub(crate) mod pod;
 mod pool;
 mod refusals;
@@ -381,8 +382,9 @@ impl Backend for K8sBackend {
 
     fn validate(&self, subject: Subject<'_>) -> Result<(), Refusal> {
         match subject {
-            Subject::Template(t) => check::template_refusal(t)
-                .and_then(|()| crate::backend::validation::unenforced_isolation(t, "k8s")),
+            Subject::Template(t) => check::template_refusal(t).and_then(|()| {
+                crate::backend::validation::fence_refusal(t, self.container.fence.is_some())
+            }),
             Subject::Task(_) => Ok(()),
         }
     }
@@ -392,8 +394,8 @@ impl Backend for K8sBackend {
             Check::Engine => self.findings(),
             Check::Template(t) => vec![self.template_finding(t)],
             Check::Startup(t) => self
-                .validate_template(t)
-                .err()
+                .fence_refusal(t)
+                .or_else(|| self.validate_template(t).err())
                 .into_iter()
                 .map(Finding::failed)
                 .collect(),

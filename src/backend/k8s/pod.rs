@@ -147,6 +147,15 @@ fn worker_metadata(metadata: &mut Map<String, Value>, i: &PodInputs<'_>) {
     for (k, v) in own {
         labels.insert(k.into(), json!(v));
     }
+    if i.worker.egress.fenced() {
+        labels.insert(
+            super::fence::EGRESS_LABEL.into(),
+            json!(super::fence::FENCED),
+        );
+    } else {
+        // Only the controller fences: a pod template's own label would cut an open worker off.
+        labels.remove(super::fence::EGRESS_LABEL);
+    }
     // Set only by the controller: a template's own expiry label would make a worker die early.
     if i.expires_at.is_none() {
         labels.remove(labels::EXPIRES_AT);
@@ -172,6 +181,9 @@ fn worker_spec(spec: &mut Map<String, Value>, i: &PodInputs<'_>) {
         spec.insert(field.into(), json!(false));
     }
     spec.entry("restartPolicy").or_insert(json!("Never"));
+    if let Some(runtime) = &i.worker.runtime {
+        spec.insert("runtimeClassName".into(), json!(runtime));
+    }
     let pod_security = object_in(spec, "securityContext");
     pod_security.insert("runAsNonRoot".into(), json!(true));
     pod_security

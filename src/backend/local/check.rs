@@ -8,6 +8,19 @@ use super::ConfigError;
 use super::LocalBackend;
 use crate::backend::{Finding, Refusal, Template};
 
+/// A fenced template on local tabs needs the proxy (`EGRESS_PROXY_URL`); a runtime does not
+/// apply to a tab.
+pub(super) fn isolation_refusal(t: &Template, proxy_set: bool) -> Result<(), Refusal> {
+    crate::backend::validation::fence_refusal(t, proxy_set)?;
+    if t.runtime.is_some() {
+        return Err(Refusal::new(
+            "runtime",
+            "does not apply to local tabs: a tab runs on this machine, not in an OCI runtime",
+        ));
+    }
+    Ok(())
+}
+
 impl LocalBackend {
     /// The GUI answers, and is the one the controller would use.
     pub(super) fn gui_findings(&self) -> Vec<Finding> {
@@ -50,9 +63,17 @@ impl LocalBackend {
     }
 
     pub(super) fn template_finding(&self, template: &Template) -> Finding {
-        match self.template_refusal(template) {
+        let refused = self
+            .template_refusal(template)
+            .and_then(|()| isolation_refusal(template, self.fence.is_some()));
+        let advisory = if template.egress.fenced() {
+            format!("; egress {} is advisory on local tabs (a tab cannot be fenced: it reaches what this machine reaches), but the tab holds its placeholder and the proxy its keys", template.egress.describe())
+        } else {
+            String::new()
+        };
+        match refused {
             Ok(()) => Finding::ok(format!(
-                "program {} is executable",
+                "program {} is executable{advisory}",
                 template
                     .command
                     .first()

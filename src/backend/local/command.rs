@@ -18,6 +18,7 @@ pub(super) fn argv(
     task_file: &Path,
     worker_id: &str,
     workspace: Option<&Path>,
+    fenced: &[(String, String)],
 ) -> Vec<String> {
     let task_file = task_file.to_string_lossy();
     let command = if template.command.is_empty() {
@@ -33,10 +34,18 @@ pub(super) fn argv(
     if let Some(w) = workspace {
         env.push(format!("A2A_WORKSPACE={}", w.display()));
     }
+    // A fenced tab: its placeholder and the proxy instead of any model key the GUI holds.
+    let unset: &[&str] = if fenced.is_empty() {
+        &[]
+    } else {
+        &["-u", "ANTHROPIC_API_KEY"]
+    };
+    env.extend(fenced.iter().map(|(k, v)| format!("{k}={v}")));
     let prefix: Vec<String> = if env.is_empty() {
         Vec::new()
     } else {
         std::iter::once(ENV_PROGRAM.to_string())
+            .chain(unset.iter().map(|s| s.to_string()))
             .chain(env)
             .collect()
     };
@@ -133,5 +142,52 @@ mod tests {
         assert_eq!(substitute("{task_file}:{worker_id}", &v), "/t/x.md:w1");
         assert_eq!(substitute("{other} {", &v), "{other} {");
         assert_eq!(substitute("{{task}}", &v), "{{worker_id}}");
+    }
+
+    #[test]
+    fn a_fenced_tab_gets_its_placeholder_and_the_proxy_never_a_key() {
+        let mut t = Template::new("coder", "", 0);
+        t.egress =
+            crate::settings::egress::parse_egress(&serde_json::json!(["api.github.com:443"]))
+                .unwrap();
+        let fence = crate::settings::Fence {
+            proxy_url: "http://127.0.0.1:8790".into(),
+            key: crate::settings::egress::EgressKey::new(b"sixteen characters key"),
+        };
+        let fenced = crate::backend::worker_env::fenced_env("w1", &t, &fence);
+        let own = vec!["/bin/agent".to_string(), "{task}".into()];
+        let argv = argv(
+            &own,
+            &t,
+            "fix it",
+            Path::new("/t/x.md"),
+            "w1",
+            None,
+            &fenced,
+        );
+        assert_eq!(&argv[..3], ["/usr/bin/env", "-u", "ANTHROPIC_API_KEY"]);
+        let placeholder = fence.key.placeholder("w1");
+        assert!(argv.contains(&format!("ANTHROPIC_AUTH_TOKEN={}", placeholder.expose())));
+        assert!(argv.contains(&"ANTHROPIC_BASE_URL=http://127.0.0.1:8790/model".to_string()));
+        assert!(argv.contains(&format!(
+            "HTTPS_PROXY=http://w1:{}@127.0.0.1:8790",
+            placeholder.expose()
+        )));
+        assert_eq!(&argv[argv.len() - 2..], ["/bin/agent", "fix it"]);
+        // An open template's tab is as it was: no env program at all.
+        let open = Template::new("plain", "", 0);
+        assert_eq!(argv_of_open(&open), ["/bin/agent"]);
+    }
+
+    fn argv_of_open(t: &Template) -> Vec<String> {
+        argv(
+            &["/bin/agent".to_string()],
+            t,
+            "x",
+            Path::new("/t/x.md"),
+            "w1",
+            None,
+            &[],
+        )
     }
 }

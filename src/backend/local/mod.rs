@@ -73,6 +73,9 @@ pub struct LocalBackend {
     discovery: Discovery,
     task_dir: PathBuf,
     command: Vec<String>,
+    /// Fenced tabs' proxy and key: a tab holds its placeholder, never the model key (its
+    /// allowlist is advisory: a tab cannot be fenced).
+    fence: Option<crate::settings::Fence>,
     workspaces: workspaces::Directories,
     store: Arc<Mutex<Store>>,
     /// Creates whose spawn the GUI has not answered yet (worker id → since when, and whether
@@ -158,6 +161,7 @@ impl LocalBackend {
             discovery,
             task_dir: local.task_dir.clone(),
             command: local.command.clone(),
+            fence: local.fence.clone(),
             workspaces: workspaces::Directories::new(local.workspaces_dir.clone()),
             store: Arc::new(Mutex::new(store)),
             pending: Arc::new(Mutex::new(HashMap::new())),
@@ -229,6 +233,12 @@ impl Backend for LocalBackend {
         let mut record = self.record_opening(spec, &opened_in, &file)?;
         let gui = opened_in.0;
         let (workspace, fresh) = self.workspace_for(spec)?;
+        let fenced = match (&self.fence, spec.template.egress.fenced()) {
+            (Some(fence), true) => {
+                crate::backend::worker_env::fenced_env(&spec.worker_id, &spec.template, fence)
+            }
+            _ => Vec::new(),
+        };
         let argv = command::argv(
             &self.command,
             &spec.template,
@@ -236,6 +246,7 @@ impl Backend for LocalBackend {
             &file,
             &spec.worker_id,
             workspace.as_deref(),
+            &fenced,
         );
         spec.progress.step("opening a tab in WezTerm");
         let cwd = workspace.as_deref().unwrap_or(&dir);
@@ -368,7 +379,7 @@ impl Backend for LocalBackend {
         match subject {
             Subject::Template(t) => self
                 .template_refusal(t)
-                .and_then(|()| crate::backend::validation::unenforced_isolation(t, "local")),
+                .and_then(|()| check::isolation_refusal(t, self.fence.is_some())),
             Subject::Task(task) => task::task_file(&self.task_dir, task)
                 .map(|_| ())
                 .map_err(|why| Refusal::new("task", why)),
