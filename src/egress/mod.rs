@@ -74,6 +74,18 @@ impl Proxy {
                 .map_err(|why| Error(format!("setting WORKER_TEMPLATES_FILE is invalid: {why}")))?,
             None => TemplatesFile::fixed(default, accepts).map_err(Error)?,
         };
+        // Said once: a route's secret file others may read (its reads later say nothing).
+        for t in templates.current().all() {
+            for r in &t.egress_routes {
+                match crate::secret_file::read_secret_file(&r.file) {
+                    Ok((_, Some(warning))) => {
+                        log::warn!("route {:?} of template {}: {warning}", r.name, t.name)
+                    }
+                    Ok(_) => {}
+                    Err(why) => log::warn!("route {:?} of template {}: {why}", r.name, t.name),
+                }
+            }
+        }
         Ok(Proxy {
             key,
             templates: Arc::new(templates),
@@ -118,8 +130,12 @@ impl Proxy {
 }
 
 /// Serves `proxy` on `listener` until the process ends: a thread per connection, at most
-/// `EGRESS_MAX_CONNECTIONS` at once (one more is answered 503 and closed).
+/// `EGRESS_MAX_CONNECTIONS` at once (one more is answered 503 and closed). A thread whose
+/// connection ended waits up to a second for the next one (one waits at a time), so a
+/// connection per request does not start a thread per request.
 pub fn serve(proxy: Arc<Proxy>, listener: TcpListener) {
+    let (handoff, spare) = std::sync::mpsc::sync_channel::<TcpStream>(0);
+    let spare = Arc::new(Mutex::new(spare));
     for stream in listener.incoming() {
         let Ok(stream) = stream else { continue };
         if proxy.open.fetch_add(1, Ordering::AcqRel) >= proxy.max_connections {
@@ -132,18 +148,41 @@ pub fn serve(proxy: Arc<Proxy>, listener: TcpListener) {
             );
             continue;
         }
-        let p = Arc::clone(&proxy);
+        // A thread waiting for work takes it; otherwise a new one.
+        let stream = match handoff.try_send(stream) {
+            Ok(()) => continue,
+            Err(std::sync::mpsc::TrySendError::Full(s))
+            | Err(std::sync::mpsc::TrySendError::Disconnected(s)) => s,
+        };
+        let (p, spare) = (Arc::clone(&proxy), Arc::clone(&spare));
         let spawned = std::thread::Builder::new()
             .name("egress".into())
             .stack_size(STACK)
             .spawn(move || {
                 connection(&p, stream);
                 p.open.fetch_sub(1, Ordering::AcqRel);
+                wait_for_more(&p, &spare);
             });
         if let Err(e) = spawned {
             proxy.open.fetch_sub(1, Ordering::AcqRel);
             log::warn!("egress: no thread for a connection: {e}");
         }
+    }
+}
+
+/// Serves the connections handed over while this thread is the one that waits (for a second
+/// at most each time); ends when another already waits.
+fn wait_for_more(proxy: &Proxy, spare: &Mutex<std::sync::mpsc::Receiver<TcpStream>>) {
+    loop {
+        let Ok(waiting) = spare.try_lock() else {
+            return;
+        };
+        let Ok(stream) = waiting.recv_timeout(Duration::from_secs(1)) else {
+            return;
+        };
+        drop(waiting);
+        connection(proxy, stream);
+        proxy.open.fetch_sub(1, Ordering::AcqRel);
     }
 }
 

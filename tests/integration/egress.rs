@@ -357,6 +357,8 @@ fn a_route_adds_its_secret_and_never_passes_the_placeholder_on() {
     );
     assert!(seen.ends_with("{\"a\":1}"), "{seen}");
     assert!(!seen.contains(&ph), "the placeholder went upstream: {seen}");
+    // Hop-by-hop headers stay on their hop (the client's `Connection: close` is not passed on).
+    assert!(!seen.to_ascii_lowercase().contains("connection:"), "{seen}");
 
     // The model route: the key as a bearer token, the placeholder nowhere.
     let answer = request(
