@@ -159,6 +159,10 @@ pub fn help_text() -> String {
         let usage = format!("{name} {operand}");
         text.push_str(&format!("  {:<24} {what}\n", usage.trim_end()));
     }
+    text.push_str(&format!(
+        "  {:<24} run the egress proxy instead of the controller, from the same settings (EGRESS_*; docs/egress.md)\n",
+        "egress"
+    ));
     text.push_str("Command flags:\n");
     for flag in FLAGS {
         let usage = match flag.value {

@@ -48,6 +48,9 @@ pub(super) fn agent(ca_file: Option<&Path>) -> Result<ureq::Agent, String> {
         // from the heap, not two fresh mappings per call.
         .input_buffer_size(64 * 1024)
         .output_buffer_size(16 * 1024)
+        // Kept connections shorter than common servers keep them idle (Node's 5 s), so a
+        // body (which cannot be sent twice) seldom meets one the upstream just closed.
+        .max_idle_age(Duration::from_secs(4))
         .build()
         .new_agent())
 }
@@ -134,27 +137,40 @@ pub(super) fn serve(
         Ok(n) => n,
         Err(r) => return proxy.refuse(&mut client, peer, who, r),
     };
-    let mut request = ureq::http::Request::builder()
-        .method(head.method.as_str())
-        .uri(format!("{}{rest}", upstream.url));
-    for (k, v) in &head.headers {
-        let lower = k.to_ascii_lowercase();
-        if !DROPPED.contains(&lower.as_str()) && lower != "host" {
-            request = request.header(k.as_str(), v.as_str());
+    let request = || {
+        let mut request = ureq::http::Request::builder()
+            .method(head.method.as_str())
+            .uri(format!("{}{rest}", upstream.url));
+        for (k, v) in &head.headers {
+            let lower = k.to_ascii_lowercase();
+            if !DROPPED.contains(&lower.as_str()) && lower != "host" {
+                request = request.header(k.as_str(), v.as_str());
+            }
         }
-    }
-    request = request.header(upstream.header.0.as_str(), upstream.header.1.as_str());
-    if length > 0 {
-        request = request.header("Content-Length", length.to_string());
-    }
+        request = request.header(upstream.header.0.as_str(), upstream.header.1.as_str());
+        if length > 0 {
+            request = request.header("Content-Length", length.to_string());
+        }
+        request
+    };
     let mut body = std::io::Cursor::new(early).chain(client.try_clone().map_or_else(
         |_| Box::new(std::io::empty()) as Box<dyn Read>,
         |c| Box::new(c) as Box<dyn Read>,
     ));
     let mut body = (&mut body).take(length);
+    let idempotent = matches!(head.method.as_str(), "GET" | "HEAD" | "OPTIONS" | "DELETE");
     let sent = match length {
-        0 => request.body(()).map(|r| proxy.upstream.run(r)),
-        _ => request
+        // An idempotent call without a body can be made again: once, when a kept connection
+        // turned out closed by the upstream meanwhile (servers close idle ones when they like).
+        0 if idempotent => request().body(()).map(|r| match proxy.upstream.run(r) {
+            Err(ureq::Error::Io(_)) => request()
+                .body(())
+                .map_err(ureq::Error::from)
+                .and_then(|r| proxy.upstream.run(r)),
+            other => other,
+        }),
+        0 => request().body(()).map(|r| proxy.upstream.run(r)),
+        _ => request()
             .body(ureq::SendBody::from_reader(&mut body))
             .map(|r| proxy.upstream.run(r)),
     };

@@ -33,8 +33,6 @@ use crate::settings::egress::EgressKey;
 use crate::settings::templates::TemplatesFile;
 use crate::settings::Settings;
 
-/// How long a request head may take to arrive.
-const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
 /// A thread's stack: a connection's thread holds little (buffers are on the heap).
 const STACK: usize = 128 * 1024;
 
@@ -49,6 +47,9 @@ pub struct Proxy {
     counts: Mutex<BTreeMap<(String, String, &'static str), u64>>,
     open: AtomicUsize,
     max_connections: usize,
+    /// `HTTP_HEAD_TIMEOUT`: the whole head within this, or the connection closes (as the
+    /// controller's HTTP layer closes it: a slow client holds a thread no longer).
+    head_timeout: Duration,
 }
 
 /// Why the proxy could not start: one line naming the setting.
@@ -99,6 +100,7 @@ impl Proxy {
             counts: Mutex::default(),
             open: AtomicUsize::new(0),
             max_connections: settings.egress.max_connections,
+            head_timeout: settings.http_head_timeout,
         })
     }
 
@@ -213,10 +215,10 @@ pub fn run(settings: &Settings) -> Result<(), Error> {
 /// a tunnel, a route's call, or the proxy's own `/healthz` and `/metrics`.
 fn connection(proxy: &Proxy, mut stream: TcpStream) {
     let Ok(peer) = stream.peer_addr() else { return };
-    let _ = stream.set_read_timeout(Some(HEAD_TIMEOUT));
     let _ = stream.set_write_timeout(Some(Duration::from_secs(30)));
     let _ = stream.set_nodelay(true);
-    let (head, rest) = match read_head(&mut stream) {
+    let deadline = std::time::Instant::now() + proxy.head_timeout;
+    let (head, rest) = match read_head(&mut stream, deadline) {
         Ok(Some(read)) => read,
         Ok(None) => return,
         Err(refusal) => {
@@ -245,8 +247,12 @@ fn connection(proxy: &Proxy, mut stream: TcpStream) {
     }
 }
 
-/// The head, and the bytes read after it; `None` when the peer left before a head.
-fn read_head(stream: &mut TcpStream) -> Result<Option<(Head, Vec<u8>)>, wire::Refusal> {
+/// The head, and the bytes read after it; `None` when the peer left before a head, or did
+/// not send it all before `deadline` (however slowly its bytes came).
+fn read_head(
+    stream: &mut TcpStream,
+    deadline: std::time::Instant,
+) -> Result<Option<(Head, Vec<u8>)>, wire::Refusal> {
     let mut buf = Vec::with_capacity(2048);
     let mut chunk = [0u8; 4096];
     loop {
@@ -264,6 +270,10 @@ fn read_head(stream: &mut TcpStream) -> Result<Option<(Head, Vec<u8>)>, wire::Re
                 return Err(wire::Refusal::RequestLineTooLong)
             }
             None => {}
+        }
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() || stream.set_read_timeout(Some(left)).is_err() {
+            return Ok(None);
         }
         match stream.read(&mut chunk) {
             Ok(0) | Err(_) => return Ok(None),

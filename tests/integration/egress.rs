@@ -154,6 +154,7 @@ fn rig(recheck: &str) -> Rig {
         &format!("-egress-recheck={recheck}"),
         &format!("-egress-model-url=http://{upstream}/model-base"),
         &format!("-anthropic-auth-token-file={}", model_key.display()),
+        "-http-head-timeout=1s",
     ]);
     let proxy = Arc::new(Proxy::new(&proxy_settings).expect("the proxy starts"));
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -496,5 +497,48 @@ fn a_fence_without_its_proxy_is_refused_at_startup_in_one_line() {
     assert!(
         line.ends_with("template \"coder\": egress: api.github.com:443 needs the egress proxy: set EGRESS_PROXY_URL (where fenced workers reach it)"),
         "{log}"
+    );
+}
+
+#[test]
+fn a_slow_head_is_cut_off_at_the_head_timeout_however_its_bytes_trickle() {
+    let rig = rig("2s");
+    let mut s = TcpStream::connect(rig.proxy).unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let start = std::time::Instant::now();
+    // One byte every 100 ms: each read is quick, the head never ends.
+    let mut closed = false;
+    for b in b"GET /echo/x HTTP/1.1\r\nHost: x\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+        .iter()
+        .cycle()
+    {
+        if s.write_all(&[*b]).is_err() {
+            closed = true;
+            break;
+        }
+        let mut one = [0u8; 1];
+        match s.read(&mut one) {
+            Ok(0) => {
+                closed = true;
+                break;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {
+                closed = true;
+                break;
+            }
+            _ => {}
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the slow client was never cut off"
+        );
+    }
+    assert!(closed);
+    // The head timeout is 1 s here (HTTP_HEAD_TIMEOUT): cut off after it, not long after.
+    assert!(
+        start.elapsed() >= Duration::from_millis(900),
+        "{:?}",
+        start.elapsed()
     );
 }
