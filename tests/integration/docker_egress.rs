@@ -243,6 +243,8 @@ fn a_fenced_worker_reaches_only_what_its_template_allows_on_the_real_engine() {
         assert!(environ.contains("A2A_EGRESS_TOKEN=a2a-egress-v1."));
     }
 
+    let logs = reply_data(&p.control(json!({"operation": "logs", "worker_id": a_id})));
+    assert_none_in(&logs.to_string(), "the fenced worker's logs");
     // A worker with egress "none" reaches no destination, not even the allowed one of another.
     let b = create("closed", "closed task");
     let (b_url, b_token) = (

@@ -1435,3 +1435,56 @@ fn templates_start_their_own_programs_and_a_task_directory_outlives_its_tab() {
         "not_found",
     );
 }
+
+#[test]
+fn a_fenced_tab_holds_its_placeholder_and_check_says_its_allowlist_is_advisory() {
+    let wez = Wez::new("fenced");
+    let _gui = wez.gui();
+    let file = wez.root.join("templates.json");
+    std::fs::write(
+        &file,
+        json!({"templates": {"sealed": {"egress": ["api.github.com:443"]}}}).to_string(),
+    )
+    .unwrap();
+    let templates = format!("-worker-templates-file={}", file.display());
+    // Without the proxy's URL, a fenced template stops startup in one line.
+    let (code, log) = wez.prepared(&[&templates]).run_to_exit();
+    assert_ne!(code, Some(0));
+    assert!(
+        log.contains("template \"sealed\": egress: api.github.com:443 needs the egress proxy: set EGRESS_PROXY_URL"),
+        "{log}"
+    );
+    let proxy = "-egress-proxy-url=http://127.0.0.1:8790";
+    let mut p = wez.prepared(&[&templates, proxy]);
+    p.start_now();
+    let w = reply_data(
+        &p.control(json!({"operation": "create", "task": "sealed task", "template": "sealed"})),
+    );
+    let worker_id = w["worker"]["worker_id"].as_str().unwrap();
+    let argv = wez.calls_of("spawn")[0]["argv"].as_array().unwrap().clone();
+    let after: Vec<&str> = argv
+        .iter()
+        .skip_while(|a| *a != "--")
+        .skip(1)
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert_eq!(&after[..3], ["/usr/bin/env", "-u", "ANTHROPIC_API_KEY"]);
+    let placeholder = after
+        .iter()
+        .find_map(|a| a.strip_prefix("ANTHROPIC_AUTH_TOKEN="))
+        .expect("the tab's model token");
+    assert!(
+        placeholder.starts_with(&format!("a2a-egress-v1.{worker_id}.")),
+        "{placeholder}"
+    );
+    assert!(after.contains(&"ANTHROPIC_BASE_URL=http://127.0.0.1:8790/model"));
+    assert!(after.iter().any(|a| a.starts_with("HTTPS_PROXY=http://")));
+    // `check` says what a tab's fence is worth.
+    let args = wez.args(&[&templates, proxy]);
+    let (code, out, err) = crate::cli_client::check(&args, &with_env(&wez));
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(
+        out.contains("egress api.github.com:443 is advisory on local tabs"),
+        "{out}"
+    );
+}
