@@ -191,6 +191,29 @@ fn a_fenced_worker_reaches_only_what_its_template_allows_on_the_real_engine() {
         .unwrap();
     assert_ne!(a_ip, IpAddr::from([127, 0, 0, 1]), "{a_url}");
 
+    // `check` says how each template is fenced; without the internal network it refuses.
+    let mut args = vec![
+        format!("-docker-host=unix://{}", socket.display()),
+        format!("-worker-image={}", worker_image()),
+        format!("-worker-templates-file={}", templates.display()),
+        format!("-egress-proxy-url=http://{proxy_addr}"),
+        format!("-egress-network={fence_net}"),
+    ];
+    let (code, out, err) = crate::cli_client::check(&args, &crate::cli_client::CHECK_ENV);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(
+        out.contains(&format!(
+            "egress {internet_ip}/32:9090 through the proxy on internal network {fence_net}"
+        )),
+        "{out}"
+    );
+    args.push(format!("-egress-network={out_net}"));
+    let (code, _, err) = crate::cli_client::check(&args, &crate::cli_client::CHECK_ENV);
+    assert_ne!(code, Some(0));
+    assert!(
+        err.contains(&format!("the Docker network {out_net} is not internal")),
+        "{err}"
+    );
     // Nothing directly: neither the internet's address nor its name.
     let direct = tell(&a_url, &a_token, &format!("net connect {internet_ip}:9090"));
     assert!(direct.starts_with("failed"), "{direct}");

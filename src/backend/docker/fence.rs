@@ -138,11 +138,11 @@ impl DockerBackend {
         let name = &self.docker.egress_network;
         Ok(match self.egress_net()? {
             None => Some(format!(
-                "egress: {} cannot be enforced: the Docker network {name} does not exist (make it with `docker network create --internal {name}`, and start the egress proxy on it)",
+                "egress: {} cannot be enforced: the Docker network {name} does not exist (make it with `docker network create --internal --subnet 10.231.0.0/24 {name}`, and start the egress proxy on its gateway address)",
                 t.egress.describe()
             )),
             Some(n) if !n.internal => Some(format!(
-                "egress: {} cannot be enforced: the Docker network {name} is not internal, so its workers could reach anything (make it with `docker network create --internal {name}`)",
+                "egress: {} cannot be enforced: the Docker network {name} is not internal, so its workers could reach anything (make it with `docker network create --internal --subnet 10.231.0.0/24 {name}`)",
                 t.egress.describe()
             )),
             Some(_) => None,
