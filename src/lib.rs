@@ -267,11 +267,7 @@ pub fn start_with(
         None => None,
     };
     let pool = start_pool(settings, &backend, &templates, &metrics)?;
-    let whois = settings
-        .egress
-        .key
-        .clone()
-        .map(|key| control::egress::Whois::new(Arc::clone(&backend), key));
+    let whois = control::egress::Whois::of(settings, &backend);
     let mut control = control::Control::new(
         backend,
         Arc::clone(&metrics),

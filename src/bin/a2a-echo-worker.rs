@@ -271,40 +271,7 @@ fn net(command: &str) -> String {
             Ok(_) => "connected".into(),
             Err(e) => format!("failed: {e}"),
         },
-        ["tunnel", target, path] => {
-            let Some(proxy) = std::env::var("HTTPS_PROXY").ok() else {
-                return "no HTTPS_PROXY".into();
-            };
-            let rest = proxy.trim_start_matches("http://");
-            let (creds, host) = rest.rsplit_once('@').unwrap_or(("", rest));
-            let mut s = match open(host.trim_end_matches('/')) {
-                Ok(s) => s,
-                Err(e) => return format!("the proxy is unreachable: {e}"),
-            };
-            let head = format!(
-                "CONNECT {target} HTTP/1.1\r\nHost: {target}\r\nProxy-Authorization: Basic {}\r\n\r\n",
-                base64(creds.as_bytes())
-            );
-            if s.write_all(head.as_bytes()).is_err() {
-                return "the write failed".into();
-            }
-            let mut got = Vec::new();
-            let mut byte = [0u8; 1];
-            while !got.ends_with(b"\r\n\r\n") && s.read(&mut byte).unwrap_or(0) == 1 {
-                got.push(byte[0]);
-            }
-            let status = String::from_utf8_lossy(&got).lines().next().unwrap_or("").to_string();
-            if !status.contains(" 200 ") {
-                let mut why = String::new();
-                let _ = s.read_to_string(&mut why);
-                return format!("refused: {status}: {}", why.trim());
-            }
-            let inside = exchange(
-                &mut s,
-                format!("GET {path} HTTP/1.1\r\nHost: {target}\r\nConnection: close\r\n\r\n"),
-            );
-            format!("tunnel: {}", inside.lines().next().unwrap_or(""))
-        }
+        ["tunnel", target, path] => net_tunnel(target, path, &open, &exchange),
         ["route", name, path] => {
             let var = format!("A2A_EGRESS_ROUTE_{}", name.to_ascii_uppercase().replace('-', "_"));
             let (Ok(url), Ok(token)) = (std::env::var(&var), std::env::var("A2A_EGRESS_TOKEN")) else {
@@ -326,6 +293,53 @@ fn net(command: &str) -> String {
         }
         _ => format!("unknown net command {command:?}: connect HOST:PORT, tunnel HOST:PORT PATH, or route NAME PATH"),
     }
+}
+
+/// `tunnel HOST:PORT PATH`: a CONNECT through `HTTPS_PROXY` (its credentials as Basic), then
+/// `GET PATH` inside; the proxy's refusal, or the first line of the answer.
+fn net_tunnel(
+    target: &str,
+    path: &str,
+    open: &dyn Fn(&str) -> Result<std::net::TcpStream, String>,
+    exchange: &dyn Fn(&mut std::net::TcpStream, String) -> String,
+) -> String {
+    use std::io::{Read, Write};
+    let Some(proxy) = std::env::var("HTTPS_PROXY").ok() else {
+        return "no HTTPS_PROXY".into();
+    };
+    let rest = proxy.trim_start_matches("http://");
+    let (creds, host) = rest.rsplit_once('@').unwrap_or(("", rest));
+    let mut s = match open(host.trim_end_matches('/')) {
+        Ok(s) => s,
+        Err(e) => return format!("the proxy is unreachable: {e}"),
+    };
+    let head = format!(
+        "CONNECT {target} HTTP/1.1\r\nHost: {target}\r\nProxy-Authorization: Basic {}\r\n\r\n",
+        base64(creds.as_bytes())
+    );
+    if s.write_all(head.as_bytes()).is_err() {
+        return "the write failed".into();
+    }
+    let mut got = Vec::new();
+    let mut byte = [0u8; 1];
+    while !got.ends_with(b"\r\n\r\n") && s.read(&mut byte).unwrap_or(0) == 1 {
+        got.push(byte[0]);
+    }
+    let status = String::from_utf8_lossy(&got)
+        .lines()
+        .next()
+        .unwrap_or("")
+        .to_string();
+    if !status.contains(" 200 ") {
+        let mut why = String::new();
+        let _ = s.read_to_string(&mut why);
+        return format!("refused: {status}: {}", why.trim());
+    }
+    let inside = exchange(
+        &mut s,
+        format!("GET {path} HTTP/1.1\r\nHost: {target}\r\nConnection: close\r\n\r\n"),
+    );
+    format!("tunnel: {}", inside.lines().next().unwrap_or(""))
 }
 
 /// Standard base64, padded.

@@ -53,6 +53,12 @@ impl Whois {
         Whois { backend, key }
     }
 
+    /// The whois these settings give (`None` without an egress key: nothing to ask then).
+    pub fn of(settings: &crate::settings::Settings, backend: &Arc<dyn Backend>) -> Option<Whois> {
+        let key = settings.egress.key.clone()?;
+        Some(Whois::new(Arc::clone(backend), key))
+    }
+
     /// The running worker `placeholder` was made for.
     pub fn ask(&self, placeholder: &str) -> Result<Identity, WhoisError> {
         let worker_id = self

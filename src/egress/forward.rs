@@ -137,22 +137,7 @@ pub(super) fn serve(
         Ok(n) => n,
         Err(r) => return proxy.refuse(&mut client, peer, who, r),
     };
-    let request = || {
-        let mut request = ureq::http::Request::builder()
-            .method(head.method.as_str())
-            .uri(format!("{}{rest}", upstream.url));
-        for (k, v) in &head.headers {
-            let lower = k.to_ascii_lowercase();
-            if !DROPPED.contains(&lower.as_str()) && lower != "host" {
-                request = request.header(k.as_str(), v.as_str());
-            }
-        }
-        request = request.header(upstream.header.0.as_str(), upstream.header.1.as_str());
-        if length > 0 {
-            request = request.header("Content-Length", length.to_string());
-        }
-        request
-    };
+    let request = || upstream_request(head, &upstream, rest, length);
     let mut body = std::io::Cursor::new(early).chain(client.try_clone().map_or_else(
         |_| Box::new(std::io::empty()) as Box<dyn Read>,
         |c| Box::new(c) as Box<dyn Read>,
@@ -195,6 +180,30 @@ pub(super) fn serve(
         answer.status()
     );
     let _ = pass_back(&mut client, head, answer);
+}
+
+/// The call on `upstream` for `head`: its method, the route's URL with `rest`, the worker's
+/// headers but hop-by-hop ones and its credentials, the route's header, the body's length.
+fn upstream_request(
+    head: &Head,
+    upstream: &Upstream,
+    rest: &str,
+    length: u64,
+) -> ureq::http::request::Builder {
+    let mut request = ureq::http::Request::builder()
+        .method(head.method.as_str())
+        .uri(format!("{}{rest}", upstream.url));
+    for (k, v) in &head.headers {
+        let lower = k.to_ascii_lowercase();
+        if !DROPPED.contains(&lower.as_str()) && lower != "host" {
+            request = request.header(k.as_str(), v.as_str());
+        }
+    }
+    request = request.header(upstream.header.0.as_str(), upstream.header.1.as_str());
+    if length > 0 {
+        request = request.header("Content-Length", length.to_string());
+    }
+    request
 }
 
 /// The request body's declared length (at most [`MAX_REQUEST_BODY`]); a chunked body is

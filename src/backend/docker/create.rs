@@ -232,27 +232,45 @@ impl DockerBackend {
         })
     }
 
+    /// The egress network a fenced template's containers join (`None`: not fenced).
+    fn fence_of(&self, t: &Template) -> Result<Option<fence::EgressNet>, BackendError> {
+        if !t.egress.fenced() {
+            return Ok(None);
+        }
+        let net = self.egress_net().map_err(engine_error)?;
+        net.map(Some).ok_or_else(|| {
+            BackendError::Internal(format!(
+                "the egress network {} does not exist",
+                self.docker.egress_network
+            ))
+        })
+    }
+
+    /// Where one attempt's container is reached: its host port (published), or its fixed
+    /// address on the egress network (fenced), and the URL that makes.
+    fn reached_at(
+        &self,
+        name: &str,
+        t: &Template,
+        egress_net: Option<fence::EgressNet>,
+    ) -> Result<(Option<u16>, Option<std::net::Ipv4Addr>, String), BackendError> {
+        let host_port = self.host_port(t)?;
+        let address = egress_net.map(|n| n.random_address()).transpose()?;
+        let url = match address {
+            Some(a) => fence::fenced_url(a.into(), t.port),
+            None => self.url_for(name, t.port, host_port),
+        };
+        Ok((host_port, address, url))
+    }
+
     /// The container of a create: made, started, and waited for until it answers.
     pub(super) fn create_container(&self, spec: &CreateSpec) -> Result<Worker, BackendError> {
         let name = labels::container_name(&self.controller_id, &spec.scope, &spec.task);
         let redact = |e: BackendError| e.redact(&spec.token);
         let t = &spec.template;
-        let egress_net = match t.egress.fenced() {
-            true => Some(self.egress_net().map_err(engine_error)?.ok_or_else(|| {
-                BackendError::Internal(format!(
-                    "the egress network {} does not exist",
-                    self.docker.egress_network
-                ))
-            })?),
-            false => None,
-        };
+        let egress_net = self.fence_of(t)?;
         for attempt in 1..=PORT_ATTEMPTS {
-            let host_port = self.host_port(t)?;
-            let address = egress_net.map(|n| n.random_address()).transpose()?;
-            let url = match address {
-                Some(a) => fence::fenced_url(a.into(), t.port),
-                None => self.url_for(&name, t.port, host_port),
-            };
+            let (host_port, address, url) = self.reached_at(&name, t, egress_net)?;
             let mut config = self.container_config(spec, &url, host_port)?;
             if let Some(a) = address {
                 self.fence_config(&mut config, a);
