@@ -1,0 +1,1 @@
+{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"pods \"rc-probe\" is forbidden: pod rejected: RuntimeClass \"gvisor\" not found","reason":"Forbidden","details":{"name":"rc-probe","kind":"pods"},"code":403}

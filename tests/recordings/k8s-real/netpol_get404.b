@@ -1,0 +1,1 @@
+{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"networkpolicies.networking.k8s.io \"a2a-egress\" not found","reason":"NotFound","details":{"name":"a2a-egress","group":"networking.k8s.io","kind":"networkpolicies"},"code":404}
