@@ -95,6 +95,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "backend::k8s::pool",
             "backend::k8s::claim",
             "backend::k8s::replicas",
+            "backend::k8s::fence",
             "backend::local",
             "backend::local::store",
             "backend::local::create",

@@ -18,9 +18,7 @@ use super::api::{ApiError, Method};
 use super::K8sBackend;
 use crate::backend::Template;
 
-/// The label a fenced worker's pod carries, and its value.
-pub const EGRESS_LABEL: &str = "a2a-worker-controller/egress";
-pub const FENCED: &str = "fenced";
+use super::pod::{EGRESS_LABEL, FENCED};
 
 impl K8sBackend {
     /// Why template `t`'s fence is not there (`None`: it is, or `t` is not fenced).

@@ -45,6 +45,11 @@ pub struct PodInputs<'a> {
     pub workspace_claim: Option<&'a str>,
 }
 
+/// The label a fenced worker's pod carries (its template's egress is not `"open"`), and its
+/// value: the NetworkPolicy of `fence.rs` selects it.
+pub const EGRESS_LABEL: &str = "a2a-worker-controller/egress";
+pub const FENCED: &str = "fenced";
+
 /// The name of the task workspace's volume in a worker pod.
 pub const WORKSPACE_VOLUME: &str = "workspace";
 
@@ -148,13 +153,10 @@ fn worker_metadata(metadata: &mut Map<String, Value>, i: &PodInputs<'_>) {
         labels.insert(k.into(), json!(v));
     }
     if i.worker.egress.fenced() {
-        labels.insert(
-            super::fence::EGRESS_LABEL.into(),
-            json!(super::fence::FENCED),
-        );
+        labels.insert(EGRESS_LABEL.into(), json!(FENCED));
     } else {
         // Only the controller fences: a pod template's own label would cut an open worker off.
-        labels.remove(super::fence::EGRESS_LABEL);
+        labels.remove(EGRESS_LABEL);
     }
     // Set only by the controller: a template's own expiry label would make a worker die early.
     if i.expires_at.is_none() {
