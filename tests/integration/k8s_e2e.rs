@@ -246,11 +246,12 @@ fn create_list_stop_and_tokens_stay_in_the_pod_environment() {
     );
     // Events are listed only for a worker that never got ready (k8s_faults records that call);
     // claims only for a template with a workspace (workspaces_are_claims_made_before_the_pod_and_reused);
-    // pods are patched only by a warm pool's claims (k8s_pool records that call).
+    // pods are patched only by a warm pool's claims (k8s_pool records that call); the
+    // NetworkPolicy is read only for a fenced template (k8s_egress records that call).
     assert_manifests_ok(&check_manifests(
         &record,
         &format!(
-            "{},patch,list events,{}",
+            "{},patch,list events,get networkpolicies,{}",
             verbs.join(","),
             ["create", "get", "list", "patch", "delete"]
                 .map(|v| format!("{v} persistentvolumeclaims"))

@@ -19,7 +19,12 @@ fn a_fenced_template_needs_its_network_policy_and_a_runtime_its_runtime_class() 
         return;
     }
     let pki = Pki::new("egress");
-    let mut standin = Standin::start(&pki, &["--ready-after", "0.2"]);
+    let record = pki.dir.join("record");
+    std::fs::create_dir_all(&record).unwrap();
+    let mut standin = Standin::start(
+        &pki,
+        &["--ready-after", "0.2", "--record", record.to_str().unwrap()],
+    );
     let templates = pki.dir.join("templates.json");
     std::fs::write(
         &templates,
@@ -105,4 +110,8 @@ fn a_fenced_template_needs_its_network_policy_and_a_runtime_its_runtime_class() 
     assert!(pod["spec"]["containers"][0]["env"]
         .to_string()
         .contains(MODEL_KEY));
+
+    // What the Role must grant for a fenced template: get on the NetworkPolicy.
+    let verbs = std::fs::read_to_string(record.join("verbs")).unwrap();
+    assert!(verbs.lines().any(|v| v == "get networkpolicies"), "{verbs}");
 }

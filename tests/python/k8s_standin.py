@@ -792,6 +792,11 @@ class Handler(BaseHTTPRequestHandler):
         kind, group = "networkpolicies", "networking.k8s.io"
         if method != "GET" or not name:
             return self.send_json(*status(405, "MethodNotAllowed", "the server does not allow this method on the requested resource"))
+        opts, state = self.server.opts, self.server.state
+        if opts.record:
+            with state.record_lock:
+                with open(os.path.join(opts.record, "verbs"), "a") as f:
+                    f.write("get networkpolicies\n")
         if "networkpolicies" in self.server.state.deny:
             return self.send_json(*status(403, "Forbidden",
                 f'{kind}.{group} "{name}" is forbidden: User "{user}" cannot get resource "{kind}" in API group "{group}" in the namespace "{ns}"',
