@@ -3,18 +3,26 @@
 //! from which address its connections come, and its template. The placeholder is checked
 //! against the egress key first: the answer is only ever about the worker who holds it.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::backend::{Backend, BackendError, WorkerState};
+use crate::backend::{Backend, BackendError, Worker, WorkerState};
 use crate::settings::egress::EgressKey;
 
-/// Answers whois questions over one backend.
+/// Answers whois questions over one backend, from one list of the workers at most
+/// [`LIST_AGE`] old: however many workers the proxies ask about, the engine is listed about
+/// once a second for all of them.
 pub struct Whois {
     backend: Arc<dyn Backend>,
     key: EgressKey,
+    listed: Mutex<Option<(Instant, Arc<Vec<Worker>>)>>,
 }
+
+/// How old the list whois answers from may be. A stopped worker's placeholder is refused
+/// within this plus the proxy's `EGRESS_RECHECK`.
+pub const LIST_AGE: Duration = Duration::from_secs(1);
 
 /// A running worker, as the proxy needs it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -50,7 +58,29 @@ impl std::fmt::Display for WhoisError {
 
 impl Whois {
     pub fn new(backend: Arc<dyn Backend>, key: EgressKey) -> Whois {
-        Whois { backend, key }
+        Whois {
+            backend,
+            key,
+            listed: Mutex::new(None),
+        }
+    }
+
+    /// The workers as listed since `since` (one list at a time: a question asked while
+    /// another lists waits for that list, and takes it when it began after `since`).
+    fn workers(&self, since: Instant) -> Result<Arc<Vec<Worker>>, WhoisError> {
+        let mut listed = self.listed.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((at, workers)) = listed.as_ref() {
+            if *at >= since {
+                return Ok(Arc::clone(workers));
+            }
+        }
+        let at = Instant::now();
+        let workers = Arc::new(self.backend.list().map_err(|e| match e {
+            BackendError::Unavailable(why) => WhoisError::Unavailable(why),
+            other => WhoisError::Unavailable(other.to_string()),
+        })?);
+        *listed = Some((at, Arc::clone(&workers)));
+        Ok(workers)
     }
 
     /// The whois these settings give (`None` without an egress key: nothing to ask then).
@@ -65,15 +95,22 @@ impl Whois {
             .key
             .worker_of(placeholder)
             .ok_or(WhoisError::NotAPlaceholder)?;
-        let workers = self.backend.list().map_err(|e| match e {
-            BackendError::Unavailable(why) => WhoisError::Unavailable(why),
-            other => WhoisError::Unavailable(other.to_string()),
-        })?;
-        let worker = workers
-            .into_iter()
-            .find(|w| w.worker_id == worker_id)
-            .filter(|w| matches!(w.state, WorkerState::Running | WorkerState::Starting))
-            .ok_or_else(|| WhoisError::NotRunning(worker_id.to_string()))?;
+        let running = |workers: &[Worker]| {
+            workers
+                .iter()
+                .find(|w| w.worker_id == worker_id)
+                .filter(|w| matches!(w.state, WorkerState::Running | WorkerState::Starting))
+                .cloned()
+        };
+        // A worker the list at hand does not show (made since?) is looked for in a list made
+        // after the question: a new worker is known at once.
+        let asked = Instant::now();
+        let recent = asked.checked_sub(LIST_AGE).unwrap_or(asked);
+        let worker = match running(&self.workers(recent)?) {
+            Some(w) => w,
+            None => running(&self.workers(asked)?)
+                .ok_or_else(|| WhoisError::NotRunning(worker_id.to_string()))?,
+        };
         Ok(Identity {
             address: url_host(&worker.a2a_url).to_string(),
             worker_id: worker.worker_id,
@@ -118,7 +155,24 @@ mod tests {
             whois.ask(other.placeholder(&worker_id).expose()),
             Err(WhoisError::NotAPlaceholder)
         );
+        let lists = fake.lists.load(std::sync::atomic::Ordering::SeqCst);
+        for _ in 0..50 {
+            whois.ask(key.placeholder(&worker_id).expose()).unwrap();
+        }
+        assert!(
+            fake.lists.load(std::sync::atomic::Ordering::SeqCst) <= lists + 1,
+            "one list serves many questions"
+        );
         fake.remove_by_hand(&worker_id);
+        // A worker gone is told within LIST_AGE.
+        let gone = Instant::now() + LIST_AGE + Duration::from_secs(2);
+        while whois.ask(key.placeholder(&worker_id).expose()).is_ok() {
+            assert!(
+                Instant::now() < gone,
+                "whois still answers for a gone worker"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
         assert!(matches!(
             whois.ask(key.placeholder(&worker_id).expose()),
             Err(WhoisError::NotRunning(_))

@@ -29,7 +29,14 @@ pub(super) struct Who {
     agent: ureq::Agent,
     recheck: Duration,
     known: Mutex<HashMap<String, (Identity, Instant)>>,
+    /// Workers the controller said do not run, and when: asked again only after
+    /// [`GONE_FOR`] (a stale placeholder's requests make no list each).
+    gone: Mutex<HashMap<String, Instant>>,
 }
+
+/// How long the controller's "not running" is believed. A worker id is only ever refused so
+/// after its worker is gone (a placeholder exists only once its worker does).
+const GONE_FOR: Duration = Duration::from_secs(1);
 
 /// The most answers kept at once (older ones go first when it is reached).
 const MAX_KNOWN: usize = 16_384;
@@ -46,11 +53,28 @@ impl Who {
             .new_agent(),
             recheck,
             known: Mutex::default(),
+            gone: Mutex::default(),
         }
     }
 
     /// The controller's word on `worker_id` (placeholder `placeholder`), fresh or recent.
     fn ask(&self, worker_id: &str, placeholder: &str) -> Result<Identity, Refused> {
+        let not_running = || {
+            Refused(
+                403,
+                format!("worker {worker_id} is not running: its placeholder is refused"),
+            )
+        };
+        if let Some(at) = self
+            .gone
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(worker_id)
+        {
+            if at.elapsed() < GONE_FOR {
+                return Err(not_running());
+            }
+        }
         if let Some((id, at)) = self
             .known
             .lock()
