@@ -41,7 +41,9 @@ fn destination(
                 "egress to {host}:{port} is not allowed: template {template} allows {}",
                 match policy {
                     Egress::Allow(_) => policy.describe(),
-                    _ => "no destination (egress \"none\": only its routes)".into(),
+                    Egress::None => "no destination (egress \"none\": only its routes)".into(),
+                    // Changed to open since: its workers made before stay fenced, as they were.
+                    Egress::Open => "no destination through the proxy (egress is \"open\" now; a worker fenced before the change stays fenced)".into(),
                 }
             ),
         )
