@@ -33,8 +33,9 @@ use crate::settings::egress::EgressKey;
 use crate::settings::templates::TemplatesFile;
 use crate::settings::Settings;
 
-/// A thread's stack: a connection's thread holds little (buffers are on the heap).
-const STACK: usize = 128 * 1024;
+/// A connection thread's stack: as the controller's HTTP threads (a route's call may make a
+/// TLS handshake, which takes more than 128 KiB in a debug build).
+const STACK: usize = 512 * 1024;
 
 /// The proxy: what every connection consults.
 pub struct Proxy {

@@ -542,3 +542,192 @@ fn a_slow_head_is_cut_off_at_the_head_timeout_however_its_bytes_trickle() {
         start.elapsed()
     );
 }
+
+/// A TLS upstream (python3's `http.server` behind `ssl`, a certificate for 127.0.0.1 made
+/// with openssl): answers `tls upstream` and whether the route's secret came. `None`
+/// (skipped, said) without python3 or openssl.
+fn tls_upstream(dir: &std::path::Path) -> Option<(u16, std::path::PathBuf, std::process::Child)> {
+    let ok = |cmd: &str| std::process::Command::new(cmd).arg("-h").output().is_ok();
+    if !ok("python3") || !ok("openssl") {
+        eprintln!("SKIPPED: python3 and openssl make the TLS upstream");
+        return None;
+    }
+    // A CA, and the upstream's certificate for 127.0.0.1 signed by it.
+    let (ca, ca_key) = (dir.join("ca.crt"), dir.join("ca.key"));
+    let (cert, key, csr) = (
+        dir.join("upstream.crt"),
+        dir.join("upstream.key"),
+        dir.join("upstream.csr"),
+    );
+    let ext = dir.join("upstream.ext");
+    std::fs::write(
+        &ext,
+        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+    )
+    .unwrap();
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+    ];
+    let p = |p: &std::path::Path| p.display().to_string();
+    for args in [
+        [
+            &["req", "-x509"][..],
+            &ec,
+            &[
+                "-days",
+                "1",
+                "-subj",
+                "/CN=a2a egress test CA",
+                "-keyout",
+                &p(&ca_key),
+                "-out",
+                &p(&ca),
+            ],
+        ]
+        .concat(),
+        [
+            &["req"][..],
+            &ec,
+            &[
+                "-subj",
+                "/CN=127.0.0.1",
+                "-keyout",
+                &p(&key),
+                "-out",
+                &p(&csr),
+            ],
+        ]
+        .concat(),
+        vec![
+            "x509",
+            "-req",
+            "-in",
+            &p(&csr),
+            "-CA",
+            &p(&ca),
+            "-CAkey",
+            &p(&ca_key),
+            "-CAcreateserial",
+            "-days",
+            "1",
+            "-extfile",
+            &p(&ext),
+            "-out",
+            &p(&cert),
+        ],
+    ] {
+        let made = std::process::Command::new("openssl")
+            .args(&args)
+            .output()
+            .unwrap();
+        assert!(
+            made.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&made.stderr)
+        );
+    }
+    let script = format!(
+        r#"
+import http.server, ssl, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = ("tls upstream secret=" + ("yes" if self.headers.get("X-Route-Secret") == "Key {ROUTE_SECRET}" else "no")).encode()
+        self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers(); self.wfile.write(body)
+    def log_message(self, *a): pass
+s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+c = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER); c.load_cert_chain(sys.argv[1], sys.argv[2])
+s.socket = c.wrap_socket(s.socket, server_side=True)
+print(s.server_address[1], flush=True)
+s.serve_forever()
+"#
+    );
+    let mut child = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .arg(&cert)
+        .arg(&key)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        // Never the test's own stderr: a server left behind must not hold the harness's pipe.
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    Some((line.trim().parse().unwrap(), ca, child))
+}
+
+#[test]
+fn a_route_to_an_https_upstream_is_verified_against_the_ca_file_or_the_public_roots() {
+    let dir = std::env::temp_dir().join(format!("a2a-egress-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let _gone = tempdir::Dir(dir.clone());
+    let Some((port, ca, mut server)) = tls_upstream(&dir) else {
+        return;
+    };
+    let secret = secret_file(&dir, "route-secret", ROUTE_SECRET);
+    let templates = dir.join("templates.json");
+    std::fs::write(
+        &templates,
+        json!({"templates": {"default": {
+            "egress": "none",
+            "egress_routes": {"tls": {"url": format!("https://127.0.0.1:{port}"), "header": "X-Route-Secret", "prefix": "Key ", "file": secret}},
+        }}})
+        .to_string(),
+    )
+    .unwrap();
+    let controller = Builder::default().start();
+    let mut w = Worker::new(
+        BackendKind::Docker,
+        "tls000000001",
+        "tls",
+        WorkerState::Running,
+        "2026-12-06T00:00:00Z".to_string(),
+    );
+    w.a2a_url = "http://127.0.0.1:9090".into();
+    controller.backend.put(w);
+    let bearer = format!("Bearer {}", placeholder("tls000000001"));
+    let proxy = |extra: &[&str]| {
+        let mut flags = vec![
+            format!("-egress-controller-url=http://{}", controller.addr),
+            format!("-worker-templates-file={}", templates.display()),
+        ];
+        flags.extend(extra.iter().map(|s| s.to_string()));
+        let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+        let p = Arc::new(Proxy::new(&settings(&flags)).expect("the proxy starts"));
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        std::thread::spawn(move || serve(p, listener));
+        addr
+    };
+    // Trusting the upstream's CA (EGRESS_CA_FILE): the call goes through, secret added.
+    let trusting = proxy(&[&format!("-egress-ca-file={}", ca.display())]);
+    let answer = request(
+        trusting,
+        "GET",
+        "/tls/x",
+        &[("Authorization", &bearer)],
+        b"",
+    );
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    assert_eq!(answer.text(), "tls upstream secret=yes");
+    // With the public roots only, a certificate they do not vouch for is refused.
+    let public = proxy(&[]);
+    let refused = request(public, "GET", "/tls/x", &[("Authorization", &bearer)], b"");
+    assert_eq!(refused.status, 502, "{}", refused.text());
+    assert!(
+        refused
+            .text()
+            .contains("route \"tls\"'s upstream could not be called"),
+        "{}",
+        refused.text()
+    );
+    let _ = server.kill();
+    let _ = server.wait();
+}
