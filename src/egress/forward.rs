@@ -133,28 +133,35 @@ pub(super) fn serve(
         Ok(u) => u,
         Err(r) => return proxy.refuse(&mut client, peer, who, r),
     };
-    let length = match body_length(head) {
+    // The body's length, or `None` for a chunked one (decoded here, sent on chunked).
+    let framing = match body_length(head) {
         Ok(n) => n,
         Err(r) => return proxy.refuse(&mut client, peer, who, r),
     };
-    let request = || upstream_request(head, &upstream, rest, length);
-    let mut body = std::io::Cursor::new(early).chain(client.try_clone().map_or_else(
+    let request = || upstream_request(head, &upstream, rest, framing);
+    let raw = std::io::Cursor::new(early).chain(client.try_clone().map_or_else(
         |_| Box::new(std::io::empty()) as Box<dyn Read>,
         |c| Box::new(c) as Box<dyn Read>,
     ));
-    let mut body = (&mut body).take(length);
+    let mut body: Box<dyn Read> = match framing {
+        Some(n) => Box::new(raw.take(n)),
+        None => Box::new(super::chunked::Chunked::new(
+            std::io::BufReader::new(raw),
+            MAX_REQUEST_BODY,
+        )),
+    };
     let idempotent = matches!(head.method.as_str(), "GET" | "HEAD" | "OPTIONS" | "DELETE");
-    let sent = match length {
+    let sent = match framing {
         // An idempotent call without a body can be made again: once, when a kept connection
         // turned out closed by the upstream meanwhile (servers close idle ones when they like).
-        0 if idempotent => request().body(()).map(|r| match proxy.upstream.run(r) {
+        Some(0) if idempotent => request().body(()).map(|r| match proxy.upstream.run(r) {
             Err(ureq::Error::Io(_)) => request()
                 .body(())
                 .map_err(ureq::Error::from)
                 .and_then(|r| proxy.upstream.run(r)),
             other => other,
         }),
-        0 => request().body(()).map(|r| proxy.upstream.run(r)),
+        Some(0) => request().body(()).map(|r| proxy.upstream.run(r)),
         _ => request()
             .body(ureq::SendBody::from_reader(&mut body))
             .map(|r| proxy.upstream.run(r)),
@@ -188,7 +195,7 @@ fn upstream_request(
     head: &Head,
     upstream: &Upstream,
     rest: &str,
-    length: u64,
+    length: Option<u64>,
 ) -> ureq::http::request::Builder {
     let mut request = ureq::http::Request::builder()
         .method(head.method.as_str())
@@ -200,28 +207,25 @@ fn upstream_request(
         }
     }
     request = request.header(upstream.header.0.as_str(), upstream.header.1.as_str());
-    if length > 0 {
-        request = request.header("Content-Length", length.to_string());
+    if let Some(n) = length.filter(|n| *n > 0) {
+        request = request.header("Content-Length", n.to_string());
     }
     request
 }
 
-/// The request body's declared length (at most [`MAX_REQUEST_BODY`]); a chunked body is
-/// refused (411: a client with a body in hand declares its length).
-fn body_length(head: &Head) -> Result<u64, Refused> {
+/// The request body's declared length (at most [`MAX_REQUEST_BODY`]), or `None` for a chunked
+/// body (bounded the same as it is read).
+fn body_length(head: &Head) -> Result<Option<u64>, Refused> {
     match wire::framing(head) {
-        Ok(Framing::Length(n)) => Ok(n as u64),
-        Ok(Framing::Chunked) => Err(Refused(
-            411,
-            "a route's request declares its Content-Length (a chunked body is not passed on)"
-                .into(),
-        )),
+        Ok(Framing::Length(n)) => Ok(Some(n as u64)),
+        Ok(Framing::Chunked) => Ok(None),
         Ok(Framing::TooLarge) => head
             .headers
             .iter()
             .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
             .and_then(|(_, v)| v.parse::<u64>().ok())
             .filter(|n| *n <= MAX_REQUEST_BODY)
+            .map(Some)
             .ok_or_else(|| {
                 Refused(
                     413,

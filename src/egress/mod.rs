@@ -16,6 +16,7 @@
 //! Requests are read with the controller's HTTP layer's parser and bounds (`http::wire`): the
 //! same head limits, framing checks and deadlines answer hostile input alike.
 
+mod chunked;
 mod forward;
 mod tunnel;
 mod who;
@@ -304,7 +305,6 @@ fn reason(status: u16) -> &'static str {
         400 => "Bad Request",
         403 => "Forbidden",
         407 => "Proxy Authentication Required",
-        411 => "Length Required",
         413 => "Content Too Large",
         414 => "URI Too Long",
         431 => "Request Header Fields Too Large",

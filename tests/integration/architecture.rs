@@ -164,7 +164,13 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("routes", &["routes", "routes::bindings"]),
     (
         "the egress proxy (its own process: `a2a-worker-controller egress`)",
-        &["egress", "egress::who", "egress::tunnel", "egress::forward"],
+        &[
+            "egress",
+            "egress::who",
+            "egress::tunnel",
+            "egress::forward",
+            "egress::chunked",
+        ],
     ),
     (
         "composition root and the command line",

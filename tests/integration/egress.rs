@@ -92,6 +92,20 @@ fn answer(
     }
     let mut body = vec![0u8; length];
     reader.read_exact(&mut body).unwrap();
+    if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+        // Chunks as they come: a size line, the chunk, its CRLF; 0 ends them.
+        loop {
+            let mut size = String::new();
+            reader.read_line(&mut size).unwrap();
+            let n = usize::from_str_radix(size.trim(), 16).unwrap();
+            let mut chunk = vec![0u8; n + 2];
+            reader.read_exact(&mut chunk).unwrap();
+            if n == 0 {
+                break;
+            }
+            body.extend_from_slice(&chunk[..n]);
+        }
+    }
     head.push_str(&String::from_utf8_lossy(&body));
     let streaming = head.contains("\"stream\":true") || head.starts_with("GET /v1/stream");
     let _ = seen.send(head);
@@ -379,6 +393,17 @@ fn a_route_adds_its_secret_and_never_passes_the_placeholder_on() {
     );
     assert!(!seen.contains(&ph), "{seen}");
 
+    // A chunked body is passed on whole (decoded, sent on with a framing of the proxy's own).
+    let chunked = format!(
+        "POST /echo/v1/chunked HTTP/1.1\r\nHost: proxy\r\nAuthorization: {bearer}\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n4\r\n{{\"a\"\r\n4\r\n:22}}\r\n0\r\n\r\n"
+    );
+    let answer = raw_exchange(rig.proxy, chunked.as_bytes());
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    let seen = rig.seen.recv().unwrap();
+    assert!(
+        seen.starts_with("POST /v1/chunked") && seen.contains("{\"a\":22}"),
+        "{seen}"
+    );
     let unknown = request(
         rig.proxy,
         "GET",
@@ -394,7 +419,7 @@ fn a_route_adds_its_secret_and_never_passes_the_placeholder_on() {
     assert_none_in(&captured_log(), "the log");
     let metrics = request(rig.proxy, "GET", "/metrics", &[], b"");
     assert!(metrics.text().contains(
-        "a2a_egress_requests_total{template=\"default\",worker=\"aaaa00000006\",outcome=\"forwarded\"} 2"
+        "a2a_egress_requests_total{template=\"default\",worker=\"aaaa00000006\",outcome=\"forwarded\"} 3"
     ), "{}", metrics.text());
     assert_none_in(&metrics.text(), "the proxy's /metrics");
 }
