@@ -92,7 +92,10 @@ fn answer(
     }
     let mut body = vec![0u8; length];
     reader.read_exact(&mut body).unwrap();
-    if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+    if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
         // Chunks as they come: a size line, the chunk, its CRLF; 0 ends them.
         loop {
             let mut size = String::new();
