@@ -138,8 +138,7 @@ impl Proxy {
 /// connection ended waits up to a second for the next one (one waits at a time), so a
 /// connection per request does not start a thread per request.
 pub fn serve(proxy: Arc<Proxy>, listener: TcpListener) {
-    let (handoff, spare) = std::sync::mpsc::sync_channel::<TcpStream>(0);
-    let spare = Arc::new(Mutex::new(spare));
+    let spare = Arc::new(Spare::default());
     for stream in listener.incoming() {
         let Ok(stream) = stream else { continue };
         if proxy.open.fetch_add(1, Ordering::AcqRel) >= proxy.max_connections {
@@ -153,10 +152,8 @@ pub fn serve(proxy: Arc<Proxy>, listener: TcpListener) {
             continue;
         }
         // A thread waiting for work takes it; otherwise a new one.
-        let stream = match handoff.try_send(stream) {
-            Ok(()) => continue,
-            Err(std::sync::mpsc::TrySendError::Full(s))
-            | Err(std::sync::mpsc::TrySendError::Disconnected(s)) => s,
+        let Some(stream) = spare.hand_over(stream) else {
+            continue;
         };
         let (p, spare) = (Arc::clone(&proxy), Arc::clone(&spare));
         let spawned = std::thread::Builder::new()
@@ -165,7 +162,10 @@ pub fn serve(proxy: Arc<Proxy>, listener: TcpListener) {
             .spawn(move || {
                 connection(&p, stream);
                 p.open.fetch_sub(1, Ordering::AcqRel);
-                wait_for_more(&p, &spare);
+                while let Some(next) = spare.wait() {
+                    connection(&p, next);
+                    p.open.fetch_sub(1, Ordering::AcqRel);
+                }
             });
         if let Err(e) = spawned {
             proxy.open.fetch_sub(1, Ordering::AcqRel);
@@ -174,19 +174,46 @@ pub fn serve(proxy: Arc<Proxy>, listener: TcpListener) {
     }
 }
 
-/// Serves the connections handed over while this thread is the one that waits (for a second
-/// at most each time); ends when another already waits.
-fn wait_for_more(proxy: &Proxy, spare: &Mutex<std::sync::mpsc::Receiver<TcpStream>>) {
-    loop {
-        let Ok(waiting) = spare.try_lock() else {
-            return;
-        };
-        let Ok(stream) = waiting.recv_timeout(Duration::from_secs(1)) else {
-            return;
-        };
-        drop(waiting);
-        connection(proxy, stream);
-        proxy.open.fetch_sub(1, Ordering::AcqRel);
+/// Where a thread whose connection ended waits (one at a time) for the next.
+#[derive(Default)]
+struct Spare {
+    slot: Mutex<(bool, Option<TcpStream>)>,
+    handed: std::sync::Condvar,
+}
+
+impl Spare {
+    /// Gives `stream` to the waiting thread; back when none waits.
+    fn hand_over(&self, stream: TcpStream) -> Option<TcpStream> {
+        let mut slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
+        if !slot.0 || slot.1.is_some() {
+            return Some(stream);
+        }
+        slot.1 = Some(stream);
+        self.handed.notify_one();
+        None
+    }
+
+    /// The next connection, if one comes within a second and no other thread waits already.
+    fn wait(&self) -> Option<TcpStream> {
+        let mut slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.0 {
+            return None;
+        }
+        slot.0 = true;
+        let deadline = std::time::Instant::now() + Duration::from_secs(1);
+        while slot.1.is_none() {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            slot = self
+                .handed
+                .wait_timeout(slot, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        slot.0 = false;
+        slot.1.take()
     }
 }
 

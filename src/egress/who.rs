@@ -9,13 +9,11 @@ use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use serde::Deserialize;
-
 use super::{Proxy, Refused};
 use crate::http::wire::Head;
 
 /// A worker the controller says runs.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone)]
 pub(super) struct Identity {
     pub worker_id: String,
     pub template: String,
@@ -103,8 +101,16 @@ impl Who {
         let mut body = answer.into_body();
         match status {
             200 => {
-                let id: Identity = body.read_json().map_err(|e| {
-                    Refused(503, format!("the controller's answer about worker {worker_id} could not be read: {e}"))
+                let id = body.read_json::<serde_json::Value>().ok().and_then(|v| {
+                    let field = |k: &str| v.get(k)?.as_str().map(str::to_string);
+                    Some(Identity {
+                        worker_id: field("worker_id")?,
+                        template: field("template")?,
+                        address: field("address")?,
+                    })
+                });
+                let id = id.ok_or_else(|| {
+                    Refused(503, format!("the controller's answer about worker {worker_id} could not be read (worker_id, template, address)"))
                 })?;
                 let mut known = self.known.lock().unwrap_or_else(|p| p.into_inner());
                 if known.len() >= MAX_KNOWN {
