@@ -1,7 +1,8 @@
 //! The settings table rendered for people: `--help` (every setting with its flag and
 //! default, by section) and docs/settings.md (the same, as Markdown).
 
-use super::specs::{flag_of, Section, Spec, SPECS};
+use super::specs::{flag_of, Section, Spec};
+use super::table::SPECS;
 
 /// The `--help` text: every setting with its flag and default, grouped by section.
 pub fn help_text() -> String {

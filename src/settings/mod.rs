@@ -3,7 +3,8 @@
 //! each refusal is one line naming the setting.
 //!
 //! - `types`: what the settings are, once read;
-//! - `specs`: the table of settings (names, defaults, help, sections) and `--help`;
+//! - `specs`: what a setting is (name, default, help, section) and the lookups; `table`: every
+//!   setting as data;
 //! - `raw`: each value as given, read as its type, and the settings assembled from them;
 //! - `values`: parsers and checks for one value (URLs, listen addresses, ids, sizes, paths);
 //! - `auth`: the bearer token and OIDC settings, and the check every bearer token passes;
@@ -24,6 +25,7 @@ mod error;
 mod help;
 mod raw;
 mod specs;
+mod table;
 mod template;
 pub mod templates;
 mod types;
@@ -33,7 +35,7 @@ mod watched;
 use std::collections::HashMap;
 
 use self::raw::Raw;
-use self::specs::{spec_of_flag, spec_of_name};
+use self::table::{spec_of_flag, spec_of_name};
 use self::values::invalid;
 
 pub use self::auth::check_auth_token;
@@ -519,7 +521,7 @@ mod tests {
         let Command::Help(text) = parse(["--help".to_string()], Vec::new()).unwrap() else {
             panic!()
         };
-        for spec in specs::SPECS {
+        for spec in table::SPECS {
             assert!(text.contains(spec.name), "{}", spec.name);
             assert!(text.contains(&format!("-{}", flag_of(spec.name))));
             if !spec.default.is_empty() {

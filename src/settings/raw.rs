@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::egress::{check_upstream, EgressKey};
 use super::error::Error;
-use super::specs::spec_of_name;
+use super::table::spec_of_name;
 use super::template as templates;
 use super::types::{EgressSettings, Fence, Lifetime, PushSettings, Settings};
 use super::values::{self, expand_home, http_url, invalid, parse_listen};
