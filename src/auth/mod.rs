@@ -216,7 +216,7 @@ impl Authenticator {
 }
 
 /// The token in an `Authorization: Bearer <token>` header.
-fn presented(authorization: Option<&str>) -> Result<&str, Failure> {
+pub(crate) fn presented(authorization: Option<&str>) -> Result<&str, Failure> {
     let value = authorization.ok_or(Failure::Missing)?.trim();
     let (scheme, token) = value.split_once(' ').unwrap_or((value, ""));
     if !scheme.eq_ignore_ascii_case("bearer") {

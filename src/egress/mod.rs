@@ -320,27 +320,10 @@ fn reply(stream: &mut TcpStream, status: u16, line: &str) -> std::io::Result<()>
     write!(
         stream,
         "HTTP/1.1 {status} {}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\n{extra}Connection: close\r\n\r\n{line}\n",
-        reason(status),
+        wire::reason(status),
         line.len() + 1
     )?;
     stream.flush()
-}
-
-fn reason(status: u16) -> &'static str {
-    match status {
-        200 => "OK",
-        400 => "Bad Request",
-        403 => "Forbidden",
-        407 => "Proxy Authentication Required",
-        413 => "Content Too Large",
-        414 => "URI Too Long",
-        431 => "Request Header Fields Too Large",
-        501 => "Not Implemented",
-        502 => "Bad Gateway",
-        503 => "Service Unavailable",
-        504 => "Gateway Timeout",
-        _ => "",
-    }
 }
 
 /// A refusal of a worker's request: its status and one line.

@@ -164,8 +164,9 @@ fn placeholder(head: &Head, tunnel: bool) -> Option<String> {
     if tunnel {
         return None;
     }
-    header("authorization")
-        .and_then(|v| strip_scheme(v, "bearer"))
+    crate::auth::presented(header("authorization"))
+        .ok()
+        .filter(|t| !t.is_empty())
         .or_else(|| header("x-api-key"))
         .map(str::to_string)
 }

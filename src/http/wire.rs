@@ -407,6 +407,7 @@ pub(crate) fn reason(status: u16) -> &'static str {
         403 => "Forbidden",
         404 => "Not Found",
         405 => "Method Not Allowed",
+        407 => "Proxy Authentication Required",
         408 => "Request Timeout",
         413 => "Content Too Large",
         414 => "URI Too Long",
@@ -414,7 +415,9 @@ pub(crate) fn reason(status: u16) -> &'static str {
         431 => "Request Header Fields Too Large",
         500 => "Internal Server Error",
         501 => "Not Implemented",
+        502 => "Bad Gateway",
         503 => "Service Unavailable",
+        504 => "Gateway Timeout",
         _ => "Status",
     }
 }

@@ -232,11 +232,7 @@ impl Routes {
         let Some(whois) = &self.whois else {
             return Response::text(404, "no egress key: set EGRESS_KEY_FILE or A2A_AUTH_TOKEN");
         };
-        let placeholder = req
-            .header("authorization")
-            .and_then(|v| v.split_once(' '))
-            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-            .map_or("", |(_, p)| p.trim());
+        let placeholder = auth::presented(req.header("authorization")).unwrap_or("");
         match whois.ask(placeholder) {
             Ok(id) => Response::json(200, &serde_json::json!(id)),
             Err(e @ WhoisError::NotAPlaceholder) => Response::text(401, &e.to_string())

@@ -189,6 +189,17 @@ fn rig(recheck: &str) -> Rig {
 
 /// A running worker of `template` at `address`, put on the double by hand.
 fn worker(rig: &Rig, id: &str, template: &str, address: &str) -> String {
+    put_worker(&rig.controller.backend, id, template, address)
+}
+
+/// A running worker `id` of `template` at `address`, put on the test double by hand; its
+/// placeholder (remembered as a secret).
+pub fn put_worker(
+    backend: &crate::support::FakeBackend,
+    id: &str,
+    template: &str,
+    address: &str,
+) -> String {
     let mut w = Worker::new(
         BackendKind::Docker,
         id,
@@ -198,7 +209,7 @@ fn worker(rig: &Rig, id: &str, template: &str, address: &str) -> String {
     );
     w.a2a_url = format!("http://{address}:9090");
     w.template = template.into();
-    rig.controller.backend.put(w);
+    backend.put(w);
     placeholder(id)
 }
 
@@ -711,16 +722,10 @@ fn a_route_to_an_https_upstream_is_verified_against_the_ca_file_or_the_public_ro
     )
     .unwrap();
     let controller = Builder::default().start();
-    let mut w = Worker::new(
-        BackendKind::Docker,
-        "tls000000001",
-        "tls",
-        WorkerState::Running,
-        "2026-12-06T00:00:00Z".to_string(),
+    let bearer = format!(
+        "Bearer {}",
+        put_worker(&controller.backend, "tls000000001", "default", "127.0.0.1")
     );
-    w.a2a_url = "http://127.0.0.1:9090".into();
-    controller.backend.put(w);
-    let bearer = format!("Bearer {}", placeholder("tls000000001"));
     let proxy = |extra: &[&str]| {
         let mut flags = vec![
             format!("-egress-controller-url=http://{}", controller.addr),

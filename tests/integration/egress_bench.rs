@@ -13,9 +13,6 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use a2a_worker_controller::backend::{BackendKind, Worker, WorkerState};
-use a2a_worker_controller::settings::egress::EgressKey;
-
 use crate::egress::basic;
 use crate::support::{free_port, p50, rounds, wait_until, Builder, TOKEN};
 
@@ -221,17 +218,8 @@ fn egress_bench_proxy_against_direct_and_a_bare_relay() {
     )
     .unwrap();
     let controller = Builder::default().start();
-    let mut w = Worker::new(
-        BackendKind::Docker,
-        "bench0000001",
-        "bench",
-        WorkerState::Running,
-        "2026-12-06T00:00:00Z".to_string(),
-    );
-    w.a2a_url = "http://127.0.0.1:9090".into();
-    controller.backend.put(w);
-    let placeholder = EgressKey::derived_from(TOKEN).placeholder("bench0000001");
-    let placeholder = placeholder.expose();
+    let placeholder =
+        crate::egress::put_worker(&controller.backend, "bench0000001", "default", "127.0.0.1");
     let port = free_port();
     let child = Command::new(env!("CARGO_BIN_EXE_a2a-worker-controller"))
         .arg("egress")
@@ -284,7 +272,7 @@ fn egress_bench_proxy_against_direct_and_a_bare_relay() {
     );
 
     // 2. 50 MB through a tunnel, through a bare relay, and direct (best of 3 each).
-    let auth = basic("bench0000001", placeholder);
+    let auth = basic("bench0000001", &placeholder);
     let relay = bare_relay(bulk);
     // Interleaved, best of 5 each: one 50 MB run is tens of milliseconds here.
     let once = |open: &dyn Fn() -> TcpStream| {
