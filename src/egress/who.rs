@@ -113,22 +113,22 @@ impl Who {
                     Refused(503, format!("the controller's answer about worker {worker_id} could not be read (worker_id, template, address)"))
                 })?;
                 let mut known = self.known.lock().unwrap_or_else(|p| p.into_inner());
-                if known.len() >= MAX_KNOWN {
-                    let recheck = self.recheck;
-                    known.retain(|_, (_, at)| at.elapsed() < recheck);
-                    if known.len() >= MAX_KNOWN {
-                        known.clear();
-                    }
-                }
-                known.insert(worker_id.to_string(), (id.clone(), Instant::now()));
+                let recheck = self.recheck;
+                keep(
+                    &mut known,
+                    worker_id,
+                    (id.clone(), Instant::now()),
+                    |(_, at)| at.elapsed() < recheck,
+                );
                 Ok(id)
             }
             404 => {
                 self.forget(worker_id);
-                Err(Refused(
-                    403,
-                    format!("worker {worker_id} is not running: its placeholder is refused"),
-                ))
+                let mut gone = self.gone.lock().unwrap_or_else(|p| p.into_inner());
+                keep(&mut gone, worker_id, Instant::now(), |at| {
+                    at.elapsed() < GONE_FOR
+                });
+                Err(not_running())
             }
             other => Err(Refused(
                 503,
@@ -145,6 +145,18 @@ impl Who {
             .unwrap_or_else(|p| p.into_inner())
             .remove(worker_id);
     }
+}
+
+/// `value` kept for `key` in a map of at most [`MAX_KNOWN`] entries: when it is full, the
+/// entries no longer `fresh` go first, and all of them if that is not enough.
+fn keep<V>(map: &mut HashMap<String, V>, key: &str, value: V, fresh: impl Fn(&V) -> bool) {
+    if map.len() >= MAX_KNOWN {
+        map.retain(|_, v| fresh(v));
+        if map.len() >= MAX_KNOWN {
+            map.clear();
+        }
+    }
+    map.insert(key.to_string(), value);
 }
 
 /// The placeholder a request carries, if any.

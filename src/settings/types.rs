@@ -103,7 +103,7 @@ pub struct EgressSettings {
 
 /// What a fenced worker is given: the proxy's URL (as workers reach it) and the key its
 /// placeholder credential is derived from.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct Fence {
     pub proxy_url: String,
     pub key: super::egress::EgressKey,
