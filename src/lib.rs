@@ -170,7 +170,7 @@ pub fn open_templates(
     let judge = Arc::clone(backend);
     let keyed = settings.pool_key_file.is_some() || settings.auth_token.is_some();
     let accepts = Box::new(move |t: &backend::Template| {
-        if t.pool > 0 && judge.pools().is_none() {
+        if t.pool > 0 && judge.abilities().pools.is_none() {
             return Err(format!(
                 "pool: the {} backend keeps no warm pools; remove pool",
                 judge.kind()
@@ -340,7 +340,7 @@ fn start_pool(
     metrics: &Arc<metrics::Metrics>,
 ) -> Result<Option<control::pool::PoolHandle>, Error> {
     let (Some(_), Some((key, source))) = (
-        backend.pools(),
+        backend.abilities().pools,
         control::pool::PoolKey::from_settings(settings).map_err(Error::Refused)?,
     ) else {
         return Ok(None);

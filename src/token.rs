@@ -41,6 +41,27 @@ impl Token {
     pub fn expose(&self) -> &str {
         &self.0
     }
+
+    /// The one-way hash stored with a worker in place of its token: the first
+    /// [`TOKEN_HASH_CHARS`] hex characters of the token's SHA-256 (192 bits; a Kubernetes
+    /// label value holds at most 63 characters). Knowing it does not give the token (256
+    /// random bits); `""` for an empty token (a worker without an endpoint has none to check).
+    pub fn hash(&self) -> String {
+        token_hash(&self.0)
+    }
+}
+
+/// How many hex characters of a token's SHA-256 are stored with its worker.
+pub const TOKEN_HASH_CHARS: usize = 48;
+
+/// [`Token::hash`] of a presented bearer (`""` for an empty one).
+pub fn token_hash(secret: &str) -> String {
+    if secret.is_empty() {
+        return String::new();
+    }
+    let mut h = hex(&crate::hash::sha256(secret.as_bytes()));
+    h.truncate(TOKEN_HASH_CHARS);
+    h
 }
 
 impl fmt::Debug for Token {
@@ -127,6 +148,14 @@ mod tests {
         assert!(a.expose().bytes().all(|c| c.is_ascii_hexdigit()));
         assert_ne!(a, b);
         assert_eq!(format!("{a:?} {a}"), "Token(<redacted>) <redacted>");
+    }
+
+    #[test]
+    fn a_token_hash_is_a_truncated_sha256_and_empty_for_no_token() {
+        let t = Token::from_secret("abc".into());
+        assert_eq!(t.hash(), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9c");
+        assert_eq!(t.hash().len(), TOKEN_HASH_CHARS);
+        assert_eq!(Token::from_secret(String::new()).hash(), "");
     }
 
     #[test]

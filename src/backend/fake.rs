@@ -17,9 +17,9 @@ use std::time::Duration;
 
 use super::tail::{Tail, MAX_LOG_BYTES};
 use super::{
-    Activation, Backend, BackendError, BackendKind, Capabilities, Change, Changes, ClaimError,
-    CreateSpec, Logs, MemberSpec, MemberState, Metadata, PoolMember, Pools, TaskWorkspace, Worker,
-    WorkerState, Workspaces,
+    Abilities, Activation, Backend, BackendError, BackendKind, Capabilities, Change, Changes,
+    ClaimError, CreateSpec, Logs, MemberSpec, MemberState, Metadata, PoolMember, Pools, Progress,
+    Renewal, Suspend, Suspension, TaskWorkspace, Worker, WorkerState, Workspaces,
 };
 
 /// The test double. `Default` is an empty one that is up, creates at once and keeps no pools.
@@ -63,6 +63,8 @@ pub struct FakeBackend {
     /// [`Changes::worker`] fails `Unavailable` while set.
     pub refuse_looks: AtomicBool,
     clock: Mutex<u64>,
+    /// The TTL each suspended worker gets back on resume.
+    ttl_left: Mutex<BTreeMap<String, Option<u64>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -134,6 +136,7 @@ impl FakeBackend {
             metadata,
             scope: scope.to_string(),
             template: "default".to_string(),
+            token_hash: String::new(),
         }
     }
 }
@@ -183,7 +186,8 @@ impl Backend for FakeBackend {
                 spec.metadata.clone(),
             )
             .expiring(spec.expires_at)
-            .templated(spec.template.name.clone());
+            .templated(spec.template.name.clone())
+            .hashed(spec.token.hash());
         workers.insert(worker.worker_id.clone(), worker.clone());
         spec.progress.step("fake: ready");
         Ok(worker)
@@ -219,16 +223,14 @@ impl Backend for FakeBackend {
         self.check_up()
     }
 
-    fn changes(&self) -> Option<&dyn Changes> {
-        self.streaming.load(Ordering::SeqCst).then_some(self as _)
-    }
-
-    fn workspaces(&self) -> Option<&dyn Workspaces> {
-        Some(self)
-    }
-
-    fn pools(&self) -> Option<&dyn Pools> {
-        self.pooling.load(Ordering::SeqCst).then_some(self as _)
+    fn abilities(&self) -> Abilities<'_> {
+        Abilities {
+            changes: self.streaming.load(Ordering::SeqCst).then_some(self as _),
+            workspaces: Some(self),
+            pools: self.pooling.load(Ordering::SeqCst).then_some(self as _),
+            renewal: Some(self),
+            suspension: Some(self),
+        }
     }
 }
 
@@ -254,6 +256,47 @@ impl Changes for FakeBackend {
             return Err(BackendError::Unavailable("not now".into()));
         }
         Ok(lock(&self.workers).get(worker_id).cloned())
+    }
+}
+
+impl Renewal for FakeBackend {
+    fn renew(&self, worker_id: &str, expires_at: Option<u64>) -> Result<Worker, BackendError> {
+        self.check_up()?;
+        let mut workers = lock(&self.workers);
+        let w = workers.get_mut(worker_id).ok_or(BackendError::NotFound)?;
+        *w = w.clone().expiring(expires_at);
+        Ok(w.clone())
+    }
+}
+
+impl Suspension for FakeBackend {
+    fn suspend(&self, worker_id: &str, how: &Suspend) -> Result<Worker, BackendError> {
+        self.check_up()?;
+        let mut workers = lock(&self.workers);
+        let w = workers.get_mut(worker_id).ok_or(BackendError::NotFound)?;
+        w.state = WorkerState::Suspended;
+        w.reason = format!("suspended at {}", crate::time::rfc3339_secs(how.at));
+        *w = w.clone().expiring(how.until);
+        lock(&self.ttl_left).insert(worker_id.to_string(), how.ttl_left);
+        Ok(w.clone())
+    }
+
+    fn resume(
+        &self,
+        worker_id: &str,
+        _template: Option<&crate::backend::Template>,
+        progress: &Progress,
+    ) -> Result<Worker, BackendError> {
+        self.check_up()?;
+        let mut workers = lock(&self.workers);
+        let w = workers.get_mut(worker_id).ok_or(BackendError::NotFound)?;
+        let left = lock(&self.ttl_left).remove(worker_id).flatten();
+        let now = crate::time::now_millis() / 1000;
+        w.state = WorkerState::Running;
+        w.reason = String::new();
+        *w = w.clone().expiring(left.map(|l| now + l));
+        progress.step("fake: resumed");
+        Ok(w.clone())
     }
 }
 

@@ -44,6 +44,9 @@ pub const NONCE: &str = "a2a-worker-controller/pool-nonce";
 /// On a claimed member's binding (a Docker volume whose labels are the worker's identity):
 /// the member it binds, `<member name>/<nonce>`.
 pub const BINDING: &str = "a2a-worker-controller/binding";
+/// The one-way hash of the worker's token ([`crate::token::Token::hash`]): what lets a worker
+/// renew itself with its own token while no token is stored.
+pub const TOKEN_HASH: &str = "a2a-worker-controller/token-hash";
 /// A caller's metadata key `k` is the label (Docker) or annotation (Kubernetes) `META + k`.
 pub const META: &str = "a2a-worker-controller.meta/";
 
@@ -57,6 +60,7 @@ pub fn identity(
     scope: &str,
     template: &str,
     expires_at: Option<u64>,
+    token_hash: &str,
 ) -> Vec<(&'static str, String)> {
     let mut labels = vec![
         (WORKER_ID, worker_id.to_string()),
@@ -67,21 +71,20 @@ pub fn identity(
     if let Some(at) = expires_at {
         labels.push((EXPIRES_AT, at.to_string()));
     }
+    if !token_hash.is_empty() {
+        labels.push((TOKEN_HASH, token_hash.to_string()));
+    }
     labels
 }
 
-/// The labels of a new worker (Docker's: the task whole, the caller's metadata beside).
+/// The labels of a new worker (Docker's: its [`identity`] with the task whole, the owner,
+/// the caller's metadata beside).
 pub fn for_worker(
     controller_id: &str,
-    worker_id: &str,
-    task: &str,
-    scope: &str,
-    template: &str,
-    expires_at: Option<u64>,
+    own: Vec<(&'static str, String)>,
     metadata: &Metadata,
 ) -> BTreeMap<String, String> {
     let mut labels = BTreeMap::from([(OWNER.to_string(), controller_id.to_string())]);
-    let own = identity(worker_id, task.to_string(), scope, template, expires_at);
     labels.extend(own.into_iter().map(|(k, v)| (k.to_string(), v)));
     labels.extend(meta_entries(metadata));
     labels
@@ -129,6 +132,8 @@ pub struct Owned {
     pub scope: String,
     /// The template it was made from; [`DEFAULT_TEMPLATE`] without the label.
     pub template: String,
+    /// Its token's one-way hash; `""` without the label.
+    pub token_hash: String,
 }
 
 /// This controller's labels on an object, read from its label map; every other label is
@@ -147,6 +152,7 @@ pub struct Ours {
     key_id: Option<String>,
     nonce: Option<String>,
     binding: Option<String>,
+    token_hash: Option<String>,
 }
 
 /// A pool member's labels: whose it is, what it was started as.
@@ -243,6 +249,7 @@ impl<'de> Visitor<'de> for OursVisitor {
                 KEY_ID => &mut ours.key_id,
                 NONCE => &mut ours.nonce,
                 BINDING => &mut ours.binding,
+                TOKEN_HASH => &mut ours.token_hash,
                 EXPIRES_AT => {
                     // Not a number: as if absent (the worker is then not reaped).
                     let Text(value) = map.next_value::<Text>()?;
@@ -299,10 +306,12 @@ pub fn owned(labels: Option<Ours>, controller_id: &str) -> Option<Owned> {
     let worker_id = labels.worker_id.take().filter(|w| !w.is_empty())?;
     let expires_at = labels.expires_at.take();
     let metadata = std::mem::take(&mut labels.metadata);
+    let token_hash = labels.token_hash.take().unwrap_or_default();
     Some(Owned {
         worker_id,
         expires_at,
         metadata,
+        token_hash,
         ..owned_workspace(labels, controller_id)?
     })
 }
@@ -318,6 +327,7 @@ pub fn owned_workspace(labels: Ours, controller_id: &str) -> Option<Owned> {
         task: labels.task.unwrap_or_default(),
         expires_at: None,
         metadata: Metadata::new(),
+        token_hash: String::new(),
         scope: labels
             .scope
             .filter(|s| !s.is_empty())
@@ -556,8 +566,22 @@ mod tests {
         let read = |l: &BTreeMap<String, String>| -> Option<Ours> {
             Some(serde_json::from_value(serde_json::json!(l)).expect("a label map reads"))
         };
-        let mut l = for_worker("me", "w1", "t", "team-a", "coder", None, &Metadata::new());
-        assert_eq!(l.len(), 5, "exactly five labels without a TTL");
+        let mut l = for_worker(
+            "me",
+            identity("w1", "t".into(), "team-a", "coder", None, ""),
+            &Metadata::new(),
+        );
+        assert_eq!(l.len(), 5, "exactly five labels without a TTL or a token");
+        let hashed = for_worker(
+            "me",
+            identity("w1", "t".into(), "team-a", "coder", None, "ab12"),
+            &Metadata::new(),
+        );
+        assert_eq!(hashed[TOKEN_HASH], "ab12");
+        assert_eq!(
+            owned(read(&hashed), "me").map(|o| o.token_hash),
+            Some("ab12".into())
+        );
         assert_eq!(
             owned(read(&l), "me"),
             Some(Owned {
@@ -567,6 +591,7 @@ mod tests {
                 metadata: Metadata::new(),
                 scope: "team-a".into(),
                 template: "coder".into(),
+                token_hash: String::new(),
             })
         );
         let mut before_scopes = l.clone();
@@ -579,20 +604,19 @@ mod tests {
         );
         let expiring = for_worker(
             "me",
-            "w1",
-            "t",
-            ADMIN_SCOPE,
-            DEFAULT_TEMPLATE,
-            Some(1_900_000_000),
+            identity(
+                "w1",
+                "t".into(),
+                ADMIN_SCOPE,
+                DEFAULT_TEMPLATE,
+                Some(1_900_000_000),
+                "",
+            ),
             &Metadata::new(),
         );
         let tagged = for_worker(
             "me",
-            "w1",
-            "t",
-            ADMIN_SCOPE,
-            DEFAULT_TEMPLATE,
-            None,
+            identity("w1", "t".into(), ADMIN_SCOPE, DEFAULT_TEMPLATE, None, ""),
             &[("team".to_string(), "infra \"x\"".to_string())].into(),
         );
         assert_eq!(tagged["a2a-worker-controller.meta/team"], "infra \"x\"");
@@ -628,6 +652,7 @@ mod tests {
                 metadata: Metadata::new(),
                 scope: ADMIN_SCOPE.into(),
                 template: DEFAULT_TEMPLATE.into(),
+                token_hash: String::new(),
             })
         );
         assert!(serde_json::from_str::<Ours>(r#"{"a2a-worker-controller/owner": 7}"#).is_err());

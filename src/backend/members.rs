@@ -145,6 +145,7 @@ pub fn claimed_worker(
         .tagged(spec.metadata.clone())
         .scoped(spec.scope.clone())
         .templated(spec.template.name.clone())
+        .hashed(spec.token.hash())
     }
 }
 

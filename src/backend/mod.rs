@@ -30,10 +30,13 @@ pub(crate) mod docker;
 pub mod fake;
 pub(crate) mod k8s;
 pub(crate) mod labels;
+pub mod lease;
 pub(crate) mod local;
 pub mod members;
 pub mod pools;
 pub(crate) mod probe;
+pub mod renewal;
+pub mod suspension;
 pub mod tail;
 pub mod validation;
 pub(crate) mod worker_env;
@@ -46,6 +49,8 @@ use serde::Serialize;
 pub use self::changes::{Change, Changes};
 pub use self::members::{Activation, ClaimError, MemberSpec, MemberState, PoolMember};
 pub use self::pools::Pools;
+pub use self::renewal::Renewal;
+pub use self::suspension::{Suspend, Suspension};
 pub use self::validation::{Check, Finding, Refusal, Subject};
 pub use self::workspaces::{TaskWorkspace, Workspaces};
 pub use crate::settings::templates::{Template, DEFAULT_TEMPLATE};
@@ -146,6 +151,9 @@ pub enum WorkerState {
     /// in its grace period, a container Docker is removing). It holds its task's name until it
     /// is gone, and does not count against `MAX_WORKERS`.
     Stopping,
+    /// Suspended: not running (no CPU, no memory held), its files and identity kept; it
+    /// holds its task, does not count against `MAX_WORKERS`, and runs again on `resume`.
+    Suspended,
     Unknown,
 }
 
@@ -156,6 +164,7 @@ impl WorkerState {
             WorkerState::Running => "running",
             WorkerState::Exited => "exited",
             WorkerState::Stopping => "stopping",
+            WorkerState::Suspended => "suspended",
             WorkerState::Unknown => "unknown",
         }
     }
@@ -185,6 +194,11 @@ pub struct Worker {
     pub scope: String,
     /// The template it was made from ([`DEFAULT_TEMPLATE`] for workers made before templates).
     pub template: String,
+    /// The one-way hash of its token, as stored with it ([`crate::token::Token::hash`]; `""`
+    /// when none is, as for workers made before it was): what lets a worker renew itself with
+    /// its own token while the controller keeps no token. Never sent to a caller.
+    #[serde(skip)]
+    pub token_hash: String,
 }
 
 /// A caller's tags on a worker: at most [`MAX_METADATA_KEYS`] keys of
@@ -218,6 +232,7 @@ impl Worker {
             metadata: Metadata::new(),
             scope: ADMIN_SCOPE.to_string(),
             template: DEFAULT_TEMPLATE.to_string(),
+            token_hash: String::new(),
         }
     }
 
@@ -236,6 +251,12 @@ impl Worker {
     /// The same, with the caller's tags.
     pub fn tagged(mut self, metadata: Metadata) -> Worker {
         self.metadata = metadata;
+        self
+    }
+
+    /// The same, with the hash of its token as stored with it.
+    pub fn hashed(mut self, token_hash: impl Into<String>) -> Worker {
+        self.token_hash = token_hash.into();
         self
     }
 
@@ -333,9 +354,8 @@ impl BackendError {
 }
 
 /// What a backend can promise, beside what it does. The optional abilities (a change stream,
-/// workspaces, pools) are not flags here: each is a trait reached through the backend
-/// ([`Backend::changes`], [`Backend::workspaces`], [`Backend::pools`]), so having one and
-/// implementing it cannot disagree.
+/// workspaces, pools, renewal, suspension) are not flags here: each is a trait reached through
+/// [`Backend::abilities`], so having one and implementing it cannot disagree.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Capabilities {
     /// Whether [`Backend::create`] refuses a second worker per task atomically in the engine
@@ -354,6 +374,25 @@ impl Capabilities {
         atomic_task_uniqueness: true,
         endpoints: true,
     };
+}
+
+/// The optional abilities of a backend, each a small trait of its own beside the seam (one
+/// file each), present when the backend has it. What the control layer does without one is
+/// said on each field.
+#[derive(Clone, Copy, Default)]
+pub struct Abilities<'a> {
+    /// The engine's change stream ([`Changes`]); without, watchers rely on listing alone.
+    pub changes: Option<&'a dyn Changes>,
+    /// Task workspaces ([`Workspaces`]); without, a template with a `workspace` is refused by
+    /// [`Backend::validate`].
+    pub workspaces: Option<&'a dyn Workspaces>,
+    /// Warm pools ([`Pools`]); without, a template with a `pool` is refused when templates
+    /// are read.
+    pub pools: Option<&'a dyn Pools>,
+    /// Lifetimes that change after create ([`Renewal`]); without, `renew` is refused.
+    pub renewal: Option<&'a dyn Renewal>,
+    /// Suspend and resume ([`Suspension`]); without, both are refused.
+    pub suspension: Option<&'a dyn Suspension>,
 }
 
 /// The seam every backend implements. Calls block; each is made from one request thread.
@@ -398,21 +437,9 @@ pub trait Backend: Send + Sync {
         }
     }
 
-    /// The engine's change stream, when it has one ([`Changes`]).
-    fn changes(&self) -> Option<&dyn Changes> {
-        None
-    }
-
-    /// Task workspaces, when this backend keeps them ([`Workspaces`]); without, a template
-    /// with a `workspace` is refused by [`Backend::validate`].
-    fn workspaces(&self) -> Option<&dyn Workspaces> {
-        None
-    }
-
-    /// Warm pools, when this backend keeps them ([`Pools`]); without, a template with a
-    /// `pool` is refused when templates are read.
-    fn pools(&self) -> Option<&dyn Pools> {
-        None
+    /// The optional abilities it has ([`Abilities`]); by default none.
+    fn abilities(&self) -> Abilities<'_> {
+        Abilities::default()
     }
 }
 

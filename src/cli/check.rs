@@ -20,7 +20,8 @@ fn pool_line(
     let (key, source) = crate::control::pool::PoolKey::from_settings(settings)?
         .ok_or("a pooled template needs POOL_KEY_FILE or A2A_AUTH_TOKEN")?;
     let pools = backend
-        .pools()
+        .abilities()
+        .pools
         .ok_or_else(|| format!("the {} backend keeps no warm pools", backend.kind()))?;
     let members = pools.members().map_err(|e| e.to_string())?;
     let sizes: Vec<String> = pooled

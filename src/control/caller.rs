@@ -25,6 +25,9 @@ pub struct Caller {
     pub templates: Option<Vec<String>>,
     /// Its bound on its scope's task workspaces; `None`: none.
     pub max_workspaces: Option<u32>,
+    /// A worker presenting its own token ([`Caller::worker`]): the token's one-way hash. Such
+    /// a caller may renew the worker stored with that hash, and do nothing else.
+    pub renews_only: Option<String>,
 }
 
 impl Caller {
@@ -39,6 +42,7 @@ impl Caller {
             key: "static:admin".into(),
             templates: None,
             max_workspaces: None,
+            renews_only: None,
         }
     }
 
@@ -52,6 +56,7 @@ impl Caller {
             key: format!("static:{name}"),
             templates: None,
             max_workspaces: None,
+            renews_only: None,
         }
     }
 
@@ -84,12 +89,37 @@ impl Caller {
             key: format!("oidc:{subject}"),
             templates: None,
             max_workspaces: None,
+            renews_only: None,
         }
     }
 
-    /// Whether this caller may see (and stop, and read the logs of) `worker`.
+    /// A worker presenting its own token (the one create returned): it may renew that worker
+    /// and nothing else. It is in no scope and may use no template; every worker token shares
+    /// one caller key, so their request limits are shared too (a stream of made-up tokens
+    /// costs what one caller's requests cost).
+    pub fn worker(token: &str) -> Caller {
+        Caller {
+            name: "worker".into(),
+            scope: String::new(),
+            admin: false,
+            max_workers: None,
+            key: "worker-token".into(),
+            templates: Some(Vec::new()),
+            max_workspaces: None,
+            renews_only: Some(crate::token::token_hash(token)),
+        }
+    }
+
+    /// Whether this caller may see (and stop, and read the logs of) `worker`. A worker's own
+    /// token sees its worker only (its stored hash, compared in constant time).
     pub fn sees(&self, worker: &Worker) -> bool {
-        self.admin || worker.scope == self.scope
+        match &self.renews_only {
+            Some(hash) => {
+                !worker.token_hash.is_empty()
+                    && crate::token::constant_time_eq(hash.as_bytes(), worker.token_hash.as_bytes())
+            }
+            None => self.admin || worker.scope == self.scope,
+        }
     }
 
     /// The scope a list or watch is limited to: `None` for an admin (every scope).

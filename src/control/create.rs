@@ -87,15 +87,17 @@ impl Control {
     /// Reserves a place under `MAX_WORKERS` and the caller's `max_workers` (which counts its
     /// scope's workers): listed workers plus creates in flight. The place is given back when
     /// the returned guard drops, also if the backend panics.
-    fn admit(&self, caller: &Caller) -> Result<Admitted<'_>, ControlError> {
+    pub(super) fn admit(&self, caller: &Caller) -> Result<Admitted<'_>, ControlError> {
         let mut in_flight = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
         let scope_in_flight = in_flight.by_scope.get(&caller.scope).copied().unwrap_or(0);
         let scope_max = caller.max_workers.filter(|m| *m > 0);
         if self.max_workers > 0 || scope_max.is_some() {
-            // A worker being removed (`stopping`) is on its way out: it holds its task, not a
-            // place.
+            // A worker being removed (`stopping`) is on its way out, a suspended one holds
+            // nothing running: each holds its task, not a place.
             let workers = self.backend.list().map_err(ControlError::from)?;
-            let counted = workers.iter().filter(|w| w.state != WorkerState::Stopping);
+            let counted = workers
+                .iter()
+                .filter(|w| !matches!(w.state, WorkerState::Stopping | WorkerState::Suspended));
             let (existing, in_scope) = counted.fold((0u64, 0u64), |(all, mine), w| {
                 (all + 1, mine + u64::from(w.scope == caller.scope))
             });
@@ -129,7 +131,7 @@ impl Control {
 }
 
 /// A create counted in flight (in its scope); dropping it gives the place back.
-struct Admitted<'a>(&'a Control, String);
+pub(super) struct Admitted<'a>(&'a Control, String);
 
 impl Drop for Admitted<'_> {
     fn drop(&mut self) {
@@ -165,7 +167,7 @@ fn new_identity(endpoints: bool) -> Result<(String, Token), ControlError> {
 
 /// The TTL a create of `template` gets: the caller's, else the template's default, within
 /// its ceiling (`MAX_WORKER_TTL` for `default`, else the template's `max_ttl`).
-fn template_ttl(
+pub(super) fn template_ttl(
     template: &Template,
     asked: Option<Duration>,
 ) -> Result<Option<Duration>, ControlError> {

@@ -19,6 +19,11 @@ pub enum ErrorCode {
     NotReady,
     Capacity,
     RejectedByCluster,
+    /// The worker is not in a state the operation applies to (resuming an exited worker,
+    /// renewing a suspended one); the message says which state and what to do.
+    InvalidState,
+    /// The caller may not do this (a worker's own token asking for anything but its renew).
+    Forbidden,
     Internal,
 }
 

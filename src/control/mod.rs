@@ -9,6 +9,7 @@ pub mod caller;
 mod create;
 pub mod egress;
 pub mod error;
+mod lifetime;
 pub mod pool;
 pub mod reaper;
 pub mod request;
@@ -100,6 +101,10 @@ pub struct Control {
     watch: Arc<watch::Hub>,
     /// The warm pools creates of pooled templates take members from.
     pool: Option<Arc<pool::Pool>>,
+    /// Held by a renew and by the reaper's look-again-then-stop of expired workers: within
+    /// this controller a renew that answered is never undone by a reap that read the old
+    /// expiry.
+    lifetimes: Mutex<()>,
 }
 
 /// `MAX_WATCHERS`' default.
@@ -125,6 +130,7 @@ impl Control {
             in_flight: Mutex::default(),
             create_lock: Mutex::new(()),
             pool: None,
+            lifetimes: Mutex::new(()),
         }
     }
 
@@ -231,7 +237,26 @@ impl Control {
     }
 
     fn run(&self, caller: &Caller, req: ControlRequest, progress: Progress) -> (Outcome, String) {
+        if caller.renews_only.is_some() && !matches!(req, ControlRequest::Renew { .. }) {
+            return (
+                Outcome::Rejected(ControlError::new(
+                    ErrorCode::Forbidden,
+                    format!(
+                        "a worker's own token may only renew its worker, not {}",
+                        req.operation()
+                    ),
+                )),
+                String::new(),
+            );
+        }
         match req {
+            ControlRequest::Renew { worker_id, ttl } => {
+                (self.renew(caller, &worker_id, ttl), worker_id)
+            }
+            ControlRequest::Suspend { worker_id } => (self.suspend(caller, &worker_id), worker_id),
+            ControlRequest::Resume { worker_id } => {
+                (self.resume(caller, &worker_id, progress), worker_id)
+            }
             ControlRequest::List { mut filter } => match self.backend.list() {
                 Ok(mut workers) => {
                     filter.scope = caller.visible_scope();
@@ -337,6 +362,8 @@ impl Control {
                         | ErrorCode::WorkerExists
                         | ErrorCode::NotFound
                         | ErrorCode::Capacity
+                        | ErrorCode::InvalidState
+                        | ErrorCode::Forbidden
                 );
                 if let (Some(sentry), false) = (&self.sentry, caller_error) {
                     sentry.report(&format!("{operation} failed ({:?}): {}", e.code, e.message), operation, backend);

@@ -6,7 +6,7 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use super::{completed, Control, Ids, OneWorker, Outcome};
-use crate::backend::{BackendError, WorkerState};
+use crate::backend::{BackendError, Worker, WorkerState};
 use crate::time;
 
 /// The reaper of one controller: every `interval` (and once at start, for workers that
@@ -83,48 +83,19 @@ impl Control {
         let pass = Instant::now();
         let workers = self.backend.list()?;
         let listed = workers.len();
+        let expired = |w: &Worker, now: u64| {
+            time::parse_rfc3339_millis(&w.expires_at)
+                .is_some_and(|at| at <= now && w.state != WorkerState::Stopping)
+        };
         let now = time::now_millis();
-        for w in workers {
-            let Some(expiry) = time::parse_rfc3339_millis(&w.expires_at) else {
-                continue;
-            };
-            if expiry > now || w.state == WorkerState::Stopping {
-                continue;
+        if workers.iter().any(|w| expired(w, now)) {
+            // Looked at again under the lock a renew takes: one renewed since the first
+            // list is left alone.
+            let _serial = self.lifetimes.lock().unwrap_or_else(|p| p.into_inner());
+            let now = time::now_millis();
+            for w in self.backend.list()?.into_iter().filter(|w| expired(w, now)) {
+                self.reap_one(w);
             }
-            let started = Instant::now();
-            self.watch.stopping(
-                &w.worker_id,
-                &format!("reaped: its TTL ended at {}", w.expires_at),
-            );
-            let stopped = self.backend.stop(&w.worker_id);
-            self.watch.stopped(&w.worker_id, stopped.is_ok());
-            let outcome = match stopped {
-                Ok(worker) => {
-                    self.released(&worker);
-                    log::info!(
-                        "reaper: stopped worker {} (task {:?}): its TTL ended at {}",
-                        w.worker_id,
-                        w.task,
-                        w.expires_at
-                    );
-                    completed(&OneWorker { worker }, None, 0)
-                }
-                Err(BackendError::NotFound) => {
-                    log::debug!(
-                        "reaper: worker {} was already gone (stopped elsewhere)",
-                        w.worker_id
-                    );
-                    continue;
-                }
-                Err(e) => Outcome::Failed(e.into()),
-            };
-            let ids = Ids {
-                task_id: "reaper",
-                task: &w.task,
-                worker_id: &w.worker_id,
-                caller: "reaper",
-            };
-            self.record("reap", &ids, &outcome, started.elapsed());
         }
         if !workspaces {
             self.metrics.reaper_pass(pass.elapsed(), listed);
@@ -145,6 +116,66 @@ impl Control {
         }
         self.metrics.reaper_pass(pass.elapsed(), listed);
         Ok(())
+    }
+
+    /// What the end of `w`'s TTL does: a suspended worker (its `suspended_ttl` over) is
+    /// stopped for good; one whose template says `on_expiry: "suspend"` is suspended; any other
+    /// is stopped. Logged and counted as operation `reap`.
+    fn reap_one(&self, w: Worker) {
+        let started = Instant::now();
+        let ids = Ids {
+            task_id: "reaper",
+            task: &w.task,
+            worker_id: &w.worker_id,
+            caller: "reaper",
+        };
+        if self.suspends_at_expiry(&w) {
+            let outcome = match self.suspend_worker(&w, true) {
+                Ok(worker) => {
+                    log::info!(
+                        "reaper: suspended worker {} (task {:?}): its TTL ended at {}",
+                        w.worker_id,
+                        w.task,
+                        w.expires_at
+                    );
+                    completed(&OneWorker { worker }, None, 0)
+                }
+                Err(outcome) => outcome,
+            };
+            self.record("reap", &ids, &outcome, started.elapsed());
+            return;
+        }
+        let why = if w.state == WorkerState::Suspended {
+            format!(
+                "reaped: suspended past its suspended_ttl, which ended at {}",
+                w.expires_at
+            )
+        } else {
+            format!("reaped: its TTL ended at {}", w.expires_at)
+        };
+        self.watch.stopping(&w.worker_id, &why);
+        let stopped = self.backend.stop(&w.worker_id);
+        self.watch.stopped(&w.worker_id, stopped.is_ok());
+        let outcome = match stopped {
+            Ok(worker) => {
+                self.released(&worker);
+                log::info!(
+                    "reaper: stopped worker {} (task {:?}): {why}",
+                    w.worker_id,
+                    w.task
+                );
+                completed(&OneWorker { worker }, None, 0)
+            }
+            Err(BackendError::NotFound) => {
+                log::debug!(
+                    "reaper: worker {} was already gone (stopped elsewhere)",
+                    w.worker_id
+                );
+                return;
+            }
+            Err(e) => Outcome::Failed(e.into()),
+        };
+        self.record("reap", &ids, &outcome, started.elapsed());
     }
 
     /// Deletes every workspace whose task has had no worker for `WORKSPACE_TTL`: one list of

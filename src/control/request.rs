@@ -52,6 +52,19 @@ pub enum ControlRequest {
     Watch {
         filter: Filter,
     },
+    /// The worker's expiry becomes now + `ttl` (bounded as a create's).
+    Renew {
+        worker_id: String,
+        ttl: Duration,
+    },
+    /// The worker stops running and keeps its files and identity.
+    Suspend {
+        worker_id: String,
+    },
+    /// A suspended worker runs again.
+    Resume {
+        worker_id: String,
+    },
 }
 
 impl ControlRequest {
@@ -65,6 +78,9 @@ impl ControlRequest {
             ControlRequest::Watch { .. } => "watch",
             ControlRequest::Stop { .. } => "stop",
             ControlRequest::Logs { .. } => "logs",
+            ControlRequest::Renew { .. } => "renew",
+            ControlRequest::Suspend { .. } => "suspend",
+            ControlRequest::Resume { .. } => "resume",
         }
     }
 }
@@ -128,8 +144,19 @@ pub fn parse_request<'a>(
             worker_id: valid_worker_id(request.get("worker_id"), "logs")?,
             tail: valid_tail(request.get("tail"))?,
         }),
+        "renew" => Ok(ControlRequest::Renew {
+            worker_id: valid_worker_id(request.get("worker_id"), "renew")?,
+            ttl: valid_ttl(request.get("ttl"))?
+                .ok_or_else(|| ControlError::invalid("renew needs a ttl, e.g. \"2h\""))?,
+        }),
+        "suspend" => Ok(ControlRequest::Suspend {
+            worker_id: valid_worker_id(request.get("worker_id"), "suspend")?,
+        }),
+        "resume" => Ok(ControlRequest::Resume {
+            worker_id: valid_worker_id(request.get("worker_id"), "resume")?,
+        }),
         other => Err(ControlError::invalid(format!(
-            "unknown operation {:?}: use create, list, stop, logs, watch, templates, workspaces or delete_workspace",
+            "unknown operation {:?}: use create, list, stop, logs, watch, renew, suspend, resume, templates, workspaces or delete_workspace",
             truncate(other, 64)
         ))),
     }
@@ -205,13 +232,14 @@ fn valid_filter(request: &serde_json::Map<String, Value>) -> Result<Filter, Cont
                 WorkerState::Running,
                 WorkerState::Exited,
                 WorkerState::Stopping,
+                WorkerState::Suspended,
                 WorkerState::Unknown,
             ]
             .into_iter()
             .find(|w| w.as_str() == s)
             .ok_or_else(|| {
                 ControlError::invalid(
-                    "state must be one of starting, running, exited, stopping, unknown",
+                    "state must be one of starting, running, exited, stopping, suspended, unknown",
                 )
             })?,
         ),
@@ -413,6 +441,8 @@ mod tests {
         let none = Lifetime::default();
         assert_eq!(ttl_for(&none, None, M).unwrap(), None);
         let capped = Lifetime {
+            on_expiry: Default::default(),
+            suspended_ttl: None,
             default_ttl: Some(Duration::from_secs(600)),
             max_ttl: Some(Duration::from_secs(7200)),
         };
@@ -428,6 +458,8 @@ mod tests {
         assert_eq!(e.code, ErrorCode::InvalidRequest);
         assert_eq!(e.message, "ttl 2h1s is longer than MAX_WORKER_TTL (2h)");
         let ceiling_only = Lifetime {
+            on_expiry: Default::default(),
+            suspended_ttl: None,
             default_ttl: None,
             max_ttl: Some(Duration::from_secs(60)),
         };

@@ -101,7 +101,8 @@ impl Control {
     /// Every workspace the backend keeps (none, for a backend that keeps none).
     pub(super) fn owned_workspaces(&self) -> Result<Vec<TaskWorkspace>, BackendError> {
         self.backend
-            .workspaces()
+            .abilities()
+            .workspaces
             .map_or(Ok(Vec::new()), |spaces| spaces.owned())
     }
 
@@ -113,7 +114,8 @@ impl Control {
         task: &str,
     ) -> Result<TaskWorkspace, BackendError> {
         self.backend
-            .workspaces()
+            .abilities()
+            .workspaces
             .map_or(Err(BackendError::NotFound), |spaces| {
                 spaces.delete(scope, task)
             })
@@ -227,7 +229,7 @@ impl Control {
 
     /// Notes a stopped worker's workspace as used until now (its TTL counts from here).
     pub(super) fn released(&self, worker: &Worker) {
-        let Some(spaces) = self.backend.workspaces() else {
+        let Some(spaces) = self.backend.abilities().workspaces else {
             return;
         };
         if let Err(e) = spaces.released(&worker.scope, &worker.task) {

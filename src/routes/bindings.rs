@@ -41,6 +41,9 @@ pub(super) trait Binding {
     fn reads_json(&self, req: &Request, body: &[u8]) -> bool;
     /// Whether the request asks for a stream (then it takes a stream place too).
     fn streams(&self, req: &Request, body: &[u8]) -> bool;
+    /// Whether the request is a plain `SendMessage` (the one call a worker's own token may
+    /// make: its renew).
+    fn sends(&self, req: &Request, body: &[u8]) -> bool;
     /// The door's refusal in this binding's shape (`body` is empty for one too large).
     fn refusal(&self, refused: Refused, body: &[u8]) -> Response;
     /// The admitted request, handled while its caller holds its turn.
@@ -67,6 +70,10 @@ impl Binding for JsonRpcBinding<'_> {
 
     fn streams(&self, _: &Request, body: &[u8]) -> bool {
         peek(body).1
+    }
+
+    fn sends(&self, _: &Request, body: &[u8]) -> bool {
+        peek_method(body).as_deref() == Some("SendMessage")
     }
 
     fn refusal(&self, refused: Refused, body: &[u8]) -> Response {
@@ -142,6 +149,10 @@ impl Binding for RestBinding<'_> {
         path.ends_with(":stream") || path.ends_with(":subscribe")
     }
 
+    fn sends(&self, req: &Request, _: &[u8]) -> bool {
+        req.method == "POST" && Self::path(req) == "/message:send"
+    }
+
     fn refusal(&self, refused: Refused, _: &[u8]) -> Response {
         match refused {
             Refused::TooLarge => rest_error(
@@ -213,6 +224,19 @@ impl Binding for RestBinding<'_> {
 /// headers, for the calls a replica makes to the others on the caller's behalf.
 /// A JSON-RPC body's `id` and whether its method streams, read before anything of it runs
 /// (what is not a single request object streams not: the handler answers it).
+/// A JSON-RPC request's method, when its body says one.
+fn peek_method(body: &[u8]) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Peek<'a> {
+        #[serde(default, borrow)]
+        method: Option<std::borrow::Cow<'a, str>>,
+    }
+    serde_json::from_slice::<Peek>(body)
+        .ok()?
+        .method
+        .map(|m| m.into_owned())
+}
+
 fn peek(body: &[u8]) -> (Value, bool) {
     #[derive(serde::Deserialize)]
     struct Peek<'a> {

@@ -139,8 +139,16 @@ impl Routes {
                     .with_header("Connection", "close")
             }
         };
-        let caller = match self.credentials.check(req.header("Authorization")) {
+        let authorization = req.header("Authorization");
+        let caller = match self.credentials.check(authorization) {
             Ok(caller) => caller,
+            // A worker's own token, sending the one message it may: its renew (the control
+            // layer refuses anything else it asks, and any worker but its own).
+            Err(auth::Failure::WrongToken)
+                if binding.sends(req, body) && is_worker_token(authorization) =>
+            {
+                crate::control::Caller::worker(auth::presented(authorization).unwrap_or(""))
+            }
             Err(failure) => return binding.refusal(Refused::Unauthenticated(failure), body),
         };
         if binding.reads_json(req, body) {
@@ -248,6 +256,16 @@ impl Routes {
             Err(e) => Response::text(503, &format!("not ready: {e}")),
         }
     }
+}
+
+/// Whether the bearer token has the shape of a worker's token (64 lowercase hex characters,
+/// as [`crate::token::Token::generate`] makes them).
+fn is_worker_token(authorization: Option<&str>) -> bool {
+    auth::presented(authorization).is_ok_and(|t| {
+        t.len() == 64
+            && t.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    })
 }
 
 fn service_params(req: &Request) -> ServiceParams {

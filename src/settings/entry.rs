@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use super::egress::{parse_egress, parse_routes};
 use super::template::{PodTemplate, Template, Workspace, MAX_POOL};
+use super::types::OnExpiry;
 use super::values::parse_bytes;
 use crate::time::{duration_text, parse_duration};
 
@@ -51,6 +52,9 @@ pub(super) struct Entry {
     pids_limit: Option<i64>,
     ttl: Option<Value>,
     max_ttl: Option<Value>,
+    on_expiry: Option<String>,
+    suspended_ttl: Option<Value>,
+    resume_command: Option<Vec<String>>,
     port: Option<u16>,
     ready_path: Option<String>,
     pod_template: Option<PathBuf>,
@@ -104,6 +108,23 @@ pub(super) fn resolve(name: &str, value: &Value, base: &Template) -> Result<Temp
     }
     limits(&mut t, e.memory, e.cpus, e.pids_limit)?;
     lifetime(&mut t, e.ttl, e.max_ttl)?;
+    if let Some(v) = e.on_expiry {
+        t.lifetime.on_expiry = OnExpiry::parse(&v)
+            .ok_or_else(|| format!("on_expiry: {v:?} is neither \"stop\" nor \"suspend\""))?;
+    }
+    if let Some(v) = e.suspended_ttl {
+        t.lifetime.suspended_ttl = duration(&v).map_err(|why| format!("suspended_ttl: {why}"))?;
+    }
+    if let Some(argv) = e.resume_command {
+        check_command(&argv).map_err(|why| format!("resume_command: {why}"))?;
+        if !argv.iter().any(|a| a.contains("{session_id}")) {
+            return Err(
+                "resume_command: no argument holds {session_id} (where the tab's session id goes)"
+                    .into(),
+            );
+        }
+        t.resume_command = argv;
+    }
     if let Some(p) = e.port {
         if p == 0 {
             return Err("port: 0 is not a port".into());

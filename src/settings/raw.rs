@@ -10,7 +10,7 @@ use super::egress::{check_upstream, EgressKey};
 use super::error::Error;
 use super::table::spec_of_name;
 use super::template as templates;
-use super::types::{EgressSettings, Fence, Lifetime, PushSettings, Settings};
+use super::types::{EgressSettings, Fence, Lifetime, OnExpiry, PushSettings, Settings};
 use super::values::{self, expand_home, http_url, invalid, parse_listen};
 use crate::secret_file::read_secret_file;
 use crate::time::parse_duration;
@@ -86,9 +86,21 @@ impl Raw {
                 ));
             }
         }
+        let on_expiry = self.optional("WORKER_ON_EXPIRY");
+        let on_expiry = match on_expiry.as_deref() {
+            None => OnExpiry::Stop,
+            Some(v) => OnExpiry::parse(v).ok_or_else(|| {
+                invalid(
+                    "WORKER_ON_EXPIRY",
+                    format!("{v:?} is neither stop nor suspend"),
+                )
+            })?,
+        };
         Ok(Lifetime {
             default_ttl,
             max_ttl,
+            on_expiry,
+            suspended_ttl: self.optional_duration("SUSPENDED_TTL")?,
         })
     }
 

@@ -138,7 +138,19 @@ pub(super) const SPECS: &[Spec] = &[
         General,
         "MAX_WORKER_TTL",
         "0",
-        "longest ttl a create may ask for (0 = no ceiling)",
+        "longest ttl a create (or renew) may ask for (0 = no ceiling)",
+    ),
+    s(
+        General,
+        "WORKER_ON_EXPIRY",
+        "stop",
+        "what a worker's TTL ends in: stop (removed) or suspend (kept, not running, until resumed)",
+    ),
+    s(
+        General,
+        "SUSPENDED_TTL",
+        "0",
+        "how long a suspended worker is kept before it is stopped for good, e.g. 7d (0 = until stopped)",
     ),
     s(
         General,

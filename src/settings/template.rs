@@ -23,6 +23,9 @@ pub struct Template {
     pub image: String,
     /// The tab's program and arguments (local); empty for the container backends.
     pub command: Vec<String>,
+    /// The program a resumed tab runs (local), one argument holding `{session_id}`; empty:
+    /// its tabs cannot be suspended.
+    pub resume_command: Vec<String>,
     /// Extra, non-secret environment, after the contract's variables.
     pub env: Vec<(String, String)>,
     /// Extra environment whose values are read from files at each create (secrets).
@@ -67,6 +70,7 @@ impl Template {
             description: String::new(),
             image: image.to_string(),
             command: Vec::new(),
+            resume_command: Vec::new(),
             env: Vec::new(),
             env_files: Vec::new(),
             memory_bytes: None,

@@ -136,11 +136,44 @@ pub struct PushSettings {
     pub allow_nets: Vec<(std::net::IpAddr, u8)>,
 }
 
-/// How long workers live: `WORKER_TTL` and `MAX_WORKER_TTL` (`None` for 0).
+/// How long workers live: `WORKER_TTL` and `MAX_WORKER_TTL` (`None` for 0), what their TTL's
+/// end does (`WORKER_ON_EXPIRY`), and how long one stays suspended (`SUSPENDED_TTL`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Lifetime {
     pub default_ttl: Option<Duration>,
     pub max_ttl: Option<Duration>,
+    pub on_expiry: OnExpiry,
+    /// How long a suspended worker is kept before the reaper stops it for good (`None`:
+    /// until stopped).
+    pub suspended_ttl: Option<Duration>,
+}
+
+/// What the end of a worker's TTL does.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum OnExpiry {
+    /// The reaper stops it for good.
+    #[default]
+    Stop,
+    /// The reaper suspends it (it keeps its files and identity; resume runs it again).
+    Suspend,
+}
+
+impl OnExpiry {
+    /// As the settings and templates write it: `stop` or `suspend`.
+    pub fn parse(text: &str) -> Option<OnExpiry> {
+        match text {
+            "stop" => Some(OnExpiry::Stop),
+            "suspend" => Some(OnExpiry::Suspend),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnExpiry::Stop => "stop",
+            OnExpiry::Suspend => "suspend",
+        }
+    }
 }
 
 /// The selected backend and its settings.

@@ -134,6 +134,7 @@ fn pods() -> Vec<(String, Value)> {
                 task: &task,
                 scope: &spec.scope,
                 expires_at: spec.expires_at,
+                token_hash: &spec.token.hash(),
                 metadata: &spec.metadata,
                 env: &env,
                 worker: &spec.template,

@@ -38,6 +38,7 @@ mod oidc_provider;
 mod panic_policy;
 mod pool;
 mod push;
+mod renewals;
 mod replicas;
 mod rest;
 mod scale_bench;

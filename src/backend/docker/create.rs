@@ -123,15 +123,15 @@ impl DockerBackend {
         &self,
         spec: &CreateSpec,
     ) -> std::collections::BTreeMap<String, String> {
-        labels::for_worker(
-            &self.controller_id,
+        let own = labels::identity(
             &spec.worker_id,
-            &spec.task,
+            spec.task.clone(),
             &spec.scope,
             &spec.template.name,
             spec.expires_at,
-            &spec.metadata,
-        )
+            &spec.token.hash(),
+        );
+        labels::for_worker(&self.controller_id, own, &spec.metadata)
     }
 
     pub(super) fn container_config(
@@ -336,6 +336,7 @@ impl DockerBackend {
                 .tagged(spec.metadata.clone())
                 .scoped(spec.scope.clone())
                 .templated(t.name.clone())
+                .hashed(spec.token.hash())
             });
         }
         Err(BackendError::Internal(format!(

@@ -15,6 +15,7 @@ mod create;
 mod ended;
 pub(crate) mod engine;
 mod fence;
+mod lifetime;
 mod pool;
 mod status;
 mod unix_socket;
@@ -29,8 +30,8 @@ use self::wire::{EngineError, Summary};
 use super::labels;
 use super::probe::Probe;
 use super::{
-    Backend, BackendError, BackendKind, Capabilities, Changes, Check, CreateSpec, Finding, Logs,
-    Pools, Refusal, Subject, Worker, Workspaces,
+    Abilities, Backend, BackendError, BackendKind, Capabilities, Check, CreateSpec, Finding, Logs,
+    Refusal, Subject, Worker, Workspaces,
 };
 use crate::settings::{ContainerSettings, DockerSettings};
 
@@ -128,7 +129,7 @@ impl Backend for DockerBackend {
         self.keep_records_of(&listed);
         self.ended.keep_only(&listed);
         workers.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
-        Ok(workers.into_iter().map(|(_, _, w)| w).collect())
+        self.with_leases(workers.into_iter().map(|(_, _, w)| w).collect())
     }
 
     fn stop(&self, worker_id: &str) -> Result<Worker, BackendError> {
@@ -158,6 +159,7 @@ impl Backend for DockerBackend {
                 );
             }
         }
+        self.remove_leases(worker_id);
         Ok(worker)
     }
 
@@ -188,19 +190,18 @@ impl Backend for DockerBackend {
         self.findings(asked)
     }
 
-    /// Docker's `/events` for this controller's containers (`watcher.rs`).
-    fn changes(&self) -> Option<&dyn Changes> {
-        Some(self)
-    }
-
-    /// Named volumes with ownership labels and last-use stamps (`workspace.rs`).
-    fn workspaces(&self) -> Option<&dyn Workspaces> {
-        Some(self)
-    }
-
-    /// Member containers, bound to a task by a binding volume (`pool.rs`).
-    fn pools(&self) -> Option<&dyn Pools> {
-        Some(self)
+    /// Docker's `/events` for this controller's containers (`watcher.rs`); named volumes with
+    /// ownership labels and last-use stamps (`workspace.rs`); member containers bound to a
+    /// task by a binding volume (`pool.rs`); lifetimes and suspensions as record volumes
+    /// (`lifetime.rs`).
+    fn abilities(&self) -> Abilities<'_> {
+        Abilities {
+            changes: Some(self),
+            workspaces: Some(self),
+            pools: Some(self),
+            renewal: Some(self),
+            suspension: Some(self),
+        }
     }
 }
 

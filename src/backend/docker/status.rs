@@ -283,6 +283,7 @@ impl DockerBackend {
             .tagged(owned.metadata)
             .scoped(owned.scope)
             .templated(owned.template)
+            .hashed(owned.token_hash)
         })
     }
 }

@@ -68,11 +68,14 @@ impl Changes for DockerBackend {
         for c in &mut containers {
             if let Some(w) = self.listed_worker(c, &died, &mut None)? {
                 if w.worker_id == worker_id {
-                    return Ok(Some(w));
+                    return self.leased(w).map(Some);
                 }
             }
         }
-        Ok(self.pooled_container(worker_id)?.map(|(_, w, _)| w))
+        match self.pooled_container(worker_id)? {
+            Some((_, w, _)) => self.leased(w).map(Some),
+            None => Ok(None),
+        }
     }
 }
 

@@ -159,6 +159,7 @@ fn claimed_labels(spec: &CreateSpec) -> serde_json::Map<String, Value> {
         &spec.scope,
         &spec.template.name,
         spec.expires_at,
+        &spec.token.hash(),
     )
     .into_iter()
     .map(|(k, v)| (k.to_string(), json!(v)))

@@ -58,6 +58,7 @@ impl K8sBackend {
             &self.container,
             self.anthropic_auth_token.as_deref(),
         )?;
+        let token_hash = spec.token.hash();
         Ok(pod::manifest(&pod::PodInputs {
             name,
             namespace: &self.namespace,
@@ -66,6 +67,7 @@ impl K8sBackend {
             task: &spec.task,
             scope: &spec.scope,
             expires_at: spec.expires_at,
+            token_hash: &token_hash,
             metadata: &spec.metadata,
             env: &env,
             worker: &spec.template,
@@ -333,6 +335,7 @@ impl K8sBackend {
             .tagged(spec.metadata.clone())
             .scoped(spec.scope.clone())
             .templated(spec.template.name.clone())
+            .hashed(spec.token.hash())
         })
     }
 }

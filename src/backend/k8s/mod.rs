@@ -24,6 +24,7 @@ mod claim;
 mod config;
 mod create;
 mod fence;
+mod lifetime;
 pub(crate) mod pod;
 mod pool;
 mod refusals;
@@ -45,8 +46,8 @@ use self::status::Pod;
 use super::api_call::percent_encode;
 use super::labels;
 use super::{
-    Backend, BackendError, BackendKind, Capabilities, Changes, Check, CreateSpec, Finding, Logs,
-    Pools, Refusal, Subject, Worker, WorkerState, Workspaces,
+    Abilities, Backend, BackendError, BackendKind, Capabilities, Check, CreateSpec, Finding, Logs,
+    Refusal, Subject, Worker, WorkerState,
 };
 use crate::settings::{ContainerSettings, K8sSettings};
 use crate::time::{parse_rfc3339_millis, rfc3339_secs};
@@ -239,6 +240,7 @@ impl K8sBackend {
             .tagged(metadata)
             .scoped(owned.scope)
             .templated(owned.template)
+            .hashed(owned.token_hash)
         })
     }
 }
@@ -402,18 +404,17 @@ impl Backend for K8sBackend {
         }
     }
 
-    /// A watch of this controller's pods (`watch` is in the Role); see `watch.rs`.
-    fn changes(&self) -> Option<&dyn Changes> {
-        Some(self)
-    }
-
-    /// Persistent volume claims with ownership labels (`workspace.rs`).
-    fn workspaces(&self) -> Option<&dyn Workspaces> {
-        Some(self)
-    }
-
-    /// Member pods, bound to a task by a gated binding pod and a label patch (`pool.rs`).
-    fn pools(&self) -> Option<&dyn Pools> {
-        Some(self)
+    /// A watch of this controller's pods (`watch` is in the Role; `watch.rs`); persistent
+    /// volume claims with ownership labels (`workspace.rs`); member pods bound to a task by a
+    /// gated binding pod and a label patch (`pool.rs`); the expiry as a pod label
+    /// (`lifetime.rs`).
+    fn abilities(&self) -> Abilities<'_> {
+        Abilities {
+            changes: Some(self),
+            workspaces: Some(self),
+            pools: Some(self),
+            renewal: Some(self),
+            suspension: None,
+        }
     }
 }

@@ -29,6 +29,8 @@ pub struct PodInputs<'a> {
     pub task: &'a str,
     /// Unix seconds, for the expires-at label.
     pub expires_at: Option<u64>,
+    /// The worker token's one-way hash, for the token-hash label (`""`: none).
+    pub token_hash: &'a str,
     /// The creating caller's scope (a label: it is label-safe).
     pub scope: &'a str,
     /// The caller's metadata, for `a2a-worker-controller.meta/*` annotations.
@@ -148,7 +150,14 @@ fn worker_metadata(metadata: &mut Map<String, Value>, i: &PodInputs<'_>) {
     let labels = object_in(metadata, "labels");
     labels.insert(labels::OWNER.into(), json!(i.controller_id));
     let task = labels::task_label_value(i.task);
-    let own = labels::identity(i.worker_id, task, i.scope, &i.worker.name, i.expires_at);
+    let own = labels::identity(
+        i.worker_id,
+        task,
+        i.scope,
+        &i.worker.name,
+        i.expires_at,
+        i.token_hash,
+    );
     for (k, v) in own {
         labels.insert(k.into(), json!(v));
     }
@@ -161,6 +170,9 @@ fn worker_metadata(metadata: &mut Map<String, Value>, i: &PodInputs<'_>) {
     // Set only by the controller: a template's own expiry label would make a worker die early.
     if i.expires_at.is_none() {
         labels.remove(labels::EXPIRES_AT);
+    }
+    if i.token_hash.is_empty() {
+        labels.remove(labels::TOKEN_HASH);
     }
     let annotations = object_in(metadata, "annotations");
     annotations.insert(labels::TASK.into(), json!(i.task));
@@ -438,6 +450,7 @@ mod tests {
             task: "Fix the login bug!",
             scope: "team-a",
             expires_at: None,
+            token_hash: "",
             metadata: &[("team".to_string(), "infra".to_string())].into(),
             env: &env,
             worker: &worker,
@@ -561,6 +574,7 @@ mod tests {
                 task: "",
                 scope: "",
                 expires_at: None,
+                token_hash: "",
                 metadata: &Default::default(),
                 env: &env,
                 worker: &worker,

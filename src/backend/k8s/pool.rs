@@ -237,6 +237,7 @@ impl K8sBackend {
                 worker_id: "",
                 task: "",
                 expires_at: None,
+                token_hash: "",
                 scope: "",
                 metadata: &none,
                 env: &env,

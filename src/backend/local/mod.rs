@@ -25,6 +25,7 @@ mod check;
 mod command;
 mod create;
 pub(crate) mod gui;
+mod lifetime;
 mod status;
 pub(crate) mod store;
 pub(crate) mod task;
@@ -41,8 +42,8 @@ use self::store::{Record, Store, StoreError};
 use self::wezterm::{Cli, CliError, Killed};
 use super::tail::{Tail, MAX_LOG_BYTES};
 use super::{
-    Backend, BackendError, BackendKind, Capabilities, Check, CreateSpec, Finding, Logs, Refusal,
-    Subject, Worker, WorkerState, Workspaces,
+    Abilities, Backend, BackendError, BackendKind, Capabilities, Check, CreateSpec, Finding, Logs,
+    Refusal, Subject, Worker, WorkerState,
 };
 use crate::settings::LocalSettings;
 
@@ -394,8 +395,14 @@ impl Backend for LocalBackend {
         }
     }
 
-    /// Directories under `LOCAL_WORKSPACES_DIR` (`workspaces.rs`).
-    fn workspaces(&self) -> Option<&dyn Workspaces> {
-        Some(&self.workspaces)
+    /// Directories under `LOCAL_WORKSPACES_DIR` (`workspaces.rs`); the expiry in the state
+    /// file (`lifetime.rs`).
+    fn abilities(&self) -> Abilities<'_> {
+        Abilities {
+            workspaces: Some(&self.workspaces),
+            renewal: Some(self),
+            suspension: None,
+            ..Abilities::default()
+        }
     }
 }

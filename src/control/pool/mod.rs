@@ -127,7 +127,7 @@ impl Pool {
     /// The backend's side of pools. A pool is started only for a backend that keeps them
     /// (`lib.rs`), so the error is one no caller sees unless that changes.
     fn engine(&self) -> Result<&dyn Pools, BackendError> {
-        self.backend.pools().ok_or_else(|| {
+        self.backend.abilities().pools.ok_or_else(|| {
             BackendError::Internal(format!(
                 "the {} backend keeps no warm pools",
                 self.backend.kind()

@@ -14,7 +14,7 @@ impl Hub {
     /// the source list. After a reconnect it lists too (what happened meanwhile).
     pub(super) fn follow(&self) {
         loop {
-            let changes = match self.backend.changes() {
+            let changes = match self.backend.abilities().changes {
                 Some(changes) if self.lock().running => changes,
                 _ => {
                     self.lock().following = false;

@@ -248,7 +248,7 @@ impl Hub {
                 "cannot start the watch source: {e}"
             )));
         }
-        if self.backend.changes().is_some() && !state.following {
+        if self.backend.abilities().changes.is_some() && !state.following {
             state.following = true;
             let hub = Arc::clone(self);
             let spawned = thread::Builder::new()

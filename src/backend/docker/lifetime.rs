@@ -1,0 +1,250 @@
+//! Renew, suspend and resume on Docker. A container's labels are fixed at create, so what
+//! changes later is a lease record (`lease.rs`): an empty named volume per change,
+//! `a2a-lease-<worker id>-<Unix ms>`, labelled with the owner and the lease; the newest is
+//! the worker's, the older ones are removed after it is made (the worker is never without its
+//! lease in between). A suspended worker is its container, stopped (SIGTERM, then the grace),
+//! with a lease that says so: its writable layer, volumes, labels and environment (its token)
+//! stay, and the engine's own state is the record, so every replica and a restarted
+//! controller list it as suspended. Resume starts the same container and waits for its card.
+
+use std::collections::HashMap;
+
+use serde_json::{json, Map, Value};
+
+use super::{engine_error, DockerBackend, STOP_GRACE_SECS};
+use crate::backend::lease::{self, Lease};
+use crate::backend::{
+    labels, BackendError, Progress, Renewal, Suspend, Suspension, Template, Worker, WorkerState,
+};
+use crate::time::now_millis;
+
+/// A lease record older than this whose worker no list shows is removed (a renew that raced
+/// its worker's stop, a container removed by hand).
+const ORPHAN_AFTER_MS: u64 = 60_000;
+
+/// Whether the engine runs `w` (a lease's suspension counts only for a worker it does not).
+fn runs(w: &Worker) -> bool {
+    matches!(
+        w.state,
+        WorkerState::Running | WorkerState::Starting | WorkerState::Stopping
+    )
+}
+
+/// One lease volume: its name, whose, and what it says.
+struct Record {
+    name: String,
+    worker_id: String,
+    lease: Lease,
+}
+
+impl DockerBackend {
+    /// The lease volumes of this controller (of one worker, when given).
+    fn leases(&self, worker_id: Option<&str>) -> Result<Vec<Record>, BackendError> {
+        let which = match worker_id {
+            Some(id) => format!("{}={id}", lease::LEASE),
+            None => lease::LEASE.to_string(),
+        };
+        let selectors = [format!("{}={}", labels::OWNER, self.controller_id), which];
+        let volumes = self.engine.volumes(&selectors).map_err(engine_error)?;
+        Ok(volumes
+            .into_iter()
+            .filter_map(|v| {
+                let (worker_id, lease) = Lease::of(v.labels.as_ref()?)?;
+                Some(Record {
+                    name: v.name,
+                    worker_id,
+                    lease,
+                })
+            })
+            .collect())
+    }
+
+    /// `workers` (a whole list) under their newest leases; the leases of workers no longer
+    /// listed are removed once old enough.
+    pub(super) fn with_leases(&self, workers: Vec<Worker>) -> Result<Vec<Worker>, BackendError> {
+        let records = self.leases(None)?;
+        if records.is_empty() {
+            return Ok(workers);
+        }
+        let listed: std::collections::HashSet<&str> =
+            workers.iter().map(|w| w.worker_id.as_str()).collect();
+        let now = now_millis();
+        for r in records
+            .iter()
+            .filter(|r| !listed.contains(r.worker_id.as_str()))
+        {
+            if r.lease.at + ORPHAN_AFTER_MS < now {
+                log::debug!("removing the lease {} of a worker that is gone", r.name);
+                let _ = self.engine.remove_volume(&r.name);
+            }
+        }
+        let newest = lease::newest(records.into_iter().map(|r| (r.worker_id, r.lease)));
+        Ok(workers
+            .into_iter()
+            .map(|w| match newest.get(&w.worker_id) {
+                Some(l) => {
+                    let running = runs(&w);
+                    l.apply(w, running)
+                }
+                None => w,
+            })
+            .collect())
+    }
+
+    /// One worker under its newest lease.
+    pub(super) fn leased(&self, worker: Worker) -> Result<Worker, BackendError> {
+        let records = self.leases(Some(&worker.worker_id))?;
+        let newest = lease::newest(records.into_iter().map(|r| (r.worker_id, r.lease)));
+        Ok(match newest.get(&worker.worker_id) {
+            Some(l) => {
+                let running = runs(&worker);
+                l.apply(worker, running)
+            }
+            None => worker,
+        })
+    }
+
+    /// Writes `lease` for `worker_id`, then removes its older leases.
+    fn write_lease(&self, worker_id: &str, lease: Lease) -> Result<(), BackendError> {
+        let mut labels: Map<String, Value> = Map::new();
+        labels.insert(labels::OWNER.into(), json!(self.controller_id));
+        for (k, v) in lease.labels(worker_id) {
+            labels.insert(k.into(), json!(v));
+        }
+        let name = format!("a2a-lease-{worker_id}-{}", lease.at);
+        self.engine
+            .create_volume(&name, &Value::Object(labels))
+            .map_err(engine_error)?;
+        for old in self.leases(Some(worker_id))? {
+            if old.lease.at < lease.at {
+                if let Err(e) = self.engine.remove_volume(&old.name) {
+                    log::debug!("an older lease {} stays for now: {e}", old.name);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes every lease of `worker_id` (its container is gone).
+    pub(super) fn remove_leases(&self, worker_id: &str) {
+        match self.leases(Some(worker_id)) {
+            Ok(records) => {
+                for r in records {
+                    let _ = self.engine.remove_volume(&r.name);
+                }
+            }
+            Err(e) => log::debug!("the leases of worker {worker_id} stay for the sweep: {e}"),
+        }
+    }
+
+    /// A lease time after every lease the worker has (two changes in one millisecond stay
+    /// ordered).
+    fn next_lease_at(&self, worker_id: &str) -> Result<u64, BackendError> {
+        let newest = self
+            .leases(Some(worker_id))?
+            .iter()
+            .map(|r| r.lease.at)
+            .max()
+            .unwrap_or(0);
+        Ok(now_millis().max(newest + 1))
+    }
+
+    /// The worker `worker_id` as a list shows it now; `NotFound` when it is gone.
+    fn current(&self, worker_id: &str) -> Result<(String, Worker), BackendError> {
+        let found = self.owned_container(worker_id)?;
+        Ok((found.container, self.leased(found.worker)?))
+    }
+}
+
+impl Renewal for DockerBackend {
+    /// A new lease; then the container is looked at again, so a renew never answers for a
+    /// worker stopped while it ran (its lease is removed then).
+    fn renew(&self, worker_id: &str, expires_at: Option<u64>) -> Result<Worker, BackendError> {
+        self.owned_container(worker_id)?;
+        let at = self.next_lease_at(worker_id)?;
+        self.write_lease(worker_id, Lease::running(at, expires_at))?;
+        match self.current(worker_id) {
+            Ok((_, w)) if w.state == WorkerState::Stopping => {
+                self.remove_leases(worker_id);
+                Err(BackendError::NotFound)
+            }
+            Ok((_, w)) => Ok(w),
+            Err(BackendError::NotFound) => {
+                self.remove_leases(worker_id);
+                Err(BackendError::NotFound)
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+impl Suspension for DockerBackend {
+    /// The lease first (a suspend cut short leaves a running worker with a suspended lease,
+    /// which lists as running, and a second suspend finishes it), then the stop.
+    fn suspend(&self, worker_id: &str, how: &Suspend) -> Result<Worker, BackendError> {
+        let found = self.owned_container(worker_id)?;
+        let at = self.next_lease_at(worker_id)?;
+        self.write_lease(worker_id, Lease::suspended(at, *how))?;
+        self.engine
+            .stop(&found.container, STOP_GRACE_SECS)
+            .map_err(engine_error)?;
+        self.records().remove(&found.container);
+        let (_, w) = self.current(worker_id)?;
+        Ok(w)
+    }
+
+    /// The container started again, then waited for as a create waits; its new lease (the
+    /// TTL it had left, from now) once it answers. A start the engine refuses (its host port
+    /// taken meanwhile) leaves it suspended and says why.
+    fn resume(
+        &self,
+        worker_id: &str,
+        template: Option<&Template>,
+        progress: &Progress,
+    ) -> Result<Worker, BackendError> {
+        let (container, worker) = self.current(worker_id)?;
+        let suspended: HashMap<String, Lease> = lease::newest(
+            self.leases(Some(worker_id))?
+                .into_iter()
+                .map(|r| (r.worker_id, r.lease)),
+        );
+        let left = suspended
+            .get(worker_id)
+            .and_then(|l| l.suspended)
+            .and_then(|s| s.ttl_left);
+        self.engine.start(&container).map_err(|e| {
+            BackendError::Internal(format!(
+                "the engine did not start the suspended worker's container, which stays suspended: {}",
+                engine_error(e)
+            ))
+        })?;
+        self.records().remove(&container);
+        progress.step("container started");
+        if !self.probe.disabled() {
+            progress.step("waiting for the worker's Agent Card");
+            // As its template is now (its ready path, its network), else the defaults.
+            let fallback;
+            let t = match template {
+                Some(t) => t,
+                None => {
+                    let port = port_of(&worker.a2a_url).unwrap_or(self.container.port);
+                    fallback = Template::new(&worker.template, "", port);
+                    &fallback
+                }
+            };
+            self.wait_ready(&container, &worker.a2a_url, t)?;
+            progress.step("the worker answers: ready");
+        }
+        let now = now_millis();
+        let expires_at = left.map(|l| now.div_ceil(1000) + l);
+        let at = self.next_lease_at(worker_id)?;
+        self.write_lease(worker_id, Lease::running(at, expires_at))?;
+        let (_, w) = self.current(worker_id)?;
+        Ok(w)
+    }
+}
+
+/// The port of a worker's `a2a_url` (`http://host:port`).
+fn port_of(url: &str) -> Option<u16> {
+    url.rsplit(':').next()?.trim_end_matches('/').parse().ok()
+}

@@ -1,0 +1,39 @@
+//! Renew on Kubernetes: a pod's labels can change, so the new expiry is the pod's own
+//! `expires-at` label, patched in place (with the pod's uid: a pod made again under the same
+//! name meanwhile is not touched). Every replica, the reaper and a restart read it from the
+//! pod at once.
+
+use serde_json::{json, Value};
+
+use super::api::{ApiError, Method, Reason};
+use super::refusals::api_error;
+use super::K8sBackend;
+use crate::backend::{labels, BackendError, Renewal, Worker, WorkerState};
+
+impl Renewal for K8sBackend {
+    fn renew(&self, worker_id: &str, expires_at: Option<u64>) -> Result<Worker, BackendError> {
+        let (pod, worker) = self.owned_pod(worker_id)?;
+        if worker.state == WorkerState::Stopping {
+            return Err(BackendError::NotFound);
+        }
+        let value = match expires_at {
+            Some(at) => json!(at.to_string()),
+            None => Value::Null,
+        };
+        let patch = json!({"metadata": {
+            "uid": pod.metadata.uid,
+            "labels": { labels::EXPIRES_AT: value },
+        }});
+        let path = format!("{}/{}", self.pods_path(), pod.metadata.name);
+        match self.api.call(Method::Patch, &path, Some(&patch)) {
+            Ok(_) => {}
+            // Gone, or another pod under its name now: not this worker any more.
+            Err(ApiError::Status {
+                reason: Reason::NotFound | Reason::Conflict,
+                ..
+            }) => return Err(BackendError::NotFound),
+            Err(e) => return Err(api_error(e)),
+        }
+        Ok(worker.expiring(expires_at))
+    }
+}
