@@ -100,7 +100,7 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 # The Docker suite's modules (they need a container engine); everything else is integration.
-docker_modules=(docker_e2e:: docker_egress:: faults::controller_killed faults::engine_killed lifetime:: worker_logs::
+docker_modules=(docker_e2e:: docker_egress:: docker_suspend:: faults::controller_killed faults::engine_killed lifetime:: worker_logs::
   templates::two_templates_on_the_real_engine templates::a_workspace_outlives_its_worker_on_the_real_engine
   pool::a_warm_pool pool::a_member_that pool::an_image_without)
 skip_docker=()
@@ -261,7 +261,7 @@ if [ -n "${A2A_TEST_PODMAN_HOST:-}" ] && [ -n "${A2A_TEST_DOCKER_HOST:-}" ]; the
     docker -H "$A2A_TEST_DOCKER_HOST" save "$image" | docker -H "$A2A_TEST_PODMAN_HOST" load -q >/dev/null
   done
   A2A_TEST_DOCKER_HOST=$A2A_TEST_PODMAN_HOST cargo test --locked --test integration -- \
-    docker_e2e faults::controller templates::two_templates_on_the_real_engine \
+    docker_e2e docker_suspend faults::controller templates::two_templates_on_the_real_engine \
     templates::a_workspace_outlives_its_worker_on_the_real_engine \
     pool::a_warm_pool pool::a_member_that pool::an_image_without 2>&1 | grep -E '^(test |test result|assertion|  left|  right| right)|panicked'
   [ "${PIPESTATUS[0]}" = 0 ] || { echo "the Docker suite failed against Podman" >&2; exit 1; }

@@ -32,6 +32,8 @@ struct Inner {
     pool_members: BTreeMap<(String, &'static str), u64>,
     /// The reaper's last pass: how long it took, and how many workers it looked at.
     reaper_pass: Option<(Duration, usize)>,
+    /// The workers by state, as the reaper's last pass listed them.
+    workers: BTreeMap<&'static str, u64>,
     /// Requests refused past a caller's bound, by (caller, kind).
     caller_refusals: BTreeMap<(String, &'static str), u64>,
 }
@@ -119,6 +121,11 @@ impl Metrics {
     /// The reaper's pass that just ended took `took`, over `workers` listed workers.
     pub fn reaper_pass(&self, took: Duration, workers: usize) {
         self.lock().reaper_pass = Some((took, workers));
+    }
+
+    /// The workers now, by state (every state named, 0 when none): replaces what was said.
+    pub fn workers_by_state(&self, by_state: BTreeMap<&'static str, u64>) {
+        self.lock().workers = by_state;
     }
 
     /// A request of `caller` refused (429) past its bound of `kind` (request, stream).
@@ -233,6 +240,15 @@ impl Inner {
                 let caller = label_value(caller);
                 (format!("caller=\"{caller}\",kind=\"{kind}\""), n.to_string())
             }),
+        );
+        family(
+            out,
+            "a2a_workers",
+            "gauge",
+            "The workers by state (suspended ones hold no CPU or memory), as the reaper's last pass listed them.",
+            self.workers
+                .iter()
+                .map(|(state, n)| (format!("state=\"{state}\""), n.to_string())),
         );
         if let Some((took, workers)) = self.reaper_pass {
             family(

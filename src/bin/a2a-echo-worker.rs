@@ -14,6 +14,8 @@
 //! With `A2A_WORKSPACE` (a template's workspace), two text commands reach its files, so tests
 //! can see a task's workspace outlive its worker: `workspace write NAME TEXT` writes TEXT to
 //! the file NAME there and answers `wrote NAME`; `workspace read NAME` answers the file's text.
+//! `disk write|read ...` does the same in the image's own `/workspace`: the container's own
+//! filesystem when no volume is mounted there (what a suspend must keep).
 //! Any other text is echoed. The template's extra variable `ECHO_PREFIX`, when set, starts
 //! every echo.
 //!
@@ -175,6 +177,7 @@ fn rpc(body: &[u8]) -> Value {
     let answer = match (text.strip_prefix("workspace "), text.strip_prefix("net ")) {
         (Some(command), _) => commands::workspace(command),
         (_, Some(command)) => commands::net(command),
+        _ if text.starts_with("disk ") => commands::disk(&text["disk ".len()..]),
         _ => {
             let given = ECHO_PREFIX
                 .read()

@@ -8,6 +8,21 @@ pub(super) const COMMANDS: &[(&str, &str, &str)] = &[
     ("create", "TASK", "start a worker for TASK on the running controller"),
     ("list", "", "list the workers of the running controller"),
     ("stop", "WORKER_ID", "stop a worker"),
+    (
+        "renew",
+        "WORKER_ID TTL",
+        "give a worker a new expiry: now + TTL, e.g. 2h (the token may be the worker's own)",
+    ),
+    (
+        "suspend",
+        "WORKER_ID",
+        "stop a worker running and keep its files and identity until resumed",
+    ),
+    (
+        "resume",
+        "WORKER_ID",
+        "run a suspended worker again (ready when this returns)",
+    ),
     ("logs", "WORKER_ID", "print the last lines of a worker's output"),
     (
         "templates",

@@ -85,7 +85,7 @@ fn run(
     }
     // A script's stderr stays the one line of a failure.
     let show_progress = given.switch("progress") || std::io::stderr().is_terminal();
-    let result = if command == "create" && show_progress {
+    let result = if matches!(command, "create" | "resume") && show_progress {
         client.control_streaming(request, &mut |step| {
             let _ = writeln!(err, "  {}", step.replace(|c: char| c.is_control(), "?"));
         })
@@ -193,6 +193,9 @@ fn print_for_people(
         }
         // The worker's own output, as it printed it.
         "logs" => out.write_all(data["text"].as_str().unwrap_or("").as_bytes()),
+        "renew" | "suspend" | "resume" => {
+            out.write_all(output::worker_table(std::slice::from_ref(&data["worker"])).as_bytes())
+        }
         _ => {
             let w = &data["worker"];
             // A worker whose engine removes it gracefully (a pod's grace period) is stopping.

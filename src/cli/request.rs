@@ -43,6 +43,8 @@ pub(super) fn request_for(command: &str, given: &Given) -> Result<Value, String>
             json!({"operation": "stop", "worker_id": id, "workspace": "delete"})
         }
         ("stop", [id]) => json!({"operation": "stop", "worker_id": id}),
+        ("renew", [id, ttl]) => json!({"operation": "renew", "worker_id": id, "ttl": ttl}),
+        (op @ ("suspend" | "resume"), [id]) => json!({"operation": op, "worker_id": id}),
         ("workspaces", []) => json!({"operation": "workspaces"}),
         ("delete-workspace", [task]) => json!({"operation": "delete_workspace", "task": task}),
         ("logs", [id]) => {
@@ -108,6 +110,18 @@ mod tests {
         assert_eq!(
             plan("watch", &["--state=running", "--task=t"]).unwrap(),
             json!({"operation": "watch", "state": "running", "task": "t"})
+        );
+        assert_eq!(
+            plan("renew", &["w1", "2h"]).unwrap(),
+            json!({"operation": "renew", "worker_id": "w1", "ttl": "2h"})
+        );
+        assert_eq!(
+            plan("suspend", &["w1"]).unwrap(),
+            json!({"operation": "suspend", "worker_id": "w1"})
+        );
+        assert_eq!(
+            plan("resume", &["w1"]).unwrap(),
+            json!({"operation": "resume", "worker_id": "w1"})
         );
         assert_eq!(
             plan("stop", &["w1", "--delete-workspace"]).unwrap(),

@@ -62,6 +62,20 @@ impl Reaper {
     }
 }
 
+/// How many of `workers` are in each state (every state named).
+fn by_state(workers: &[Worker]) -> std::collections::BTreeMap<&'static str, u64> {
+    use WorkerState::*;
+    let mut out: std::collections::BTreeMap<&'static str, u64> =
+        [Starting, Running, Exited, Stopping, Suspended, Unknown]
+            .into_iter()
+            .map(|s| (s.as_str(), 0))
+            .collect();
+    for w in workers {
+        *out.entry(w.state.as_str()).or_default() += 1;
+    }
+    out
+}
+
 /// How often a reaper looks at the task workspaces: a tenth of `WORKSPACE_TTL`, at most a
 /// minute apart and never more often than its passes. A workspace outlives its TTL by at most
 /// that; a pass in between is one list of the workers and nothing more (1,000 workers and a
@@ -83,6 +97,7 @@ impl Control {
         let pass = Instant::now();
         let workers = self.backend.list()?;
         let listed = workers.len();
+        self.metrics.workers_by_state(by_state(&workers));
         let expired = |w: &Worker, now: u64| {
             time::parse_rfc3339_millis(&w.expires_at)
                 .is_some_and(|at| at <= now && w.state != WorkerState::Stopping)

@@ -10,7 +10,7 @@ const workers = new Map();
 // The watch's last events, newest first.
 const events = [];
 const MAX_EVENTS = 50;
-const STATES = ['running', 'starting', 'exited', 'stopping', 'unknown'];
+const STATES = ['running', 'starting', 'suspended', 'exited', 'stopping', 'unknown'];
 let lastHeard = 0;
 let watching = null;
 
@@ -113,12 +113,22 @@ function render() {
     text(logs, 'Logs');
     logs.setAttribute('aria-label', `Logs of ${w.task}`);
     logs.addEventListener('click', () => showLogs(w));
-    const stop = document.createElement('button');
-    stop.type = 'button';
-    text(stop, 'Stop');
-    stop.setAttribute('aria-label', `Stop ${w.task}`);
-    stop.addEventListener('click', () => stopWorker(w));
-    actions.append(logs, stop);
+    const button = (label, what, act) => {
+      const b = document.createElement('button');
+      b.type = 'button';
+      text(b, label);
+      b.setAttribute('aria-label', `${what} ${w.task}`);
+      b.addEventListener('click', act);
+      return b;
+    };
+    actions.append(logs);
+    if (w.state === 'suspended') {
+      actions.append(button('Resume', 'Resume', () => lifetime(w, 'resume')));
+    } else if (w.state === 'running' || w.state === 'starting') {
+      actions.append(button('Renew', 'Renew', () => renewWorker(w)));
+      actions.append(button('Suspend', 'Suspend', () => lifetime(w, 'suspend')));
+    }
+    actions.append(button('Stop', 'Stop', () => stopWorker(w)));
     tr.append(actions);
     body.append(tr);
   }
@@ -304,6 +314,29 @@ async function showLogs(w) {
     $('logs-text').scrollTop = $('logs-text').scrollHeight;
   } catch (e) {
     text($('logs-note'), e.message);
+  }
+}
+
+// Suspend or resume: the worker as the reply says it is now.
+async function lifetime(w, operation) {
+  try {
+    const data = await control({ operation, worker_id: w.worker_id });
+    workers.set(w.worker_id, data.worker);
+    render();
+  } catch (e) {
+    text($('create-result'), e.message);
+  }
+}
+
+async function renewWorker(w) {
+  const ttl = window.prompt(`Renew the worker of task "${w.task}" for (e.g. 2h, 90m):`, '1h');
+  if (!ttl) return;
+  try {
+    const data = await control({ operation: 'renew', worker_id: w.worker_id, ttl });
+    workers.set(w.worker_id, data.worker);
+    render();
+  } catch (e) {
+    text($('create-result'), e.message);
   }
 }
 

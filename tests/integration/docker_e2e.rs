@@ -93,6 +93,15 @@ fn lifecycle_create_talk_list_stop_and_no_token_leaks() {
         labels.remove("a2a-worker-controller.activation").as_deref(),
         Some("v1")
     );
+    // Its token's one-way hash (what lets it renew itself), never the token.
+    let hash = labels
+        .remove("a2a-worker-controller/token-hash")
+        .unwrap_or_default();
+    assert_eq!(
+        hash,
+        a2a_worker_controller::token::token_hash(&token),
+        "{labels:?}"
+    );
     assert_eq!(labels.len(), 5, "{labels:?}");
     assert_eq!(labels["a2a-worker-controller/template"], "default");
     assert_eq!(

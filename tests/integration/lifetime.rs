@@ -76,9 +76,9 @@ fn a_worker_with_a_ttl_is_listed_until_it_expires_then_reaped_also_after_a_resta
         .owned()
         .into_iter()
         .filter_map(|c| c.labels)
-        // The controller's six, and the worker image's own (inherited: it speaks the pool's
-        // activation contract).
-        .inspect(|l| assert_eq!(l.len(), 6 + 1, "{l:?}"))
+        // The controller's seven (the token's hash among them), and the worker image's own
+        // (inherited: it speaks the pool's activation contract).
+        .inspect(|l| assert_eq!(l.len(), 7 + 1, "{l:?}"))
         .filter_map(|l| l.get("a2a-worker-controller/expires-at").cloned())
         .collect();
     expiries.sort();

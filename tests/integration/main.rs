@@ -10,6 +10,7 @@ mod docker_bench;
 mod docker_e2e;
 mod docker_egress;
 mod docker_support;
+mod docker_suspend;
 mod docs;
 mod echo_worker;
 mod egress;

@@ -210,6 +210,15 @@ fn suspend_and_resume_keep_the_worker_and_answer_each_state_clearly() {
         "invalid_state",
         &["only a running worker can be suspended"],
     );
+    let metrics = request(c.addr, "GET", "/metrics", &[], b"").text();
+    for op in ["suspend", "resume"] {
+        assert!(
+            metrics.contains(&format!(
+                "operation=\"{op}\",backend=\"docker\",outcome=\"completed\""
+            )),
+            "{op} counted: {metrics}"
+        );
+    }
 }
 
 #[test]

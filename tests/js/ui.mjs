@@ -60,7 +60,8 @@ page.on('pageerror', (e) => problems.push(String(e)));
 const dialogs = [];
 page.on('dialog', async (d) => {
   dialogs.push(d.message());
-  await d.accept();
+  // A renew's prompt is answered with a TTL; a confirmation is accepted.
+  await (d.type() === 'prompt' ? d.accept('2h') : d.accept());
 });
 
 const response = await page.goto(`${base}/ui`);
@@ -149,6 +150,18 @@ check((await page.locator('#workers img').count()) === 0, 'no element made from 
 await page.locator('tr', { hasText: 'from-page' }).getByRole('button', { name: 'Logs of from-page' }).click();
 await page.locator('#logs').waitFor();
 check((await page.locator('#logs-title').textContent()).includes('from-page'), 'the logs panel names the task');
+// Suspend: the row says suspended and offers Resume (not Renew); Resume: running again.
+const row = () => page.locator('tr', { hasText: 'from-page' });
+await row().getByRole('button', { name: 'Suspend from-page' }).click();
+await row().locator('.state-suspended').waitFor();
+check((await row().getByRole('button', { name: 'Renew from-page' }).count()) === 0, 'no Renew while suspended');
+await row().getByRole('button', { name: 'Resume from-page' }).click();
+await row().locator('.state-running').waitFor();
+// Renew: the prompt asks how long; the expiry shown is about two hours away.
+await row().getByRole('button', { name: 'Renew from-page' }).click();
+await row().locator('td', { hasText: /^in (1 h 59|2 h 0) min$/ }).first().waitFor();
+check(dialogs.length === 1 && dialogs[0].includes('Renew') && dialogs[0].includes('from-page'), `the renew prompt: ${dialogs}`);
+dialogs.length = 0;
 // Stop by the keyboard: the button reached and pressed with Enter, the confirmation accepted.
 await page.locator('tr', { hasText: 'from-page' }).getByRole('button', { name: 'Stop from-page' }).focus();
 await page.keyboard.press('Enter');

@@ -184,10 +184,13 @@ impl DockerBackend {
                             thread::sleep(Duration::from_millis(50));
                             continue;
                         }
-                        (Some(Some(worker_id)), _) => BackendError::WorkerExists { worker_id, state },
+                        (Some(Some(worker_id)), _) => BackendError::WorkerExists {
+                            state: self.state_under_lease(&worker_id, state),
+                            worker_id,
+                        },
                         (None, Some(owned)) => BackendError::WorkerExists {
+                            state: self.state_under_lease(&owned.worker_id, state),
                             worker_id: owned.worker_id,
-                            state,
                         },
                         _ => BackendError::Internal(format!(
                             "the container name {name} is taken by a container this controller does not own"

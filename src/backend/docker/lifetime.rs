@@ -104,6 +104,20 @@ impl DockerBackend {
         })
     }
 
+    /// `state`, as the engine shows worker `worker_id`, under its newest lease (`suspended`
+    /// for a suspended one that does not run); the engine's state when the leases cannot be
+    /// read.
+    pub(super) fn state_under_lease(&self, worker_id: &str, state: WorkerState) -> WorkerState {
+        let probe = Worker::new(
+            crate::backend::BackendKind::Docker,
+            worker_id,
+            "",
+            state,
+            "",
+        );
+        self.leased(probe).map_or(state, |w| w.state)
+    }
+
     /// Writes `lease` for `worker_id`, then removes its older leases.
     fn write_lease(&self, worker_id: &str, lease: Lease) -> Result<(), BackendError> {
         let mut labels: Map<String, Value> = Map::new();

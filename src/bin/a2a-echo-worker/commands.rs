@@ -8,7 +8,16 @@ pub(super) fn workspace(command: &str) -> String {
     let Some(dir) = std::env::var_os("A2A_WORKSPACE") else {
         return "no workspace: A2A_WORKSPACE is not set".into();
     };
-    let dir = std::path::PathBuf::from(dir);
+    files_in(std::path::PathBuf::from(dir), command)
+}
+
+/// `write NAME TEXT` or `read NAME` in the image's own `/workspace` (the container's writable
+/// layer when no volume is mounted there).
+pub(super) fn disk(command: &str) -> String {
+    files_in(std::path::PathBuf::from("/workspace"), command)
+}
+
+fn files_in(dir: std::path::PathBuf, command: &str) -> String {
     let safe = |n: &str| {
         !n.is_empty()
             && n.bytes()

@@ -63,10 +63,10 @@ impl Hub {
             Some(w) => {
                 let kind = match known.get(worker_id) {
                     None => "added",
-                    Some(old) if **old != w => "changed",
+                    Some(old) if **old != w => super::change_of(old, &w),
                     Some(_) => return Ok(0),
                 };
-                let reason = if kind == "changed" {
+                let reason = if kind != "added" {
                     w.reason.clone()
                 } else {
                     String::new()

@@ -1,7 +1,7 @@
 //! What happens to workers, for watchers (`watch`): one source per controller shared by every
 //! watcher — the backend's own list, asked every [`INTERVAL`] while someone watches and at once
 //! after this controller's own create and stop — diffed into events: `added`, `changed` (state
-//! or reason moved), `removed` (with why, when this controller stopped or reaped it). A watcher
+//! or reason moved), `suspended`, `resumed`, `renewed` (its expiry alone), `removed` (with why, when this controller stopped or reaped it). A watcher
 //! first hears one `added` per existing worker (oldest first) and `synced`, then events as they
 //! happen, in order per worker. Memory is bounded: a watcher that does not read [`BACKLOG`]
 //! events is cut off (its stream ends saying so), never the source slowed; at most
@@ -78,7 +78,8 @@ impl Serialize for Seen {
 /// One thing that happened to a worker.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Event {
-    /// `added`, `changed`, `removed`, or `synced` (the end of the first snapshot).
+    /// `added`, `changed`, `suspended`, `resumed`, `renewed`, `removed`, or `synced` (the
+    /// end of the first snapshot).
     #[serde(rename = "type")]
     pub kind: &'static str,
     /// The worker as `list` shows it (never a token); `null` for `synced`.
@@ -366,9 +367,11 @@ impl Hub {
         for (id, w) in &now {
             match before.get(id) {
                 None => events.push(Event::new("added", Some(w.clone()), String::new())),
-                Some(old) if old != w => {
-                    events.push(Event::new("changed", Some(w.clone()), w.reason.clone()))
-                }
+                Some(old) if old != w => events.push(Event::new(
+                    change_of(old, w),
+                    Some(w.clone()),
+                    w.reason.clone(),
+                )),
                 Some(_) => {}
             }
         }
@@ -410,6 +413,23 @@ impl Hub {
     }
 }
 
+/// What moved between two looks at one worker: `suspended` and `resumed` (into and out of
+/// that state), `renewed` (only its expiry), else `changed`.
+fn change_of(old: &Worker, new: &Worker) -> &'static str {
+    use crate::backend::WorkerState::Suspended;
+    match (old.state == Suspended, new.state == Suspended) {
+        (false, true) => "suspended",
+        (true, false) => "resumed",
+        _ if old.state == new.state
+            && old.reason == new.reason
+            && old.expires_at != new.expires_at =>
+        {
+            "renewed"
+        }
+        _ => "changed",
+    }
+}
+
 /// The workers known now that match `filter`, oldest first, as `added` events, then `synced`:
 /// one time for the whole snapshot, what the workers were at that moment.
 fn snapshot_of(state: &State, filter: &Filter) -> Vec<Event> {
@@ -444,6 +464,24 @@ mod tests {
     use super::*;
     use crate::backend::fake::FakeBackend;
     use crate::backend::{BackendKind, Change, WorkerState};
+
+    #[test]
+    fn a_suspend_a_resume_and_a_renew_are_told_by_name() {
+        let w = Worker::new(BackendKind::Docker, "w", "t", WorkerState::Running, "");
+        let suspended = Worker {
+            state: WorkerState::Suspended,
+            reason: "suspended at x".into(),
+            ..w.clone()
+        };
+        assert_eq!(change_of(&w, &suspended), "suspended");
+        assert_eq!(change_of(&suspended, &w), "resumed");
+        assert_eq!(change_of(&w, &w.clone().expiring(Some(1))), "renewed");
+        let exited = Worker {
+            state: WorkerState::Exited,
+            ..w.clone()
+        };
+        assert_eq!(change_of(&w, &exited), "changed");
+    }
 
     #[test]
     fn a_watcher_that_does_not_read_is_cut_off_and_the_others_go_on() {
