@@ -260,10 +260,20 @@ impl Changes for FakeBackend {
 }
 
 impl Renewal for FakeBackend {
-    fn renew(&self, worker_id: &str, expires_at: Option<u64>) -> Result<Worker, BackendError> {
+    fn find(&self, worker_id: &str) -> Result<Worker, BackendError> {
+        self.check_up()?;
+        lock(&self.workers)
+            .get(worker_id)
+            .cloned()
+            .ok_or(BackendError::NotFound)
+    }
+
+    fn renew(&self, worker: &Worker, expires_at: Option<u64>) -> Result<Worker, BackendError> {
         self.check_up()?;
         let mut workers = lock(&self.workers);
-        let w = workers.get_mut(worker_id).ok_or(BackendError::NotFound)?;
+        let w = workers
+            .get_mut(&worker.worker_id)
+            .ok_or(BackendError::NotFound)?;
         *w = w.clone().expiring(expires_at);
         Ok(w.clone())
     }

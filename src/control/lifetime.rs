@@ -63,8 +63,13 @@ impl Control {
             ));
         };
         let _serial = self.lifetimes.lock().unwrap_or_else(|p| p.into_inner());
-        let worker = match self.reachable_worker(caller, worker_id) {
-            Ok(w) => w,
+        // One worker looked up alone (a renew is a busy worker's heartbeat: it costs about
+        // what a list of one worker does); another scope's is as one that does not exist.
+        let worker = match renewal.find(worker_id) {
+            Ok(w) if caller.sees(&w) => w,
+            Ok(_) | Err(BackendError::NotFound) => {
+                return Outcome::Failed(BackendError::NotFound.into())
+            }
             Err(e) => return Outcome::Failed(e.into()),
         };
         match worker.state {
@@ -86,7 +91,7 @@ impl Control {
             Err(e) => return Outcome::Rejected(e),
         };
         let expires_at = ttl.map(|t| now_secs() + t.as_secs_f64().ceil() as u64);
-        match renewal.renew(worker_id, expires_at) {
+        match renewal.renew(&worker, expires_at) {
             Ok(worker) => {
                 self.watch.poke();
                 completed(&OneWorker { worker }, None, 0)

@@ -266,3 +266,103 @@ fn a_template_that_suspends_on_expiry_is_suspended_then_stopped_after_its_suspen
     }
     assert!(cleanup.owned().is_empty(), "the container is gone");
 }
+
+/// Benchmark, not a timed test (scripts/bench.sh runs it in release against a real engine):
+/// resume → ready against a cold create, interleaved, p50 of BENCH_SUSPEND_ROUNDS (10); the
+/// worker's resident memory before a suspend and after it (the process is gone: what it held is
+/// the host's again); renew against a `list` of one worker through the same controller, p50 of
+/// BENCH_ROUNDS (200). It reports; it never fails on a slow machine.
+#[test]
+#[ignore = "a benchmark; scripts/bench.sh runs it"]
+fn docker_bench_suspend() {
+    use crate::docker_bench::{ms, row, status_kib};
+    use crate::support::{p50, rounds};
+    let Some(socket) = docker_socket() else {
+        return;
+    };
+    let id = controller_id("bench-suspend");
+    let cleanup = Cleanup::new(&socket, &id);
+    let p = Proc::start(&socket, &id, &[]);
+    let n = rounds("BENCH_SUSPEND_ROUNDS", 10);
+    let napper = reply_data(&p.control(json!({"operation": "create", "task": "napper"})));
+    let nap_id = napper["worker"]["worker_id"].as_str().unwrap().to_string();
+    let (mut cold, mut resume) = (Vec::new(), Vec::new());
+    for i in 0..n {
+        let started = Instant::now();
+        let made =
+            reply_data(&p.control(json!({"operation": "create", "task": format!("cold-{i}")})));
+        cold.push(started.elapsed());
+        let cold_id = made["worker"]["worker_id"].as_str().unwrap().to_string();
+        reply_data(&p.control(json!({"operation": "stop", "worker_id": cold_id})));
+        reply_data(&p.control(json!({"operation": "suspend", "worker_id": nap_id})));
+        let started = Instant::now();
+        let back = reply_data(&p.control(json!({"operation": "resume", "worker_id": nap_id})));
+        resume.push(started.elapsed());
+        assert_eq!(back["worker"]["state"], "running");
+    }
+    let (cold, resume) = (p50(cold), p50(resume));
+    row(
+        "Docker: resume → ready, p50 of 10 ÷ a cold create",
+        &format!(
+            "{:.1} ms ÷ {:.1} ms = ×{:.2}",
+            ms(resume),
+            ms(cold),
+            resume.as_secs_f64() / cold.as_secs_f64()
+        ),
+        "≤ ×1.0",
+    );
+
+    // Memory: the worker's process before its suspend, and after (none left).
+    let container = container_of(&cleanup, &nap_id);
+    let pid_of = || {
+        docker_cli(
+            &socket,
+            &["inspect", "-f", "{{.State.Pid}}", &container],
+            None,
+        )
+        .trim()
+        .parse::<u32>()
+        .unwrap_or(0)
+    };
+    let before_pid = pid_of();
+    let before = status_kib(before_pid, "VmRSS:");
+    reply_data(&p.control(json!({"operation": "suspend", "worker_id": nap_id})));
+    let after = match pid_of() {
+        0 => 0,
+        pid => status_kib(pid, "VmRSS:"),
+    };
+    let gone = !std::path::Path::new(&format!("/proc/{before_pid}")).exists();
+    row(
+        "Docker: memory given back by a suspend (the worker's RSS)",
+        &format!(
+            "{before} KiB before, {after} KiB after (process gone: {gone}): {:.0} %",
+            100.0 * before.saturating_sub(after) as f64 / before.max(1) as f64
+        ),
+        "≥ 90 %",
+    );
+    reply_data(&p.control(json!({"operation": "resume", "worker_id": nap_id})));
+
+    // Renew against a list of one worker.
+    let m = rounds("BENCH_ROUNDS", 200);
+    let (mut renew, mut list) = (Vec::new(), Vec::new());
+    for _ in 0..m {
+        let started = Instant::now();
+        reply_data(&p.control(json!({"operation": "list"})));
+        list.push(started.elapsed());
+        let started = Instant::now();
+        reply_data(&p.control(json!({"operation": "renew", "worker_id": nap_id, "ttl": "1h"})));
+        renew.push(started.elapsed());
+    }
+    let (renew, list) = (p50(renew), p50(list));
+    row(
+        "Docker: renew ÷ a list of one worker, p50",
+        &format!(
+            "{:.2} ms ÷ {:.2} ms = ×{:.2}",
+            ms(renew),
+            ms(list),
+            renew.as_secs_f64() / list.as_secs_f64()
+        ),
+        "≤ ×1.5",
+    );
+    drop(cleanup);
+}

@@ -78,7 +78,13 @@ impl DockerBackend {
                 let _ = self.engine.remove_volume(&r.name);
             }
         }
-        let newest = lease::newest(records.into_iter().map(|r| (r.worker_id, r.lease)));
+        let newest = lease::newest(records.iter().map(|r| (r.worker_id.clone(), r.lease)));
+        // A lease a newer one replaced (a renew leaves its older ones to this).
+        for r in &records {
+            if newest.get(&r.worker_id).is_some_and(|n| n.at > r.lease.at) {
+                let _ = self.engine.remove_volume(&r.name);
+            }
+        }
         Ok(workers
             .into_iter()
             .map(|w| match newest.get(&w.worker_id) {
@@ -118,8 +124,8 @@ impl DockerBackend {
         self.leased(probe).map_or(state, |w| w.state)
     }
 
-    /// Writes `lease` for `worker_id`, then removes its older leases.
-    fn write_lease(&self, worker_id: &str, lease: Lease) -> Result<(), BackendError> {
+    /// Writes `lease` for `worker_id` (its older leases stay until a list removes them).
+    fn put_lease(&self, worker_id: &str, lease: Lease) -> Result<(), BackendError> {
         let mut labels: Map<String, Value> = Map::new();
         labels.insert(labels::OWNER.into(), json!(self.controller_id));
         for (k, v) in lease.labels(worker_id) {
@@ -129,6 +135,12 @@ impl DockerBackend {
         self.engine
             .create_volume(&name, &Value::Object(labels))
             .map_err(engine_error)?;
+        Ok(())
+    }
+
+    /// Writes `lease` for `worker_id`, then removes its older leases.
+    fn write_lease(&self, worker_id: &str, lease: Lease) -> Result<(), BackendError> {
+        self.put_lease(worker_id, lease)?;
         for old in self.leases(Some(worker_id))? {
             if old.lease.at < lease.at {
                 if let Err(e) = self.engine.remove_volume(&old.name) {
@@ -171,24 +183,41 @@ impl DockerBackend {
 }
 
 impl Renewal for DockerBackend {
-    /// A new lease; then the container is looked at again, so a renew never answers for a
-    /// worker stopped while it ran (its lease is removed then).
-    fn renew(&self, worker_id: &str, expires_at: Option<u64>) -> Result<Worker, BackendError> {
-        self.owned_container(worker_id)?;
-        let at = self.next_lease_at(worker_id)?;
-        self.write_lease(worker_id, Lease::running(at, expires_at))?;
-        match self.current(worker_id) {
-            Ok((_, w)) if w.state == WorkerState::Stopping => {
-                self.remove_leases(worker_id);
-                Err(BackendError::NotFound)
-            }
-            Ok((_, w)) => Ok(w),
-            Err(BackendError::NotFound) => {
-                self.remove_leases(worker_id);
-                Err(BackendError::NotFound)
-            }
-            Err(e) => Err(e),
+    /// One list by the worker's labels; its leases only when its container does not run (a
+    /// running worker is never suspended, whatever its lease says).
+    fn find(&self, worker_id: &str) -> Result<Worker, BackendError> {
+        let found = self.owned_container(worker_id)?;
+        if runs(&found.worker) {
+            return Ok(found.worker);
         }
+        self.leased(found.worker)
+    }
+
+    /// A new lease (its older ones are removed by the next list); then the task's container
+    /// is looked at again, so a renew never answers for a worker stopped while it ran (its
+    /// lease is removed then).
+    fn renew(&self, worker: &Worker, expires_at: Option<u64>) -> Result<Worker, BackendError> {
+        let id = worker.worker_id.as_str();
+        self.put_lease(id, Lease::running(now_millis(), expires_at))?;
+        let name = labels::container_name(&self.controller_id, &worker.scope, &worker.task);
+        let there = match self.engine.inspect(&name).map_err(engine_error)? {
+            Some(c) => {
+                let state = c.state.as_ref().map_or("", |s| s.status.as_str());
+                let removing = state == "removing";
+                let theirs = c
+                    .config
+                    .and_then(|c| labels::owned(c.labels, &self.controller_id))
+                    .map(|o| o.worker_id);
+                // A claimed member carries its worker id on its binding, not itself.
+                !removing && theirs.is_none_or(|w| w == id)
+            }
+            None => false,
+        };
+        if !there {
+            self.remove_leases(id);
+            return Err(BackendError::NotFound);
+        }
+        Ok(worker.clone().expiring(expires_at))
     }
 }
 

@@ -11,8 +11,12 @@ use super::K8sBackend;
 use crate::backend::{labels, BackendError, Renewal, Worker, WorkerState};
 
 impl Renewal for K8sBackend {
-    fn renew(&self, worker_id: &str, expires_at: Option<u64>) -> Result<Worker, BackendError> {
-        let (pod, worker) = self.owned_pod(worker_id)?;
+    fn find(&self, worker_id: &str) -> Result<Worker, BackendError> {
+        self.owned_pod(worker_id).map(|(_, w)| w)
+    }
+
+    fn renew(&self, worker: &Worker, expires_at: Option<u64>) -> Result<Worker, BackendError> {
+        let (pod, worker) = self.owned_pod(&worker.worker_id)?;
         if worker.state == WorkerState::Stopping {
             return Err(BackendError::NotFound);
         }

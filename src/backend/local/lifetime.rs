@@ -5,7 +5,15 @@ use super::{state_error, LocalBackend};
 use crate::backend::{Backend, BackendError, Renewal, Worker};
 
 impl Renewal for LocalBackend {
-    fn renew(&self, worker_id: &str, expires_at: Option<u64>) -> Result<Worker, BackendError> {
+    fn find(&self, worker_id: &str) -> Result<Worker, BackendError> {
+        self.list()?
+            .into_iter()
+            .find(|w| w.worker_id == worker_id)
+            .ok_or(BackendError::NotFound)
+    }
+
+    fn renew(&self, worker: &Worker, expires_at: Option<u64>) -> Result<Worker, BackendError> {
+        let worker_id = worker.worker_id.as_str();
         {
             let store = self.store();
             let mut records = store.load().map_err(state_error)?;
