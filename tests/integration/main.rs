@@ -33,6 +33,7 @@ mod lifetime;
 mod load;
 mod local_e2e;
 mod local_support;
+mod local_suspend;
 mod observability;
 mod oidc;
 mod oidc_provider;

@@ -88,6 +88,7 @@ impl LocalBackend {
             metadata: spec.metadata.clone(),
             scope: spec.scope.clone(),
             template: spec.template.name.clone(),
+            suspended: None,
         };
         let store = self.store();
         let mut records = store.load().map_err(state_error)?;

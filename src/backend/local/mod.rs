@@ -280,9 +280,17 @@ impl Backend for LocalBackend {
             }
             records
                 .into_iter()
-                .find(|r| r.worker_id == worker_id && r.pane_id.is_some())
+                .find(|r| {
+                    r.worker_id == worker_id && (r.pane_id.is_some() || r.suspended.is_some())
+                })
                 .ok_or(BackendError::NotFound)?
         };
+        // A suspended worker has no tab to close: its record goes.
+        if target.suspended.is_some() {
+            let worker = self.worker(&target, &status::Seen::Suspended(String::new()));
+            self.forget(&[target])?;
+            return Ok(worker);
+        }
         let mut worker = self.worker(&target, &status::Seen::Live);
         let pane = target.pane_id.unwrap_or_default();
         let closed = match gui::liveness_of(&target.gui_socket, target.gui_instance.as_deref()) {
@@ -316,6 +324,13 @@ impl Backend for LocalBackend {
     /// rows left out.
     fn logs(&self, worker_id: &str, lines: u32) -> Result<Logs, BackendError> {
         let records = self.store().load().map_err(state_error)?;
+        // A suspended worker's tab is closed: nothing to read until it is resumed.
+        if records
+            .iter()
+            .any(|r| r.worker_id == worker_id && r.suspended.is_some())
+        {
+            return Ok(Tail::new(MAX_LOG_BYTES).finish(lines));
+        }
         let Some(record) = records
             .into_iter()
             .find(|r| r.worker_id == worker_id && r.pane_id.is_some())
@@ -395,13 +410,13 @@ impl Backend for LocalBackend {
         }
     }
 
-    /// Directories under `LOCAL_WORKSPACES_DIR` (`workspaces.rs`); the expiry in the state
-    /// file (`lifetime.rs`).
+    /// Directories under `LOCAL_WORKSPACES_DIR` (`workspaces.rs`); the expiry and suspensions
+    /// in the state file (`lifetime.rs`).
     fn abilities(&self) -> Abilities<'_> {
         Abilities {
             workspaces: Some(&self.workspaces),
             renewal: Some(self),
-            suspension: None,
+            suspension: Some(self),
             ..Abilities::default()
         }
     }

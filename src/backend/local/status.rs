@@ -36,6 +36,8 @@ pub(super) enum Seen {
     Ended(String),
     /// Its spawn has not been answered yet.
     Opening(String),
+    /// Suspended: its tab was closed on purpose and its record kept (no GUI is asked).
+    Suspended(String),
 }
 
 /// The order workers are reported in: by creation, then id.
@@ -46,7 +48,7 @@ pub(super) fn oldest_first(a: &Record, b: &Record) -> std::cmp::Ordering {
 /// Whether the record's create finished (it has a pane). One without is a create a crash
 /// interrupted: said in the log, because its tab may be open, unrecorded.
 pub(super) fn finished(r: &Record) -> bool {
-    if r.pane_id.is_none() {
+    if r.pane_id.is_none() && r.suspended.is_none() {
         log::warn!(
             "local worker {} (task {:?}) was being created when the controller stopped; if WezTerm GUI {} opened a tab for it, close that tab by hand (record dropped)",
             r.worker_id,
@@ -54,7 +56,7 @@ pub(super) fn finished(r: &Record) -> bool {
             r.gui_socket.display()
         );
     }
-    r.pane_id.is_some()
+    r.pane_id.is_some() || r.suspended.is_some()
 }
 
 pub(super) fn pane_text(record: &Record) -> String {
@@ -74,6 +76,11 @@ impl LocalBackend {
         let mut kept = Vec::new();
         let mut dropped = Vec::new();
         for r in records {
+            if let Some(s) = &r.suspended {
+                let why = format!("suspended at {}", crate::time::rfc3339_secs(s.at));
+                kept.push((r, Seen::Suspended(why)));
+                continue;
+            }
             if r.pane_id.is_none() {
                 if let Some(p) = pending.get(&r.worker_id) {
                     let why = format!(
@@ -208,6 +215,7 @@ impl LocalBackend {
             Seen::Unanswered(why) => (WorkerState::Unknown, why.clone()),
             Seen::Ended(why) => (WorkerState::Exited, why.clone()),
             Seen::Opening(why) => (WorkerState::Starting, why.clone()),
+            Seen::Suspended(why) => (WorkerState::Suspended, why.clone()),
         };
         let mut w = Worker::new(
             BackendKind::Local,
@@ -220,8 +228,13 @@ impl LocalBackend {
         .tagged(record.metadata.clone())
         .scoped(record.scope.clone())
         .templated(record.template.clone());
-        w.pane_id = pane_text(record);
         w.reason = reason;
+        if let Some(s) = &record.suspended {
+            // Its tab is closed: no pane; the session it is resumed with.
+            w.session_id = s.session_id.clone();
+            return w;
+        }
+        w.pane_id = pane_text(record);
         w.session_id = self
             .session_of(record)
             .filter(|id| *id != record.baseline_session_id)

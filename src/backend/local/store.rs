@@ -43,6 +43,22 @@ pub struct Record {
     /// The template it was made from; absent in files from before templates (`default`).
     #[serde(default = "default_template")]
     pub template: String,
+    /// Set while the worker is suspended (its tab closed; `expires_at` is then when it is
+    /// stopped for good); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspended: Option<Suspended>,
+}
+
+/// A suspended local worker: what opens its tab again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Suspended {
+    /// When (Unix seconds).
+    pub at: u64,
+    /// Seconds of TTL it gets back on resume; absent: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_left: Option<u64>,
+    /// The Claude Code session its tab had: what `resume_command`'s `{session_id}` becomes.
+    pub session_id: String,
 }
 
 fn default_template() -> String {
@@ -270,6 +286,7 @@ mod tests {
             metadata: [("team".to_string(), "infra".to_string())].into(),
             scope: "team-a".into(),
             template: "coder".into(),
+            suspended: None,
         }
     }
 
