@@ -102,6 +102,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "backend::k8s::replicas",
             "backend::k8s::fence",
             "backend::k8s::lifetime",
+            "backend::k8s::suspend",
             "backend::local",
             "backend::local::store",
             "backend::local::create",

@@ -242,16 +242,26 @@ fn create_list_stop_and_tokens_stay_in_the_pod_environment() {
     let verbs: Vec<String> = verbs.into_iter().collect();
     assert_eq!(
         verbs,
-        ["create", "delete", "get", "get pods/log", "list", "watch"]
+        [
+            "create",
+            "delete",
+            "get",
+            "get pods/log",
+            "get secrets",
+            "list",
+            "list secrets",
+            "watch"
+        ]
     );
     // Events are listed only for a worker that never got ready (k8s_faults records that call);
     // claims only for a template with a workspace (workspaces_are_claims_made_before_the_pod_and_reused);
     // pods are patched only by a warm pool's claims (k8s_pool records that call); the
-    // NetworkPolicy is read only for a fenced template (k8s_egress records that call).
+    // NetworkPolicy is read only for a fenced template (k8s_egress records that call); a
+    // suspended worker's record is made and deleted only by suspend and resume (k8s_suspend).
     assert_manifests_ok(&check_manifests(
         &record,
         &format!(
-            "{},patch,list events,get networkpolicies,{}",
+            "{},patch,list events,get networkpolicies,create secrets,delete secrets,{}",
             verbs.join(","),
             ["create", "get", "list", "patch", "delete"]
                 .map(|v| format!("{v} persistentvolumeclaims"))

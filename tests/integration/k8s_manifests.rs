@@ -20,7 +20,7 @@ use crate::k8s_support::{check_manifests, configured};
 /// (readiness), delete, patch (a warm pool's claim); get on pods/log (the logs operation); list on events (a not-ready
 /// worker's probe failure, `k8s_faults` records it); on claims create, get, list, patch, delete
 /// (task workspaces); get on networkpolicies (the fence of workers whose egress is not open).
-pub const VERBS: &str = "create,get,list,watch,delete,patch,get pods/log,list events,create persistentvolumeclaims,get persistentvolumeclaims,list persistentvolumeclaims,patch persistentvolumeclaims,delete persistentvolumeclaims,get networkpolicies";
+pub const VERBS: &str = "create,get,list,watch,delete,patch,get pods/log,list events,create persistentvolumeclaims,get persistentvolumeclaims,list persistentvolumeclaims,patch persistentvolumeclaims,delete persistentvolumeclaims,get networkpolicies,create secrets,get secrets,list secrets,delete secrets";
 
 /// The `workspace` case's template: the settings' default with a workspace of 2Gi.
 fn workspace_template(case: &str, mut t: Template) -> Template {

@@ -29,6 +29,7 @@ mod k8s_faults;
 mod k8s_manifests;
 mod k8s_pool;
 mod k8s_support;
+mod k8s_suspend;
 mod lifetime;
 mod load;
 mod local_e2e;

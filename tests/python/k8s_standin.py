@@ -39,6 +39,7 @@ What it mimics, and from where:
 | `spec.schedulingGates`: the pod is stored with `PodScheduled=False` reason `SchedulingGated` (message `Scheduling is blocked due to non-empty scheduling gates`) and never scheduled; gate names must be qualified names; nodeName set with gates is 422 | registry/core/pod/strategy.go, core/validation; the real server stored a binding pod so (2026-12-02) |
 | the garbage collector: a pod whose `ownerReferences` name a pod (by uid) that is gone is deleted in the background | kube-controller-manager garbagecollector (the real one removed a binding 0.1 s after its member, 2026-12-02) |
 | --run-workers PATH: the kubelet runs each bound pod as a real process of PATH with its container's environment, listening on a loopback address of its own (`LISTEN=127.0.N.M:port`, the pod's `podIP`); Ready when its readiness probe's httpGet answers 200; an image named `...no-contract...` runs it as a plain worker that ignores a pool member's variables (an image without the activation contract); a process that exits ends the container (exit code, phase Failed or Succeeded); a deletion sends SIGTERM and is confirmed when the process has exited (SIGKILL after the grace period) | a real kubelet's pod lifecycle (rec node/s29-*.json) |
+| secrets (a suspended worker's record): create 201 (`stringData` folded into base64 `data`, the custom `type` kept), 409 `secrets "x" already exists`, get 200 / 404, list by label, delete 200 with a `Status` `Success`; `deny secrets`: RBAC's 403 for every verb | rec s42-suspend-records.txt |
 | persistentvolumeclaims: create 201 (the `kubernetes.io/pvc-protection` finalizer, `volumeMode: Filesystem`, phase Pending), 409 `persistentvolumeclaims "x" already exists` (`object is being deleted: ...` while it goes), 422 without `spec.resources[storage]` or access modes, 400 strict decoding error; get / list by label; merge patch (415 `Unsupported Media Type` for another patch type); delete: a claim a pod uses stays with `deletionTimestamp` until no pod uses it, then 404 | rec s30-workspace-claims.txt |
 | a provisioner (as a default StorageClass's, e.g. k3s local-path) binds a new claim on the next tick (phase Bound, capacity = request); `claims no-provisioner` leaves them Pending. The scheduler keeps a pod whose claim is missing (`0/1 nodes are available: persistentvolumeclaim "x" not found. not found`) or unbound (`... pod has unbound immediate PersistentVolumeClaims. not found`) Unschedulable | rec s30-workspace-claims.txt |
 | networkpolicies (networking.k8s.io): get 200 / 404 `networkpolicies.networking.k8s.io "x" not found` (a group resource names its group); 403 with `in API group "networking.k8s.io"` under `deny networkpolicies`; the policies are put by the `fence NAME` and `fence-ingress NAME` commands (one that fences `a2a-worker-controller/egress=fenced` pods' egress, one that limits ingress only) | rec tests/recordings/k8s-real/netpol_get404.b, netpol_get200.b, s40-egress.txt; RBAC as rec s13-rbac-a.txt |
@@ -83,6 +84,7 @@ SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-
 PODS = re.compile(r"^/api/v1/namespaces/([^/]+)/(pods|events)(?:/([^/]+)(/log)?)?$")
 POLICIES = re.compile(r"^/apis/networking\.k8s\.io/v1/namespaces/([^/]+)/networkpolicies(?:/([^/]+))?$")
 CLAIMS = re.compile(r"^/api/v1/namespaces/([^/]+)/persistentvolumeclaims(?:/([^/]+))?$")
+SECRETS = re.compile(r"^/api/v1/namespaces/([^/]+)/secrets(?:/([^/]+))?$")
 NODE = "standin-node"
 HISTORY = 2000  # events kept for watches from a resourceVersion
 NAME_MSG = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
@@ -302,6 +304,7 @@ class Store:
         self.lock = threading.Condition()
         self.pods = {}  # (ns, name) -> pod
         self.claims = {}  # (ns, name) -> PersistentVolumeClaim
+        self.secrets = {}  # (ns, name) -> Secret
         self.policies = {}  # (ns, name) -> NetworkPolicy
         self.runtime_classes = set()
         self.provisioner = True
@@ -698,6 +701,9 @@ class Handler(BaseHTTPRequestHandler):
         nm = POLICIES.match(url.path)
         if nm:
             return self.network_policy(method, user, unquote(nm.group(1)), nm.group(2) and unquote(nm.group(2)))
+        sm = SECRETS.match(url.path)
+        if sm:
+            return self.secrets(method, user, unquote(sm.group(1)), sm.group(2) and unquote(sm.group(2)), query, raw)
         cm = CLAIMS.match(url.path)
         if cm:
             return self.claims(method, user, unquote(cm.group(1)), cm.group(2) and unquote(cm.group(2)), query, raw)
@@ -808,6 +814,65 @@ class Handler(BaseHTTPRequestHandler):
             return self.send_json(*status(404, "NotFound", f'{kind}.{group} "{name}" not found',
                                           {"name": name, "group": group, "kind": kind}))
         return self.send_json(200, policy)
+
+    def secrets(self, method, user, ns, name, query, raw):
+        """secrets (a suspended worker's record), as rec s42-suspend-records.txt answered:
+        create 201 (`stringData` folded into base64 `data`, `type` kept), 409 `secrets "x"
+        already exists`, get 200 / 404 `secrets "x" not found`, list by label, delete 200 (a
+        `Status` of `Success`) / 404; `deny secrets` refuses every verb (RBAC's 403)."""
+        store, state = self.server.store, self.server.state
+        verb = {"GET": "get" if name else "list", "POST": "create", "DELETE": "delete"}.get(method, "")
+        if self.server.opts.record:
+            with state.record_lock:
+                with open(os.path.join(self.server.opts.record, "verbs"), "a") as f:
+                    f.write(f"{verb} secrets\n")
+        if "secrets" in state.deny:
+            target = f'secrets "{name}"' if name else "secrets"
+            return self.send_json(*status(403, "Forbidden",
+                f'{target} is forbidden: User "{user}" cannot {verb} resource "secrets" in API group "" in the namespace "{ns}"',
+                {"name": name or "", "kind": "secrets"}))
+        gone = lambda n: status(404, "NotFound", f'secrets "{n}" not found', {"name": n, "kind": "secrets"})
+        with store.lock:
+            if method == "POST" and not name:
+                try:
+                    secret = json.loads(raw)
+                except ValueError as e:
+                    return self.send_json(*status(400, "BadRequest", f"invalid JSON: {e}"))
+                md = secret.setdefault("metadata", {})
+                sname = md.get("name", "")
+                if not SUBDOMAIN.match(sname) or len(sname) > 253:
+                    msg = f'Invalid value: "{sname}": {NAME_MSG}'
+                    return self.send_json(*status(422, "Invalid", f'Secret "{sname}" is invalid: metadata.name: {msg}',
+                        {"name": sname, "kind": "Secret", "causes": [{"reason": "FieldValueInvalid", "message": msg, "field": "metadata.name"}]}))
+                if (ns, sname) in store.secrets:
+                    return self.send_json(*status(409, "AlreadyExists", f'secrets "{sname}" already exists', {"name": sname, "kind": "secrets"}))
+                data = secret.setdefault("data", {})
+                for k, v in (secret.pop("stringData", None) or {}).items():
+                    data[k] = base64.b64encode(v.encode()).decode()
+                secret.setdefault("type", "Opaque")
+                md.update({"namespace": ns, "uid": str(uuid.uuid4()), "creationTimestamp": rfc3339(),
+                           "resourceVersion": store.bump()})
+                store.secrets[(ns, sname)] = secret
+                return self.send_json(201, secret)
+            if method == "GET" and not name:
+                try:
+                    reqs = parse_selector(query.get("labelSelector", ""))
+                except SelectorError as e:
+                    return self.send_json(*status(400, "BadRequest", str(e)))
+                items = [x for (sns, _), x in sorted(store.secrets.items()) if sns == ns
+                         and labels_match(x["metadata"].get("labels", {}), reqs)]
+                return self.send_json(200, {"kind": "SecretList", "apiVersion": "v1",
+                                            "metadata": {"resourceVersion": str(store.version)}, "items": items})
+            secret = store.secrets.get((ns, name))
+            if secret is None:
+                return self.send_json(*gone(name))
+            if method == "GET":
+                return self.send_json(200, secret)
+            if method == "DELETE":
+                del store.secrets[(ns, name)]
+                return self.send_json(200, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                                            "details": {"name": name, "kind": "secrets", "uid": secret["metadata"]["uid"]}})
+        return self.send_json(*status(405, "MethodNotAllowed", "the server does not allow this method on the requested resource"))
 
     def claims(self, method, user, ns, name, query, raw):
         """persistentvolumeclaims, as rec s30-workspace-claims.txt answered."""
@@ -1166,7 +1231,9 @@ class Handler(BaseHTTPRequestHandler):
             {"name": "events", "singularName": "event", "namespaced": True, "kind": "Event",
              "verbs": ["list"], "shortNames": ["ev"]},
             {"name": "persistentvolumeclaims", "singularName": "persistentvolumeclaim", "namespaced": True,
-             "kind": "PersistentVolumeClaim", "verbs": ["create", "delete", "get", "list", "patch"], "shortNames": ["pvc"]}]}
+             "kind": "PersistentVolumeClaim", "verbs": ["create", "delete", "get", "list", "patch"], "shortNames": ["pvc"]},
+            {"name": "secrets", "singularName": "secret", "namespaced": True, "kind": "Secret",
+             "verbs": ["create", "delete", "get", "list"]}]}
 
     def do_GET(self):
         self.handle_any("GET")

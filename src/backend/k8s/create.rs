@@ -292,10 +292,13 @@ impl K8sBackend {
     }
 
     /// The pod of a create: posted, and waited for until it is ready.
+    /// A create (not a resume) whose task has a suspended worker's record is refused once
+    /// its pod is posted (`suspend.rs`).
     pub(super) fn create_pod(
         &self,
         spec: &CreateSpec,
         body: &Value,
+        resuming: bool,
     ) -> Result<Worker, BackendError> {
         let redact = |e: BackendError| e.redact(&spec.token);
         let name = labels::pod_name(&self.controller_id, &spec.scope, &spec.task);
@@ -303,6 +306,9 @@ impl K8sBackend {
         let created = self
             .post(spec, &name, body, Instant::now() + self.ready_timeout)
             .map_err(redact)?;
+        if !resuming {
+            self.refuse_if_suspended(&name)?;
+        }
         spec.progress.step("pod created");
         let state = if self.ready_timeout.is_zero() {
             WorkerState::Starting

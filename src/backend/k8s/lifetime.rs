@@ -12,7 +12,13 @@ use crate::backend::{labels, BackendError, Renewal, Worker, WorkerState};
 
 impl Renewal for K8sBackend {
     fn find(&self, worker_id: &str) -> Result<Worker, BackendError> {
-        self.owned_pod(worker_id).map(|(_, w)| w)
+        let pod = match self.owned_pod(worker_id) {
+            Ok((_, w)) => Some(w),
+            Err(BackendError::NotFound) => None,
+            Err(e) => return Err(e),
+        };
+        self.one_with_record(worker_id, pod)?
+            .ok_or(BackendError::NotFound)
     }
 
     fn renew(&self, worker: &Worker, expires_at: Option<u64>) -> Result<Worker, BackendError> {
@@ -32,8 +38,9 @@ impl Renewal for K8sBackend {
         match self.api.call(Method::Patch, &path, Some(&patch)) {
             Ok(_) => {}
             // Gone, or another pod under its name now: not this worker any more.
+            // (a changed uid is 422 Invalid, "field is immutable", on the real server)
             Err(ApiError::Status {
-                reason: Reason::NotFound | Reason::Conflict,
+                reason: Reason::NotFound | Reason::Conflict | Reason::Invalid,
                 ..
             }) => return Err(BackendError::NotFound),
             Err(e) => return Err(api_error(e)),

@@ -30,6 +30,7 @@ mod pool;
 mod refusals;
 mod replicas;
 mod status;
+mod suspend;
 mod watch;
 pub(crate) mod workspace;
 
@@ -270,14 +271,10 @@ fn delete_pod(
     }
 }
 
-impl Backend for K8sBackend {
-    fn kind(&self) -> BackendKind {
-        BackendKind::K8s
-    }
-
-    /// The task's workspace claim first (a pod whose claim does not exist is never
-    /// scheduled; a new claim is deleted again if the create fails), then the pod.
-    fn create(&self, spec: &CreateSpec) -> Result<Worker, BackendError> {
+impl K8sBackend {
+    /// A create's steps (`resuming`: a suspended worker's pod made again, its record kept
+    /// until it is up).
+    fn create_with(&self, spec: &CreateSpec, resuming: bool) -> Result<Worker, BackendError> {
         let body = self
             .manifest(
                 spec,
@@ -292,7 +289,7 @@ impl Backend for K8sBackend {
                 format!("the task's workspace claim {name} is there")
             });
         }
-        match self.create_pod(spec, &body) {
+        match self.create_pod(spec, &body, resuming) {
             Err(e) if claim.as_ref().is_some_and(|(_, fresh)| *fresh) => {
                 let note = self.delete_fresh_claim(spec);
                 Err(match e {
@@ -304,15 +301,42 @@ impl Backend for K8sBackend {
         }
     }
 
+    /// A suspended worker's pod, made again (`suspend.rs`).
+    pub(super) fn create_resumed(&self, spec: &CreateSpec) -> Result<Worker, BackendError> {
+        self.create_with(spec, true)
+    }
+}
+
+impl Backend for K8sBackend {
+    fn kind(&self) -> BackendKind {
+        BackendKind::K8s
+    }
+
+    /// The task's workspace claim first (a pod whose claim does not exist is never
+    /// scheduled; a new claim is deleted again if the create fails), then the pod.
+    fn create(&self, spec: &CreateSpec) -> Result<Worker, BackendError> {
+        self.create_with(spec, false)
+    }
+
+    /// The pods, and the records of suspended workers (`suspend.rs`), oldest first.
     fn list(&self) -> Result<Vec<Worker>, BackendError> {
         let mut pods = self.select(&labels::owner_selector(&self.controller_id))?;
-        Ok(pods.iter_mut().filter_map(|p| self.worker_of(p)).collect())
+        let workers: Vec<Worker> = pods.iter_mut().filter_map(|p| self.worker_of(p)).collect();
+        self.with_records(workers)
     }
 
     /// A pod already in its grace period is not deleted again: it is returned, `stopping`.
     fn stop(&self, worker_id: &str) -> Result<Worker, BackendError> {
-        let (pod, mut worker) = self.owned_pod(worker_id)?;
+        let (pod, mut worker) = match self.owned_pod(worker_id) {
+            Err(BackendError::NotFound) => return self.stop_suspended(worker_id),
+            other => other?,
+        };
         if pod.terminating() {
+            // Suspended a moment ago (its pod in its grace period): its record goes too.
+            match self.stop_suspended(worker_id) {
+                Ok(_) | Err(BackendError::NotFound) => {}
+                Err(e) => return Err(e),
+            }
             return Ok(worker);
         }
         let answered = delete_pod(
@@ -340,7 +364,16 @@ impl Backend for K8sBackend {
     }
 
     fn logs(&self, worker_id: &str, lines: u32) -> Result<Logs, BackendError> {
-        let (pod, _) = self.owned_pod(worker_id)?;
+        let (pod, _) = match self.owned_pod(worker_id) {
+            // A suspended worker has no pod: nothing to read until it is resumed.
+            Err(BackendError::NotFound) if !self.records(Some(worker_id))?.is_empty() => {
+                return Ok(
+                    crate::backend::tail::Tail::new(crate::backend::tail::MAX_LOG_BYTES)
+                        .finish(lines),
+                )
+            }
+            other => other?,
+        };
         let path = format!(
             "{}/{}/log?container={}&tailLines={lines}",
             self.pods_path(),
@@ -407,14 +440,14 @@ impl Backend for K8sBackend {
     /// A watch of this controller's pods (`watch` is in the Role; `watch.rs`); persistent
     /// volume claims with ownership labels (`workspace.rs`); member pods bound to a task by a
     /// gated binding pod and a label patch (`pool.rs`); the expiry as a pod label
-    /// (`lifetime.rs`).
+    /// (`lifetime.rs`); suspended workers as records (`suspend.rs`).
     fn abilities(&self) -> Abilities<'_> {
         Abilities {
             changes: Some(self),
             workspaces: Some(self),
             pools: Some(self),
             renewal: Some(self),
-            suspension: None,
+            suspension: Some(self),
         }
     }
 }

@@ -193,9 +193,10 @@ impl Changes for K8sBackend {
     }
     /// One label-selected list of the pods carrying that worker id.
     fn worker(&self, worker_id: &str) -> Result<Option<Worker>, BackendError> {
+        // Its pod gone or going: suspended (its record), or gone for good.
         match self.owned_pod(worker_id) {
-            Ok((_, w)) => Ok(Some(w)),
-            Err(BackendError::NotFound) => Ok(None),
+            Ok((_, w)) => self.one_with_record(worker_id, Some(w)),
+            Err(BackendError::NotFound) => self.one_with_record(worker_id, None),
             Err(e) => Err(e),
         }
     }
