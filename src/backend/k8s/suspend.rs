@@ -356,6 +356,8 @@ impl Suspension for K8sBackend {
             self.release_binding(&pod.metadata.name, &pod.metadata.uid, true);
         }
         let mut suspended = worker.expiring(how.until);
+        // No pod, no address, until it is resumed (as a list says).
+        suspended.a2a_url = String::new();
         suspended.state = WorkerState::Suspended;
         suspended.reason = format!("suspended at {}", rfc3339_secs(how.at));
         Ok(suspended)

@@ -1,0 +1,1 @@
+{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"secrets \"probe-record\" already exists","reason":"AlreadyExists","details":{"name":"probe-record","kind":"secrets"},"code":409}
