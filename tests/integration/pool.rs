@@ -225,6 +225,16 @@ fn a_warm_pool_on_the_real_engine() {
     assert_eq!(answer.status, 200, "{}", answer.text());
     let other = crate::docker_e2e::send_to_worker(&url, Some(TOKEN), "hello pool");
     assert_eq!(other.status, 401, "only the worker's own token opens it");
+    // A claimed member is not suspended: its identity lives in its process.
+    let refused = p.control(json!({"operation": "suspend", "worker_id": wid}));
+    let e = control_error(&refused, "TASK_STATE_REJECTED");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("was a warm pool member"),
+        "{e}"
+    );
     let workers = listed(&p);
     assert_eq!(workers.len(), 1, "{workers:?}");
     assert_eq!(workers[0]["worker_id"], wid.as_str());

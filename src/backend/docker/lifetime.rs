@@ -31,7 +31,7 @@ fn runs(w: &Worker) -> bool {
 }
 
 /// One lease volume: its name, whose, and what it says.
-struct Record {
+pub(super) struct Record {
     name: String,
     worker_id: String,
     lease: Lease,
@@ -39,7 +39,7 @@ struct Record {
 
 impl DockerBackend {
     /// The lease volumes of this controller (of one worker, when given).
-    fn leases(&self, worker_id: Option<&str>) -> Result<Vec<Record>, BackendError> {
+    pub(super) fn leases(&self, worker_id: Option<&str>) -> Result<Vec<Record>, BackendError> {
         let which = match worker_id {
             Some(id) => format!("{}={id}", lease::LEASE),
             None => lease::LEASE.to_string(),
@@ -59,10 +59,13 @@ impl DockerBackend {
             .collect())
     }
 
-    /// `workers` (a whole list) under their newest leases; the leases of workers no longer
-    /// listed are removed once old enough.
-    pub(super) fn with_leases(&self, workers: Vec<Worker>) -> Result<Vec<Worker>, BackendError> {
-        let records = self.leases(None)?;
+    /// `workers` (a whole list) under their newest leases (`records`, every lease, read beside
+    /// the containers); the leases of workers no longer listed are removed once old enough.
+    pub(super) fn with_leases(
+        &self,
+        workers: Vec<Worker>,
+        records: Vec<Record>,
+    ) -> Result<Vec<Worker>, BackendError> {
         if records.is_empty() {
             return Ok(workers);
         }
@@ -222,6 +225,18 @@ impl Renewal for DockerBackend {
 }
 
 impl Suspension for DockerBackend {
+    /// A claimed pool member is refused: its worker's identity and token were given to its
+    /// running process at activation (the controller keeps only the token's hash), and would
+    /// not survive a stop.
+    fn suspendable(&self, worker: &Worker, _template: Option<&Template>) -> Result<(), String> {
+        match self.owned_container(&worker.worker_id) {
+            Ok(found) if found.binding.is_some() => Err(
+                "it was a warm pool member: its identity lives in its running process (given at activation), which a stop would lose".into(),
+            ),
+            _ => Ok(()),
+        }
+    }
+
     /// The lease first (a suspend cut short leaves a running worker with a suspended lease,
     /// which lists as running, and a second suspend finishes it), then the stop.
     fn suspend(&self, worker_id: &str, how: &Suspend) -> Result<Worker, BackendError> {

@@ -109,11 +109,26 @@ impl Backend for DockerBackend {
         }
     }
 
+    /// The containers, and beside them (the same moment, another connection) the leases.
     fn list(&self) -> Result<Vec<Worker>, BackendError> {
-        let listing = self
-            .engine
-            .list(&labels::owner_selector(&self.controller_id))
-            .map_err(engine_error)?;
+        let (listing, leases) = std::thread::scope(|s| {
+            let leases = std::thread::Builder::new()
+                .name("docker-leases".into())
+                .spawn_scoped(s, || self.leases(None));
+            let listing = self
+                .engine
+                .list(&labels::owner_selector(&self.controller_id));
+            let leases = match leases {
+                Ok(thread) => thread.join().unwrap_or_else(|_| {
+                    Err(BackendError::Internal("reading the leases panicked".into()))
+                }),
+                // No thread to be had: read here, after.
+                Err(_) => self.leases(None),
+            };
+            (listing, leases)
+        });
+        let listing = listing.map_err(engine_error)?;
+        let leases = leases?;
         let mut containers = listing.containers().map_err(engine_error)?;
         let listed: std::collections::HashSet<String> =
             containers.iter().map(|c| c.id.to_string()).collect();
@@ -129,7 +144,7 @@ impl Backend for DockerBackend {
         self.keep_records_of(&listed);
         self.ended.keep_only(&listed);
         workers.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
-        self.with_leases(workers.into_iter().map(|(_, _, w)| w).collect())
+        self.with_leases(workers.into_iter().map(|(_, _, w)| w).collect(), leases)
     }
 
     fn stop(&self, worker_id: &str) -> Result<Worker, BackendError> {

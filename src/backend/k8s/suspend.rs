@@ -325,7 +325,16 @@ impl Suspension for K8sBackend {
                 "on Kubernetes a suspended worker keeps its files in its task workspace, and template {} has none",
                 t.name
             )),
-            Some(_) => Ok(()),
+            Some(_) => match self.owned_pod(&worker.worker_id) {
+                // A claimed member's pod is named for its slot, not its task.
+                Ok((pod, w))
+                    if pod.metadata.name
+                        != labels::pod_name(&self.controller_id, &w.scope, &w.task) =>
+                {
+                    Err("it was a warm pool member: its identity lives in its running process (given at activation), which deleting its pod would lose".into())
+                }
+                _ => Ok(()),
+            },
         }
     }
 
