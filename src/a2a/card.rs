@@ -68,10 +68,13 @@ pub fn extended_card(agent_name: &str, public_url: &str, d: &Deployment) -> Valu
             "commit": d.commit,
             "operations": [
                 {"operation": "create", "parameters": {"task": "required string: the task's name", "ttl": "optional: \"90m\", \"2h\" or seconds, at most maxWorkerTtlSeconds", "metadata": "optional object: at most 16 keys [a-z0-9][a-z0-9._-]{0,62}, string values of at most 256 printable characters"}},
-                {"operation": "list", "parameters": {"metadata": "optional object: only workers with all these tags", "state": "optional: starting, running, exited, stopping or unknown", "task": "optional: only this task's worker"}},
+                {"operation": "list", "parameters": {"metadata": "optional object: only workers with all these tags", "state": "optional: starting, running, exited, stopping, suspended or unknown", "task": "optional: only this task's worker"}},
                 {"operation": "stop", "parameters": {"worker_id": "required string"}},
                 {"operation": "logs", "parameters": {"worker_id": "required string", "tail": "optional whole number of lines, default 200, at most 10000"}},
                 {"operation": "watch", "parameters": {"metadata": "optional filter, as for list", "state": "optional filter", "task": "optional filter"}},
+                {"operation": "renew", "parameters": {"worker_id": "required string", "ttl": "required: \"90m\", \"2h\" or seconds, bounded as create's"}},
+                {"operation": "suspend", "parameters": {"worker_id": "required string"}},
+                {"operation": "resume", "parameters": {"worker_id": "required string"}},
             ],
         },
     }]);
@@ -155,9 +158,26 @@ fn skills() -> Value {
             vec![example(json!({"operation": "stop", "worker_id": "3f9c2a1b7d4e"}))],
         ),
         skill(
+            "renew",
+            "Renew a worker's lifetime",
+            "Sets a worker's expiry to now + ttl (\"90m\", \"2h\" or seconds), bounded as create's ttl is. A worker may send this itself with its own bearer token (the one create returned), which renews that worker and nothing else.",
+            &["workers", "renew", "lifetime"],
+            vec![example(json!({"operation": "renew", "worker_id": "3f9c2a1b7d4e", "ttl": "2h"}))],
+        ),
+        skill(
+            "suspend",
+            "Suspend or resume a worker",
+            "suspend: the worker stops running (no CPU or memory held) and keeps its files, identity and token; it is listed suspended and still holds its task. resume: it runs again, ready before the reply, with its current a2a_url and the TTL it had left.",
+            &["workers", "suspend", "resume", "lifetime"],
+            vec![
+                example(json!({"operation": "suspend", "worker_id": "3f9c2a1b7d4e"})),
+                example(json!({"operation": "resume", "worker_id": "3f9c2a1b7d4e"})),
+            ],
+        ),
+        skill(
             "watch",
             "Watch the workers",
-            "Streams what happens to the workers (send it with SendStreamingMessage, or with returnImmediately and then SubscribeToTask or a push notification config): one long-running task whose WORKING status updates each carry a data part {\"event\": {\"type\", \"worker\", \"reason\", \"at\"}} — first one added per existing worker and one synced, then added, changed and removed as they happen. Optional filters as for list. CancelTask ends it (TASK_STATE_CANCELED); so does the stream's client going away.",
+            "Streams what happens to the workers (send it with SendStreamingMessage, or with returnImmediately and then SubscribeToTask or a push notification config): one long-running task whose WORKING status updates each carry a data part {\"event\": {\"type\", \"worker\", \"reason\", \"at\"}} — first one added per existing worker and one synced, then added, changed, suspended, resumed, renewed and removed as they happen. Optional filters as for list. CancelTask ends it (TASK_STATE_CANCELED); so does the stream's client going away.",
             &["workers", "watch", "events"],
             vec![example(json!({"operation": "watch", "metadata": {"team": "infra"}}))],
         ),

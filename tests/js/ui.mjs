@@ -180,7 +180,7 @@ check((await page.locator('#workers tbody tr').first().evaluate((tr) => getCompu
 const box = await page.locator('.scroll').evaluate((d) => [d.scrollWidth, d.clientWidth]);
 check(box[0] <= box[1], `the table fits 1280 px without scrolling: ${box}`);
 await page.screenshot({ path: join(shots, 'ui-1280x800.png'), fullPage: true });
-// On a phone every worker is a card: its task, state, reason, age and both buttons are on
+// On a phone every worker is a card: its task, state, reason, age and its buttons are on
 // screen without scrolling sideways, and the page does not scroll sideways at all.
 await page.setViewportSize({ width: 390, height: 844 });
 check((await page.locator('#workers tbody tr').first().evaluate((tr) => getComputedStyle(tr).display)) === 'block', 'a card at 390 px');
@@ -196,7 +196,10 @@ const offScreen = await page.evaluate(() => {
       const r = el.getBoundingClientRect();
       if (r.width === 0 || r.left < 0 || r.right > 390) out.push(`${task}: ${el.dataset.label || el.textContent} at ${r.left}-${r.right}`);
     }
-    if (tr.querySelectorAll('button').length !== 2) out.push(`${task}: ${tr.querySelectorAll('button').length} buttons`);
+    // Logs and Stop; a running worker Renew and Suspend too, a suspended one Resume.
+    const state = tr.querySelector('.state').textContent;
+    const buttons = { running: 4, starting: 4, suspended: 3 }[state] || 2;
+    if (tr.querySelectorAll('button').length !== buttons) out.push(`${task}: ${tr.querySelectorAll('button').length} buttons (${state})`);
   }
   return out;
 });

@@ -109,26 +109,14 @@ impl Backend for DockerBackend {
         }
     }
 
-    /// The containers, and beside them (the same moment, another connection) the leases.
+    /// The containers, then the leases (one more engine call: a thread and a second
+    /// connection per list cost more memory under load than the call's time).
     fn list(&self) -> Result<Vec<Worker>, BackendError> {
-        let (listing, leases) = std::thread::scope(|s| {
-            let leases = std::thread::Builder::new()
-                .name("docker-leases".into())
-                .spawn_scoped(s, || self.leases(None));
-            let listing = self
-                .engine
-                .list(&labels::owner_selector(&self.controller_id));
-            let leases = match leases {
-                Ok(thread) => thread.join().unwrap_or_else(|_| {
-                    Err(BackendError::Internal("reading the leases panicked".into()))
-                }),
-                // No thread to be had: read here, after.
-                Err(_) => self.leases(None),
-            };
-            (listing, leases)
-        });
-        let listing = listing.map_err(engine_error)?;
-        let leases = leases?;
+        let listing = self
+            .engine
+            .list(&labels::owner_selector(&self.controller_id))
+            .map_err(engine_error)?;
+        let leases = self.leases(None)?;
         let mut containers = listing.containers().map_err(engine_error)?;
         let listed: std::collections::HashSet<String> =
             containers.iter().map(|c| c.id.to_string()).collect();
