@@ -17,6 +17,10 @@
 #   connections against none (docker_bench_watch, run with the docker benchmarks).
 #   pool: creates from a warm pool of 4 against cold creates of the same image, a burst of 2N
 #   against N, two replicas racing for one task (pool::docker_bench_pool, with the docker ones).
+#   suspend: resume → ready against a cold create, the memory a suspend gives back, renew against
+#   a list of one worker (docker_suspend::docker_bench_suspend, with the docker ones;
+#   BENCH_SUSPEND_ROUNDS, default 10), and resume against a cold create on the Kubernetes
+#   stand-in (k8s_suspend::k8s_bench_suspend, with the k8s ones).
 #   k8s: create+stop and list through the controller against the same calls made directly to
 #   the stand-in Kubernetes API server (TLS, client certificate); creates from a warm pool of 4
 #   against cold ones (k8s_pool::k8s_bench_pool, the stand-in running real workers); a pod deleted by hand → the

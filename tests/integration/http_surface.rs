@@ -201,6 +201,8 @@ fn agent_card_v1_shape_and_validators() {
             json!("create"),
             json!("list"),
             json!("stop"),
+            json!("renew"),
+            json!("suspend"),
             json!("watch"),
             json!("templates"),
             json!("logs")

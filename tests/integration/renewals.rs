@@ -310,3 +310,80 @@ fn a_template_field_of_the_lifetime_that_cannot_be_read_is_refused_naming_it() {
         assert!(e.to_string().contains(says), "{says} not in {e}");
     }
 }
+
+#[test]
+fn a_renew_that_answered_is_never_undone_by_the_reaper() {
+    // Thirty workers whose TTL ends together, renewed while the reaper (every 50 ms) takes
+    // them: each renew either answered (and its worker outlives the reaper) or found its
+    // worker gone (`not_found`); never an answer for a worker the reaper then stopped.
+    let c = Builder::default().flag("-reap-interval=50ms").start();
+    let ids: Vec<String> = (0..30)
+        .map(|i| {
+            let made =
+                c.control(json!({"operation": "create", "task": format!("race-{i}"), "ttl": 1}));
+            reply_data(&made)["worker"]["worker_id"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    let expiry = ids
+        .iter()
+        .map(|id| {
+            let listed = reply_data(&c.control(json!({"operation": "list"})));
+            let w = listed["workers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|w| w["worker_id"] == id.as_str())
+                .cloned()
+                .unwrap();
+            expiry_ms(&w)
+        })
+        .min()
+        .unwrap();
+    // From a moment before the TTL ends, one renew after another, while the reaper runs.
+    // Renew i is sent at expiry - 25 ms + 3i ms (looked at every millisecond): across a reaper
+    // pass or two.
+    let mut outcomes = Vec::new();
+    for (i, id) in ids.iter().enumerate() {
+        while now_millis() + 25 < expiry + 3 * i as u64 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let t = c.control(json!({"operation": "renew", "worker_id": id, "ttl": "1h"}));
+        let done = t["status"]["state"] == "TASK_STATE_COMPLETED";
+        if !done {
+            assert_eq!(
+                control_error(&t, "TASK_STATE_FAILED")["code"],
+                "not_found",
+                "{t}"
+            );
+        }
+        outcomes.push((id.clone(), done));
+    }
+    // Several reaper passes later, the renewed ones are all there, the others all gone.
+    let passes = c.backend.lists.load(std::sync::atomic::Ordering::SeqCst);
+    wait_until("a few reaper passes", Duration::from_secs(5), || {
+        c.backend.lists.load(std::sync::atomic::Ordering::SeqCst) > passes + 6
+    });
+    let listed = reply_data(&c.control(json!({"operation": "list"})));
+    let there: Vec<&str> = listed["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["worker_id"].as_str().unwrap())
+        .collect();
+    for (id, renewed) in &outcomes {
+        assert_eq!(
+            there.contains(&id.as_str()),
+            *renewed,
+            "worker {id}: renewed {renewed}"
+        );
+    }
+    let renewed = outcomes.iter().filter(|(_, r)| *r).count();
+    eprintln!(
+        "renewed {renewed} of {}, the rest reaped first",
+        outcomes.len()
+    );
+    assert!(renewed > 0, "some renews answered");
+}

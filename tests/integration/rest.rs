@@ -279,7 +279,10 @@ fn the_extended_card_needs_the_token_and_tells_no_secret() {
         .iter()
         .map(|o| o["operation"].as_str().unwrap())
         .collect();
-    assert_eq!(ops, ["create", "list", "stop", "logs", "watch"]);
+    assert_eq!(
+        ops,
+        ["create", "list", "stop", "logs", "watch", "renew", "suspend", "resume"]
+    );
     assert!(!r.text().contains(TOKEN), "no secret in the extended card");
     // The same card over JSON-RPC.
     assert_eq!(c.rpc("GetExtendedAgentCard", json!({}))["result"], card);
