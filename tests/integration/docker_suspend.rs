@@ -191,7 +191,12 @@ fn renew_wins_against_the_reaper_and_a_worker_renews_itself_with_its_token() {
         .into_iter()
         .find(|w| w["worker_id"] == busy.as_str())
         .expect("the renewed worker survives the reaper");
-    assert_eq!(still["expires_at"], renewed["worker"]["expires_at"]);
+    assert_eq!(
+        still["expires_at"],
+        renewed["worker"]["expires_at"],
+        "{}",
+        p.log_text()
+    );
     let leases = docker_cli(
         &socket,
         &[

@@ -46,10 +46,21 @@ impl DockerBackend {
         };
         let selectors = [format!("{}={}", labels::OWNER, self.controller_id), which];
         let volumes = self.engine.volumes(&selectors).map_err(engine_error)?;
+        // Looked at again here: Podman answers volumes matching any one of several label
+        // filters, not all of them.
+        let owner = self.controller_id.as_str();
         Ok(volumes
             .into_iter()
             .filter_map(|v| {
-                let (worker_id, lease) = Lease::of(v.labels.as_ref()?)?;
+                let labels = v.labels.as_ref()?;
+                if labels.get(labels::OWNER).map(String::as_str) != Some(owner) {
+                    return None;
+                }
+                let (id, lease) = Lease::of(labels)?;
+                if worker_id.is_some_and(|w| w != id) {
+                    return None;
+                }
+                let worker_id = id;
                 Some(Record {
                     name: v.name,
                     worker_id,

@@ -127,7 +127,12 @@ impl DockerBackend {
     ) -> Result<Option<(String, Worker, String)>, BackendError> {
         let mut selectors = labels::worker_selector(&self.controller_id, worker_id);
         selectors.push(labels::BINDING.to_string());
-        for b in self.bindings(&selectors)? {
+        // Looked at again: Podman answers what matches any one of several label filters.
+        for b in self
+            .bindings(&selectors)?
+            .into_iter()
+            .filter(|b| b.owned.worker_id == worker_id)
+        {
             let Some((member, nonce)) = b.key.split_once('/') else {
                 continue;
             };
