@@ -87,12 +87,22 @@ impl Lease {
         ))
     }
 
-    /// `worker`, as listed from its engine, under this lease: its expiry, and `suspended`
-    /// when the lease says so and the engine does not run it (a worker the lease says is
+    /// Whether a worker in `state` (as its engine shows it) is suspended under this lease:
+    /// the lease says so and the engine does not run it (a worker the lease says is
     /// suspended but that runs was resumed, or its suspend did not finish: it runs).
-    pub fn apply(&self, mut worker: Worker, running: bool) -> Worker {
+    pub fn suspends(&self, state: WorkerState) -> bool {
+        self.suspended.is_some()
+            && !matches!(
+                state,
+                WorkerState::Running | WorkerState::Starting | WorkerState::Stopping
+            )
+    }
+
+    /// `worker`, as listed from its engine, under this lease: its expiry, and `suspended`
+    /// when [`Lease::suspends`] says so.
+    pub fn apply(&self, mut worker: Worker) -> Worker {
         match self.suspended {
-            Some(s) if !running => {
+            Some(s) if self.suspends(worker.state) => {
                 worker.state = WorkerState::Suspended;
                 worker.reason = format!("suspended at {}", rfc3339_secs(s.at));
                 worker.expiring(self.expires_at)
@@ -160,14 +170,14 @@ mod tests {
         let got = newest([("w".to_string(), new), ("w".to_string(), old)]);
         assert_eq!(got["w"], new);
         let w = Worker::new(BackendKind::Docker, "w", "t", WorkerState::Exited, "");
-        let listed = new.apply(w.clone(), false);
+        let listed = new.apply(w.clone());
         assert_eq!(listed.state, WorkerState::Suspended);
         assert_eq!(listed.expires_at, "");
         let running = Worker {
             state: WorkerState::Running,
             ..w.clone()
         };
-        assert_eq!(new.apply(running.clone(), true), running);
-        assert_eq!(old.apply(w, false).expires_at, rfc3339_secs(10));
+        assert_eq!(new.apply(running.clone()), running);
+        assert_eq!(old.apply(w).expires_at, rfc3339_secs(10));
     }
 }

@@ -158,6 +158,16 @@ pub enum WorkerState {
 }
 
 impl WorkerState {
+    /// Every state, in the order the docs name them.
+    pub const ALL: [WorkerState; 6] = [
+        WorkerState::Starting,
+        WorkerState::Running,
+        WorkerState::Exited,
+        WorkerState::Stopping,
+        WorkerState::Suspended,
+        WorkerState::Unknown,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             WorkerState::Starting => "starting",
@@ -273,6 +283,16 @@ pub struct Logs {
     pub text: String,
     /// Whether the size bound ([`tail::MAX_LOG_BYTES`]) cut what was asked for.
     pub truncated: bool,
+}
+
+impl Logs {
+    /// No output (a suspended worker's, whose process is gone until it is resumed).
+    pub fn none() -> Logs {
+        Logs {
+            text: String::new(),
+            truncated: false,
+        }
+    }
 }
 
 /// A backend's failure. Messages are for people and never contain a token.

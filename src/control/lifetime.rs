@@ -204,19 +204,15 @@ impl Control {
         }
     }
 
-    /// What the reaper does with `worker`, whose expiry has passed: stop it (`None`), or
-    /// suspend it (its template says `on_expiry: "suspend"`, and the backend can).
+    /// Whether the reaper suspends `worker`, whose expiry has passed, rather than stop it: it
+    /// runs (an exited one is stopped), its template says `on_expiry: "suspend"` and the
+    /// backend suspends workers (whether it can suspend this one, [`Control::suspend_worker`]
+    /// asks).
     pub(super) fn suspends_at_expiry(&self, worker: &Worker) -> bool {
-        if worker.state == WorkerState::Suspended {
-            return false;
-        }
-        let Some(suspension) = self.backend.abilities().suspension else {
-            return false;
-        };
-        let template = self.template_of(worker);
-        let wanted = template
-            .as_ref()
-            .is_some_and(|t| t.lifetime.on_expiry == crate::settings::OnExpiry::Suspend);
-        wanted && suspension.suspendable(worker, template.as_deref()).is_ok()
+        matches!(worker.state, WorkerState::Running | WorkerState::Starting)
+            && self.backend.abilities().suspension.is_some()
+            && self
+                .template_of(worker)
+                .is_some_and(|t| t.lifetime.on_expiry == crate::settings::OnExpiry::Suspend)
     }
 }

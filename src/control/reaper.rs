@@ -64,12 +64,8 @@ impl Reaper {
 
 /// How many of `workers` are in each state (every state named).
 fn by_state(workers: &[Worker]) -> std::collections::BTreeMap<&'static str, u64> {
-    use WorkerState::*;
     let mut out: std::collections::BTreeMap<&'static str, u64> =
-        [Starting, Running, Exited, Stopping, Suspended, Unknown]
-            .into_iter()
-            .map(|s| (s.as_str(), 0))
-            .collect();
+        WorkerState::ALL.iter().map(|s| (s.as_str(), 0)).collect();
     for w in workers {
         *out.entry(w.state.as_str()).or_default() += 1;
     }
@@ -144,6 +140,8 @@ impl Control {
             worker_id: &w.worker_id,
             caller: "reaper",
         };
+        // Suspended when its template says so and the backend can (a refusal, such as a
+        // worker the backend cannot suspend, falls back to the stop).
         if self.suspends_at_expiry(&w) {
             let outcome = match self.suspend_worker(&w, true) {
                 Ok(worker) => {
@@ -153,12 +151,22 @@ impl Control {
                         w.task,
                         w.expires_at
                     );
-                    completed(&OneWorker { worker }, None, 0)
+                    Some(completed(&OneWorker { worker }, None, 0))
                 }
-                Err(outcome) => outcome,
+                Err(Outcome::Rejected(e)) => {
+                    log::debug!(
+                        "reaper: worker {} is stopped instead: {}",
+                        w.worker_id,
+                        e.message
+                    );
+                    None
+                }
+                Err(outcome) => Some(outcome),
             };
-            self.record("reap", &ids, &outcome, started.elapsed());
-            return;
+            if let Some(outcome) = outcome {
+                self.record("reap", &ids, &outcome, started.elapsed());
+                return;
+            }
         }
         let why = if w.state == WorkerState::Suspended {
             format!(

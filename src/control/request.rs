@@ -227,21 +227,14 @@ fn valid_filter(request: &serde_json::Map<String, Value>) -> Result<Filter, Cont
     let state = match request.get("state") {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) => Some(
-            [
-                WorkerState::Starting,
-                WorkerState::Running,
-                WorkerState::Exited,
-                WorkerState::Stopping,
-                WorkerState::Suspended,
-                WorkerState::Unknown,
-            ]
-            .into_iter()
-            .find(|w| w.as_str() == s)
-            .ok_or_else(|| {
-                ControlError::invalid(
+            WorkerState::ALL
+                .into_iter()
+                .find(|w| w.as_str() == s)
+                .ok_or_else(|| {
+                    ControlError::invalid(
                     "state must be one of starting, running, exited, stopping, suspended, unknown",
                 )
-            })?,
+                })?,
         ),
         Some(_) => return Err(ControlError::invalid("state must be a string")),
     };

@@ -261,6 +261,12 @@ fn the_reaper_suspends_on_expiry_when_the_template_says_so_and_stops_after_suspe
     let napper =
         reply_data(&c.control(json!({"operation": "create", "task": "n", "template": "napper"})));
     let id = napper["worker"]["worker_id"].as_str().unwrap().to_string();
+    // One that exited on its own is not suspended at its TTL's end: it is stopped.
+    let ended =
+        reply_data(&c.control(json!({"operation": "create", "task": "e", "template": "napper"})));
+    let ended_id = ended["worker"]["worker_id"].as_str().unwrap().to_string();
+    c.backend
+        .set_state(&ended_id, WorkerState::Exited, "exited with code 0");
     let plain = reply_data(&c.control(json!({"operation": "create", "task": "p", "ttl": 1})));
     let plain_id = plain["worker"]["worker_id"].as_str().unwrap().to_string();
     let state = |c: &Controller, id: &str| {

@@ -7,8 +7,6 @@
 //! stay, and the engine's own state is the record, so every replica and a restarted
 //! controller list it as suspended. Resume starts the same container and waits for its card.
 
-use std::collections::HashMap;
-
 use serde_json::{json, Map, Value};
 
 use super::{engine_error, DockerBackend, STOP_GRACE_SECS};
@@ -21,14 +19,6 @@ use crate::time::now_millis;
 /// A lease record older than this whose worker no list shows is removed (a renew that raced
 /// its worker's stop, a container removed by hand).
 const ORPHAN_AFTER_MS: u64 = 60_000;
-
-/// Whether the engine runs `w` (a lease's suspension counts only for a worker it does not).
-fn runs(w: &Worker) -> bool {
-    matches!(
-        w.state,
-        WorkerState::Running | WorkerState::Starting | WorkerState::Stopping
-    )
-}
 
 /// One lease volume: its name, whose, and what it says.
 pub(super) struct Record {
@@ -102,40 +92,36 @@ impl DockerBackend {
         Ok(workers
             .into_iter()
             .map(|w| match newest.get(&w.worker_id) {
-                Some(l) => {
-                    let running = runs(&w);
-                    l.apply(w, running)
-                }
+                Some(l) => l.apply(w),
                 None => w,
             })
             .collect())
     }
 
+    /// The newest lease of `worker_id`, if it has one.
+    fn newest_lease(&self, worker_id: &str) -> Result<Option<Lease>, BackendError> {
+        Ok(self
+            .leases(Some(worker_id))?
+            .into_iter()
+            .map(|r| r.lease)
+            .max_by_key(|l| l.at))
+    }
+
     /// One worker under its newest lease.
     pub(super) fn leased(&self, worker: Worker) -> Result<Worker, BackendError> {
-        let records = self.leases(Some(&worker.worker_id))?;
-        let newest = lease::newest(records.into_iter().map(|r| (r.worker_id, r.lease)));
-        Ok(match newest.get(&worker.worker_id) {
-            Some(l) => {
-                let running = runs(&worker);
-                l.apply(worker, running)
-            }
+        Ok(match self.newest_lease(&worker.worker_id)? {
+            Some(l) => l.apply(worker),
             None => worker,
         })
     }
 
-    /// `state`, as the engine shows worker `worker_id`, under its newest lease (`suspended`
-    /// for a suspended one that does not run); the engine's state when the leases cannot be
-    /// read.
+    /// `state`, as the engine shows worker `worker_id`, under its newest lease; the engine's
+    /// state when the leases cannot be read.
     pub(super) fn state_under_lease(&self, worker_id: &str, state: WorkerState) -> WorkerState {
-        let probe = Worker::new(
-            crate::backend::BackendKind::Docker,
-            worker_id,
-            "",
-            state,
-            "",
-        );
-        self.leased(probe).map_or(state, |w| w.state)
+        match self.newest_lease(worker_id) {
+            Ok(Some(l)) if l.suspends(state) => WorkerState::Suspended,
+            _ => state,
+        }
     }
 
     /// Writes `lease` for `worker_id` (its older leases stay until a list removes them).
@@ -152,17 +138,24 @@ impl DockerBackend {
         Ok(())
     }
 
-    /// Writes `lease` for `worker_id`, then removes its older leases.
-    fn write_lease(&self, worker_id: &str, lease: Lease) -> Result<(), BackendError> {
+    /// Writes the lease `make` gives for a time after every lease `worker_id` has (two changes
+    /// in one millisecond stay ordered), then removes those older ones: one read of its
+    /// leases.
+    fn replace_lease(
+        &self,
+        worker_id: &str,
+        make: impl FnOnce(u64) -> Lease,
+    ) -> Result<Lease, BackendError> {
+        let older = self.leases(Some(worker_id))?;
+        let newest = older.iter().map(|r| r.lease.at).max().unwrap_or(0);
+        let lease = make(now_millis().max(newest + 1));
         self.put_lease(worker_id, lease)?;
-        for old in self.leases(Some(worker_id))? {
-            if old.lease.at < lease.at {
-                if let Err(e) = self.engine.remove_volume(&old.name) {
-                    log::debug!("an older lease {} stays for now: {e}", old.name);
-                }
+        for old in older {
+            if let Err(e) = self.engine.remove_volume(&old.name) {
+                log::debug!("an older lease {} stays for now: {e}", old.name);
             }
         }
-        Ok(())
+        Ok(lease)
     }
 
     /// Removes every lease of `worker_id` (its container is gone).
@@ -177,22 +170,9 @@ impl DockerBackend {
         }
     }
 
-    /// A lease time after every lease the worker has (two changes in one millisecond stay
-    /// ordered).
-    fn next_lease_at(&self, worker_id: &str) -> Result<u64, BackendError> {
-        let newest = self
-            .leases(Some(worker_id))?
-            .iter()
-            .map(|r| r.lease.at)
-            .max()
-            .unwrap_or(0);
-        Ok(now_millis().max(newest + 1))
-    }
-
     /// The worker `worker_id` as a list shows it now; `NotFound` when it is gone.
-    fn current(&self, worker_id: &str) -> Result<(String, Worker), BackendError> {
-        let found = self.owned_container(worker_id)?;
-        Ok((found.container, self.leased(found.worker)?))
+    fn current(&self, worker_id: &str) -> Result<Worker, BackendError> {
+        self.leased(self.owned_container(worker_id)?.worker)
     }
 }
 
@@ -201,7 +181,10 @@ impl Renewal for DockerBackend {
     /// running worker is never suspended, whatever its lease says).
     fn find(&self, worker_id: &str) -> Result<Worker, BackendError> {
         let found = self.owned_container(worker_id)?;
-        if runs(&found.worker) {
+        if matches!(
+            found.worker.state,
+            WorkerState::Running | WorkerState::Starting
+        ) {
             return Ok(found.worker);
         }
         self.leased(found.worker)
@@ -252,14 +235,12 @@ impl Suspension for DockerBackend {
     /// which lists as running, and a second suspend finishes it), then the stop.
     fn suspend(&self, worker_id: &str, how: &Suspend) -> Result<Worker, BackendError> {
         let found = self.owned_container(worker_id)?;
-        let at = self.next_lease_at(worker_id)?;
-        self.write_lease(worker_id, Lease::suspended(at, *how))?;
+        self.replace_lease(worker_id, |at| Lease::suspended(at, *how))?;
         self.engine
             .stop(&found.container, STOP_GRACE_SECS)
             .map_err(engine_error)?;
         self.records().remove(&found.container);
-        let (_, w) = self.current(worker_id)?;
-        Ok(w)
+        self.current(worker_id)
     }
 
     /// The container started again, then waited for as a create waits; its new lease (the
@@ -271,14 +252,10 @@ impl Suspension for DockerBackend {
         template: Option<&Template>,
         progress: &Progress,
     ) -> Result<Worker, BackendError> {
-        let (container, worker) = self.current(worker_id)?;
-        let suspended: HashMap<String, Lease> = lease::newest(
-            self.leases(Some(worker_id))?
-                .into_iter()
-                .map(|r| (r.worker_id, r.lease)),
-        );
-        let left = suspended
-            .get(worker_id)
+        let found = self.owned_container(worker_id)?;
+        let (container, worker) = (found.container, found.worker);
+        let left = self
+            .newest_lease(worker_id)?
             .and_then(|l| l.suspended)
             .and_then(|s| s.ttl_left);
         self.engine.start(&container).map_err(|e| {
@@ -304,12 +281,9 @@ impl Suspension for DockerBackend {
             self.wait_ready(&container, &worker.a2a_url, t)?;
             progress.step("the worker answers: ready");
         }
-        let now = now_millis();
-        let expires_at = left.map(|l| now.div_ceil(1000) + l);
-        let at = self.next_lease_at(worker_id)?;
-        self.write_lease(worker_id, Lease::running(at, expires_at))?;
-        let (_, w) = self.current(worker_id)?;
-        Ok(w)
+        let expires_at = left.map(|l| now_millis().div_ceil(1000) + l);
+        self.replace_lease(worker_id, |at| Lease::running(at, expires_at))?;
+        self.current(worker_id)
     }
 }
 

@@ -367,10 +367,7 @@ impl Backend for K8sBackend {
         let (pod, _) = match self.owned_pod(worker_id) {
             // A suspended worker has no pod: nothing to read until it is resumed.
             Err(BackendError::NotFound) if !self.records(Some(worker_id))?.is_empty() => {
-                return Ok(
-                    crate::backend::tail::Tail::new(crate::backend::tail::MAX_LOG_BYTES)
-                        .finish(lines),
-                )
+                return Ok(Logs::none())
             }
             other => other?,
         };
