@@ -25,6 +25,7 @@
 pub mod a2a;
 pub mod auth;
 pub mod backend;
+mod base64;
 pub mod cli;
 pub mod control;
 pub mod egress;
@@ -32,6 +33,7 @@ mod hash;
 pub mod http;
 mod json;
 pub mod malloc;
+pub mod mcp;
 mod metrics;
 mod pem;
 mod process;
@@ -299,11 +301,14 @@ pub fn start_with(
     });
     let replica_ip = replicas.as_ref().map(|r| r.own());
     let service = a2a_service(settings, &control, &metrics, replicas);
+    let mcp_control = Arc::clone(&control);
+    let server = http::Server::bind(settings.listen).map_err(Error::Http)?;
+    let addr = server.local_addr().unwrap_or(settings.listen);
     let routes = routes::Routes {
         jsonrpc: a2a::JsonRpc::new(Arc::clone(&service)),
         rest: a2a::Rest::new(service),
         control,
-        card: a2a::card::AgentCard::new(&settings.agent_name, &settings.public_url),
+        card: a2a::card::AgentCard::new(&settings.agent_name, &settings.public_url, settings.mcp),
         metrics,
         ui: settings.ui,
         credentials,
@@ -311,9 +316,15 @@ pub fn start_with(
         limits: caller_limits(settings),
         turns: auth::turns::Turns::per_core(),
         whois,
+        mcp: settings.mcp.then(|| routes::McpDoor {
+            service: mcp::Mcp::new(Arc::clone(&mcp_control), &settings.agent_name),
+            origins: routes::Origins::new(
+                &settings.public_url,
+                addr.port(),
+                &settings.mcp_allowed_origins,
+            ),
+        }),
     };
-    let server = http::Server::bind(settings.listen).map_err(Error::Http)?;
-    let addr = server.local_addr().unwrap_or(settings.listen);
     let limits = http::Limits {
         max_connections: settings.max_connections,
         head_timeout: settings.http_head_timeout,
@@ -386,6 +397,7 @@ fn a2a_service(
         ready_timeout_secs: settings.worker_ready_timeout.as_secs(),
         reap_interval_secs: settings.reap_interval.as_secs(),
         commit: env!("A2A_WC_GIT_COMMIT"),
+        mcp: settings.mcp,
     };
     let extended =
         a2a::card::extended_card(&settings.agent_name, &settings.public_url, &deployment);

@@ -15,8 +15,13 @@ pub struct AgentCard {
 pub const CACHE_CONTROL: &str = "public, max-age=300";
 
 impl AgentCard {
-    pub fn new(agent_name: &str, public_url: &str) -> AgentCard {
-        let body = card_json(agent_name, public_url).to_string().into_bytes();
+    /// The card; `mcp`: it also says where the MCP endpoint is.
+    pub fn new(agent_name: &str, public_url: &str, mcp: bool) -> AgentCard {
+        let mut card = card_json(agent_name, public_url);
+        if mcp {
+            mention_mcp(&mut card, public_url);
+        }
+        let body = card.to_string().into_bytes();
         let etag = format!("\"{:016x}\"", fnv1a64(FNV_OFFSET, body.iter().copied()));
         AgentCard {
             body,
@@ -46,12 +51,29 @@ pub struct Deployment {
     pub ready_timeout_secs: u64,
     pub reap_interval_secs: u64,
     pub commit: &'static str,
+    /// Whether `/mcp` is served.
+    pub mcp: bool,
+}
+
+/// Where the MCP endpoint is, when it is served.
+pub const MCP_PATH: &str = "/mcp";
+
+/// Adds to a card's description that the same operations are MCP tools, and where.
+fn mention_mcp(card: &mut Value, public_url: &str) {
+    if let Some(Value::String(d)) = card.get_mut("description") {
+        d.push_str(&format!(
+            " The same operations are MCP tools at {public_url}{MCP_PATH} (Streamable HTTP, MCP 2026-07-28 and 2025-11-25), with the same bearer tokens."
+        ));
+    }
 }
 
 /// The extended Agent Card (§3.1.11): the public card, and one informational extension whose
 /// `params` describe the deployment and the control operations with their parameters.
 pub fn extended_card(agent_name: &str, public_url: &str, d: &Deployment) -> Value {
     let mut card = card_json(agent_name, public_url);
+    if d.mcp {
+        mention_mcp(&mut card, public_url);
+    }
     let seconds = |s: Option<u64>| s.map_or(Value::Null, |s| json!(s));
     card["capabilities"]["extensions"] = json!([{
         "uri": DEPLOYMENT_EXTENSION,
@@ -217,7 +239,7 @@ mod tests {
 
     #[test]
     fn etag_matching() {
-        let card = AgentCard::new("x", "http://h");
+        let card = AgentCard::new("x", "http://h", true);
         assert!(card.matches(&card.etag));
         assert!(card.matches(&format!("W/{}", card.etag)));
         assert!(card.matches(&format!("\"nope\", {}", card.etag)));

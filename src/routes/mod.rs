@@ -7,9 +7,11 @@
 use std::sync::Arc;
 
 mod bindings;
+mod mcp;
 
 pub use self::bindings::JSON_MEDIA_TYPES;
 use self::bindings::{content_type_error, Binding, JsonRpcBinding, Refused, RestBinding};
+pub use self::mcp::{McpDoor, Origins};
 use crate::a2a::card::{AgentCard, CACHE_CONTROL, REST_BASE};
 use crate::a2a::{Credential, JsonRpc, Rest, ServiceParams};
 use crate::auth;
@@ -35,6 +37,8 @@ pub struct Routes {
     pub turns: auth::turns::Turns,
     /// The egress proxy's whois (`None` without an egress key).
     pub whois: Option<crate::control::egress::Whois>,
+    /// `/mcp` (`None`: `MCP=false`).
+    pub mcp: Option<McpDoor>,
 }
 
 /// How long a caller past its bound is asked to wait (`Retry-After`, seconds).
@@ -114,6 +118,7 @@ impl Routes {
                 "egress_whois",
                 only(method, &["GET"]).unwrap_or_else(|| self.whois(&req)),
             ),
+            "/mcp" | "/mcp/" if self.mcp.is_some() => ("mcp", self.mcp(&req)),
             path if self.ui && (path == "/ui" || path.starts_with("/ui/")) => (
                 "ui",
                 only(method, &["GET", "HEAD"]).unwrap_or_else(|| ui_page(&req)),
@@ -122,6 +127,21 @@ impl Routes {
                 ("a2a_rest", self.door(&RestBinding(&self.rest), &req))
             }
             _ => ("not_found", Response::text(404, "not found")),
+        }
+    }
+
+    /// `/mcp`: a browser's request from an origin not admitted gets nothing (403, before its
+    /// credentials are looked at); a POST goes through the door like every binding.
+    fn mcp(&self, req: &Request) -> Response {
+        let Some(door) = &self.mcp else {
+            return Response::text(404, "not found");
+        };
+        if !door.origins.admit(req.header("Origin")) {
+            return McpDoor::forbidden();
+        }
+        match req.method.as_str() {
+            "POST" => self.door(&mcp::McpBinding(&door.service), req),
+            other => mcp::not_posted(other),
         }
     }
 

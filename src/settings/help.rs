@@ -7,7 +7,8 @@ use super::table::SPECS;
 /// The `--help` text: every setting with its flag and default, grouped by section.
 pub fn help_text() -> String {
     let mut out = String::from(
-        "a2a-worker-controller: create, list and stop A2A workers (docker, k8s, local)\n\n\
+        "a2a-worker-controller: create, list and stop A2A workers (docker, k8s, local)\n\
+         Callers use A2A at /a2a (JSON-RPC) and /a2a/rest (HTTP+JSON), or MCP at /mcp.\n\n\
          Usage: a2a-worker-controller [flags]            run the controller\n\
          \x20      a2a-worker-controller COMMAND [flags]    a client command (see the end)\n\n\
          Every setting is an environment variable and a flag: -name=v, --name v or --name=v.\n\

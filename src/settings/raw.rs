@@ -173,6 +173,8 @@ impl Raw {
             anthropic_auth_token,
             push: self.push()?,
             ui: self.boolean("UI")?,
+            mcp: self.boolean("MCP")?,
+            mcp_allowed_origins: self.origins("MCP_ALLOWED_ORIGINS")?,
             backend,
             templates_file: self.optional_path("WORKER_TEMPLATES_FILE")?,
             workspace_ttl: self.optional_duration("WORKSPACE_TTL")?,
@@ -181,6 +183,32 @@ impl Raw {
             pool_activation_timeout: self.duration("POOL_ACTIVATION_TIMEOUT")?,
             egress,
         })
+    }
+
+    /// A comma-separated list of browser origins (`scheme://host[:port]`), lowercased.
+    fn origins(&self, name: &'static str) -> Result<Vec<String>, Error> {
+        let mut out = Vec::new();
+        for item in self.get(name).split(',').map(str::trim) {
+            if item.is_empty() {
+                continue;
+            }
+            let origin = item.trim_end_matches('/').to_ascii_lowercase();
+            let host = origin
+                .strip_prefix("https://")
+                .or_else(|| origin.strip_prefix("http://"));
+            match host {
+                Some(h) if !h.is_empty() && !h.contains(['/', '?', '#', '@', ' ']) => {
+                    out.push(origin)
+                }
+                _ => {
+                    return Err(invalid(
+                        name,
+                        format!("{item:?} is not an origin such as https://console.example.com"),
+                    ))
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// `EGRESS_*`. The key: `EGRESS_KEY_FILE` (at least 16 characters), else derived from the

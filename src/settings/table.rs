@@ -201,6 +201,18 @@ pub(super) const SPECS: &[Spec] = &[
     ),
     s(
         Http,
+        "MCP",
+        "true",
+        "serve MCP (Streamable HTTP, 2026-07-28 and 2025-11-25) at /mcp: the control operations as tools (false: not at all)",
+    ),
+    s(
+        Http,
+        "MCP_ALLOWED_ORIGINS",
+        "",
+        "browser origins besides A2A_PUBLIC_URL's and loopback on the listen port that may call /mcp, comma-separated (e.g. https://console.example.com); any other Origin gets 403",
+    ),
+    s(
+        Http,
         "HTTP_IDLE_TIMEOUT",
         "60s",
         "an idle keep-alive connection is closed after this",

@@ -58,6 +58,10 @@ pub struct Settings {
     pub push: PushSettings,
     /// Whether the status page is served at `/ui`.
     pub ui: bool,
+    /// `MCP`: whether `/mcp` is served.
+    pub mcp: bool,
+    /// `MCP_ALLOWED_ORIGINS`: browser origins that may call `/mcp` besides the controller's own.
+    pub mcp_allowed_origins: Vec<String>,
     /// The selected backend with exactly the settings it needs.
     pub backend: BackendSettings,
     /// `WORKER_TEMPLATES_FILE`: named templates beside (or instead of) the settings' `default`.

@@ -26,6 +26,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "malloc",
             "pem",
             "secret_file",
+            "base64",
             // A seam of its own, which whatever lists replicas implements (k8s does).
             "replicas::discovery",
         ],
@@ -170,7 +171,21 @@ const LAYERS: &[(&str, &[&str])] = &[
         "A2A bindings (they only translate)",
         &["a2a", "a2a::jsonrpc", "a2a::rest"],
     ),
-    ("routes", &["routes", "routes::bindings"]),
+    (
+        "the MCP front door (tools and resources over the control operations)",
+        &[
+            "mcp::wire",
+            "mcp::exchange",
+            "mcp::session",
+            "mcp::tools",
+            "mcp::era",
+            "mcp::resources",
+            "mcp::listen",
+            "mcp::call",
+            "mcp",
+        ],
+    ),
+    ("routes", &["routes", "routes::bindings", "routes::mcp"]),
     (
         "the egress proxy (its own process: `a2a-worker-controller egress`)",
         &[

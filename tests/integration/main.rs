@@ -35,6 +35,7 @@ mod load;
 mod local_e2e;
 mod local_support;
 mod local_suspend;
+mod mcp;
 mod observability;
 mod oidc;
 mod oidc_provider;

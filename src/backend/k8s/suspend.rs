@@ -93,7 +93,7 @@ impl Record {
         let token = s
             .data
             .get("token")
-            .and_then(|b| base64_decode(b))
+            .and_then(|b| crate::base64::decode(b))
             .and_then(|b| String::from_utf8(b).ok())
             .unwrap_or_default();
         Some(Record {
@@ -406,49 +406,5 @@ impl Suspension for K8sBackend {
         let resumed = self.create_resumed(&spec)?;
         self.delete_record(&record.name)?;
         Ok(resumed)
-    }
-}
-
-/// Standard base64 (a Secret's `data`), padding optional; `None` for anything else.
-fn base64_decode(text: &str) -> Option<Vec<u8>> {
-    let value = |c: u8| -> Option<u32> {
-        Some(match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            _ => return None,
-        } as u32)
-    };
-    let bytes: Vec<u8> = text.bytes().filter(|b| *b != b'=').collect();
-    let mut out = Vec::with_capacity(bytes.len() * 3 / 4);
-    for chunk in bytes.chunks(4) {
-        let mut n = 0u32;
-        for (i, c) in chunk.iter().enumerate() {
-            n |= value(*c)? << (18 - 6 * i);
-        }
-        let take = match chunk.len() {
-            4 => 3,
-            3 => 2,
-            2 => 1,
-            _ => return None,
-        };
-        out.extend_from_slice(&n.to_be_bytes()[1..=take]);
-    }
-    Some(out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn base64_of_a_secret_reads_back() {
-        assert_eq!(base64_decode("aGVsbG8=").as_deref(), Some(&b"hello"[..]));
-        assert_eq!(base64_decode("aGk").as_deref(), Some(&b"hi"[..]));
-        assert_eq!(base64_decode("").as_deref(), Some(&b""[..]));
-        assert_eq!(base64_decode("a"), None);
-        assert_eq!(base64_decode("a*=="), None);
     }
 }

@@ -1,0 +1,267 @@
+//! The MCP front door: the control operations as tools, the workers as resources, over
+//! Streamable HTTP at `/mcp`. Two eras on one endpoint:
+//!
+//! - 2026-07-28, stateless: each request carries its revision and the client's capabilities
+//!   in `_meta`, mirrored in headers the transport checks (`MCP-Protocol-Version`,
+//!   `Mcp-Method`, `Mcp-Name`); `server/discover` says what is served.
+//! - 2025-11-25 (and 2025-06-18, 2025-03-26): an `initialize`, then an `Mcp-Session-Id` that
+//!   any replica reads back with nothing kept ([`session`]).
+//!
+//! MCP is another way to ask for create/list/stop, never a way to talk to workers: a tool
+//! call becomes the control request an A2A data part would, for the same [`Caller`], through
+//! the same [`Control`]. What the transport reads from the HTTP request is [`Head`]; what it
+//! writes back is [`Answer`] (the route layer turns it into a response).
+
+mod call;
+mod era;
+mod exchange;
+mod listen;
+mod resources;
+pub mod session;
+pub mod tools;
+pub mod wire;
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use serde_json::{json, Map, Value};
+
+use self::era::Era;
+pub use self::exchange::{Answer, Head};
+use self::exchange::{Cancels, Registered};
+use self::wire::{Message, RpcError};
+use crate::control::{Caller, Control};
+
+/// The MCP service over the control layer.
+pub struct Mcp {
+    control: Arc<Control>,
+    name: String,
+    cancels: Arc<Cancels>,
+}
+
+impl Mcp {
+    pub fn new(control: Arc<Control>, name: &str) -> Mcp {
+        Mcp {
+            control,
+            name: name.to_string(),
+            cancels: Arc::default(),
+        }
+    }
+
+    /// Answers one POST body from `caller`.
+    pub fn handle(&self, caller: &Caller, head: &Head, body: &[u8]) -> Answer {
+        match Message::read(body) {
+            Err((id, e)) => Answer::error(&id, &e),
+            Ok(Message::Notification { method, params }) => {
+                if method == "notifications/cancelled" {
+                    self.cancelled(caller, head, &params);
+                }
+                Answer::Accepted
+            }
+            Ok(Message::Request { id, method, params }) => {
+                self.request(caller, head, &id, &method, params)
+            }
+        }
+    }
+
+    fn request(
+        &self,
+        caller: &Caller,
+        head: &Head,
+        id: &Value,
+        method: &str,
+        params: Map<String, Value>,
+    ) -> Answer {
+        if method == "initialize" {
+            return self.initialize(caller, head, id, &params);
+        }
+        let era = match Era::of(caller, head, method, &params) {
+            Ok(era) => era,
+            Err(e) => return Answer::error(id, &e),
+        };
+        let done = |result: Result<Value, RpcError>| match result {
+            Ok(result) => Answer::Json {
+                status: 200,
+                body: wire::result(id, self.stamped(&era, result)),
+                session: None,
+            },
+            Err(e) => Answer::error(id, &e),
+        };
+        match method {
+            "server/discover" if era.modern() => done(Ok(self.discover())),
+            "ping" if !era.modern() => done(Ok(json!({}))),
+            "tools/list" => done(Ok(self.tools_list(&era))),
+            "tools/call" => self.tools_call(caller, head, &era, id, &params),
+            "resources/list" => done(resources::list(&self.control, caller, &era)),
+            "resources/templates/list" => done(Ok(resources::templates(&era))),
+            "resources/read" => done(resources::read(&self.control, caller, &era, &params)),
+            "subscriptions/listen" if era.modern() => {
+                listen::open(&self.control, caller, head, id, &params)
+            }
+            other => Answer::error(id, &RpcError::no_method(other, era.modern())),
+        }
+    }
+
+    /// A result as its era writes it: 2026-07-28's carry `resultType` and the server's name.
+    fn stamped(&self, era: &Era, mut result: Value) -> Value {
+        if era.modern() {
+            result["resultType"] = json!("complete");
+            result["_meta"] = json!({ wire::META_SERVER_INFO: self.info() });
+        }
+        result
+    }
+
+    fn info(&self) -> Value {
+        json!({
+            "name": "a2a-worker-controller",
+            "title": self.name,
+            "version": env!("CARGO_PKG_VERSION"),
+        })
+    }
+
+    fn capabilities() -> Value {
+        json!({"tools": {"listChanged": false}, "resources": {"listChanged": true, "subscribe": false}})
+    }
+
+    fn instructions() -> &'static str {
+        "Creates, lists and stops isolated AI-agent workers, one per task. create returns a worker's a2a_url and its bearer token (a secret): talk to the worker directly over A2A with them; this server is never in the message path. Stop workers you no longer need, or renew a busy one before its expires_at."
+    }
+
+    /// `server/discover` (2026-07-28).
+    fn discover(&self) -> Value {
+        json!({
+            "supportedVersions": wire::supported(),
+            "capabilities": Mcp::capabilities(),
+            "instructions": Mcp::instructions(),
+            "ttlMs": 60_000,
+            "cacheScope": "public",
+        })
+    }
+
+    /// `initialize` (the handshake revisions): the revision asked for when served here, else
+    /// the newest handshake one; and a session id.
+    fn initialize(
+        &self,
+        caller: &Caller,
+        head: &Head,
+        id: &Value,
+        params: &Map<String, Value>,
+    ) -> Answer {
+        if head.session.is_some() {
+            return Answer::error(
+                id,
+                &RpcError::invalid_request(
+                    "initialize starts a session: send it without Mcp-Session-Id",
+                ),
+            );
+        }
+        let asked = params.get("protocolVersion").and_then(Value::as_str);
+        let version = wire::LEGACY
+            .into_iter()
+            .find(|v| Some(*v) == asked)
+            .unwrap_or(wire::LEGACY[0]);
+        let session = match session::mint(version, &caller.key) {
+            Ok(s) => s,
+            Err(e) => {
+                return Answer::error(
+                    id,
+                    &RpcError::new(500, wire::INTERNAL_ERROR, format!("no session id: {e}")),
+                )
+            }
+        };
+        let result = json!({
+            "protocolVersion": version,
+            "capabilities": Mcp::capabilities(),
+            "serverInfo": self.info(),
+            "instructions": Mcp::instructions(),
+        });
+        Answer::Json {
+            status: 200,
+            body: wire::result(id, result),
+            session: Some(session),
+        }
+    }
+
+    /// The tools this backend has, always in the same order.
+    fn tools_list(&self, era: &Era) -> Value {
+        let abilities = self.control.backend().abilities();
+        let tools: Vec<Value> = tools::TOOLS
+            .iter()
+            .filter(|t| match t.needs {
+                None => true,
+                Some(tools::Needs::Renewal) => abilities.renewal.is_some(),
+                Some(tools::Needs::Suspension) => abilities.suspension.is_some(),
+            })
+            .map(tools::Tool::describe)
+            .collect();
+        let mut result = json!({ "tools": tools });
+        if era.modern() {
+            result["ttlMs"] = json!(60_000);
+            result["cacheScope"] = json!("public");
+        }
+        result
+    }
+
+    fn tools_call(
+        &self,
+        caller: &Caller,
+        head: &Head,
+        era: &Era,
+        id: &Value,
+        params: &Map<String, Value>,
+    ) -> Answer {
+        let call = match call::Call::read(&self.control, caller, era, id, params) {
+            Ok(call) => call,
+            Err(e) => return Answer::error(id, &e),
+        };
+        let stamp = {
+            let era = era.clone();
+            let info = self.info();
+            move |mut result: Value| {
+                if era.modern() {
+                    result["resultType"] = json!("complete");
+                    result["_meta"] = json!({ wire::META_SERVER_INFO: info.clone() });
+                }
+                result
+            }
+        };
+        let (cancel, registered) = match era.session() {
+            Some(session) => self.cancellable(session, id),
+            None => Default::default(),
+        };
+        call.run(head.accepts_events, cancel, registered, Box::new(stamp))
+    }
+
+    /// The cancellation flag of the call `id` of `session`, registered until the returned
+    /// guard is dropped (when the call has answered).
+    fn cancellable(&self, session: &str, id: &Value) -> (Arc<AtomicBool>, Option<Registered>) {
+        let flag = Arc::new(AtomicBool::new(false));
+        let key = (session.to_string(), id.to_string());
+        if let Ok(mut cancels) = self.cancels.lock() {
+            cancels.insert(key.clone(), Arc::clone(&flag));
+        }
+        let guard = Registered::new(Arc::clone(&self.cancels), key);
+        (flag, Some(guard))
+    }
+
+    /// A 2025-11-25 `notifications/cancelled`: the call it names, of this caller's session,
+    /// is told to stop.
+    fn cancelled(&self, caller: &Caller, head: &Head, params: &Map<String, Value>) {
+        let Some(session) = head
+            .session
+            .as_deref()
+            .filter(|s| session::read(s, &caller.key).is_some())
+        else {
+            return;
+        };
+        let Some(request) = params.get("requestId") else {
+            return;
+        };
+        let key = (session.to_string(), request.to_string());
+        let flag = self.cancels.lock().ok().and_then(|mut c| c.remove(&key));
+        if let Some(flag) = flag {
+            flag.store(true, std::sync::atomic::Ordering::SeqCst);
+            log::info!("mcp: call {request} of a session cancelled by its client");
+        }
+    }
+}
