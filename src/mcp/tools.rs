@@ -250,7 +250,7 @@ impl Tool {
                 "required": required,
                 "additionalProperties": false,
             },
-            "outputSchema": (self.output)(),
+            "outputSchema": output_schema((self.output)()),
             "annotations": {
                 "title": self.title,
                 "readOnlyHint": self.read_only,
@@ -294,6 +294,31 @@ impl Tool {
         part.insert("operation".into(), Value::String(self.name.into()));
         Ok(Value::Object(part))
     }
+}
+
+/// A refusal's structured content: the code and one-line reason A2A gives.
+fn error_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "code": {"type": "string", "description": "worker_exists, not_found, capacity, invalid_request, ..."},
+            "message": {"type": "string"},
+            "worker_id": {"type": "string"},
+            "state": {"type": "string"},
+        },
+        "required": ["code", "message"],
+    })
+}
+
+/// A completed call's schema, widened to a refusal's: a tool error's structured content is
+/// `{"error": ...}` (clients that check structured content against the schema even for an
+/// error find it valid).
+fn output_schema(mut success: Value) -> Value {
+    success["properties"]["error"] = error_schema();
+    if let Some(required) = success.as_object_mut().and_then(|o| o.remove("required")) {
+        success["anyOf"] = json!([{"required": required}, {"required": ["error"]}]);
+    }
+    success
 }
 
 /// The tool named `name`.

@@ -36,6 +36,7 @@ mod local_e2e;
 mod local_support;
 mod local_suspend;
 mod mcp;
+mod mcp_sdk;
 mod observability;
 mod oidc;
 mod oidc_provider;
