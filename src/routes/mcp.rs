@@ -87,6 +87,15 @@ fn head(req: &Request) -> Head {
         name: req.header("Mcp-Name").map(wire::header_value),
         session: req.header("Mcp-Session-Id").map(str::to_string),
         accepts_events: accepts(req.header("Accept"), "text/event-stream"),
+        params: req
+            .headers
+            .iter()
+            .filter_map(|(k, v)| {
+                let k = k.to_ascii_lowercase();
+                let name = k.strip_prefix("mcp-param-")?;
+                Some((name.to_string(), v.clone()))
+            })
+            .collect(),
     }
 }
 

@@ -52,8 +52,40 @@ pub fn modern(method: &str, mut params: Value) -> (Value, Vec<(String, String)>)
     {
         headers.push(("Mcp-Name".to_string(), name.to_string()));
     }
+    // The arguments the tools mirror into headers (their x-mcp-header).
+    let arguments = &params["arguments"];
+    if let Some(id) = arguments["worker_id"].as_str() {
+        headers.push(("Mcp-Param-Worker-Id".to_string(), id.to_string()));
+    }
+    if let (Some("create"), Some(task)) = (params["name"].as_str(), arguments["task"].as_str()) {
+        let plain = task.bytes().all(|b| (b' '..=b'~').contains(&b)) && task.trim() == task;
+        let value = match plain {
+            true => task.to_string(),
+            false => format!("=?base64?{}?=", base64(task.as_bytes())),
+        };
+        headers.push(("Mcp-Param-Task".to_string(), value));
+    }
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
     (body, headers)
+}
+
+fn base64(bytes: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
 }
 
 /// POSTs `body` to `/mcp` as `token` with the usual Accept and Content-Type and `headers`.
@@ -631,6 +663,38 @@ fn hostile_input_to_mcp_is_answered_as_the_transport_says() {
         (r.status, r.json()["error"]["code"].as_i64()),
         (400, Some(-32020))
     );
+    // An argument a tool mirrors into a header: missing, or not what the body says.
+    let (body, mut headers) = modern(
+        "tools/call",
+        json!({"name": "stop", "arguments": {"worker_id": "w-1"}}),
+    );
+    headers.retain(|(k, _)| k != "Mcp-Param-Worker-Id");
+    let r = send(body.to_string().as_bytes(), &headers);
+    assert_eq!(
+        (r.status, r.json()["error"]["code"].as_i64()),
+        (400, Some(-32020)),
+        "{}",
+        r.text()
+    );
+    headers.push(("Mcp-Param-Worker-Id".into(), "w-2".into()));
+    let r = send(body.to_string().as_bytes(), &headers);
+    assert_eq!(
+        (r.status, r.json()["error"]["code"].as_i64()),
+        (400, Some(-32020))
+    );
+    let (body, headers) = modern(
+        "tools/call",
+        json!({"name": "create", "arguments": {"task": "überall "}}),
+    );
+    assert!(headers
+        .iter()
+        .any(|(k, v)| k == "Mcp-Param-Task" && v.starts_with("=?base64?")));
+    let r = last_message(&send(body.to_string().as_bytes(), &headers));
+    assert_eq!(
+        r["result"]["isError"], false,
+        "a base64 header is decoded: {r}"
+    );
+    remember_secret(r["result"]["structuredContent"]["token"].as_str().unwrap());
     // Arguments that are not an object; an oversized argument; a body over the limit.
     let (body, headers) = modern("tools/call", json!({"name": "list", "arguments": [1]}));
     assert_eq!(

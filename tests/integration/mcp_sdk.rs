@@ -106,6 +106,51 @@ fn the_official_typescript_sdk_with_a_session() {
 /// are written against the suite's reference "everything server".
 pub const NOT_APPLICABLE: &[(&str, &str)] = &[
     (
+        "json-schema-2020-12",
+        "looks for the reference server's json_schema_2020_12_tool",
+    ),
+    (
+        "input-required-result-basic-elicitation",
+        "calls the reference server's test_input_required_* tools; a server that asks for input through them (the controller never does)",
+    ),
+    (
+        "input-required-result-basic-sampling",
+        "calls the reference server's test_input_required_* tools; a server that asks for a completion through them (the controller never does)",
+    ),
+    (
+        "input-required-result-basic-list-roots",
+        "calls the reference server's test_input_required_* tools; a server that asks for the client's roots through them (the controller never does)",
+    ),
+    (
+        "input-required-result-request-state",
+        "calls the reference server's test_input_required_* tools; a server that asks for input through them (the controller never does)",
+    ),
+    (
+        "input-required-result-multiple-input-requests",
+        "calls the reference server's test_input_required_* tools; a server that asks for input through them (the controller never does)",
+    ),
+    (
+        "input-required-result-multi-round",
+        "calls the reference server's test_input_required_* tools; a server that asks for input through them (the controller never does)",
+    ),
+    (
+        "input-required-result-non-tool-request",
+        "calls the reference server's test_input_required_* tools; a server that asks for input through them (the controller never does)",
+    ),
+    (
+        "input-required-result-result-type",
+        "calls the reference server's test_input_required_* tools; a server that asks for input through them (the controller never does)",
+    ),
+    (
+        "input-required-result-tampered-state",
+        "calls the reference server's test_input_required_* tools; a server that asks for input through them (the controller never does)",
+    ),
+    (
+        "input-required-result-capability-check",
+        "calls the reference server's test_input_required_* tools; a server that asks for input through them (the controller never does)",
+    ),
+
+    (
         "tools-call-simple-text",
         "calls the reference server's test_* tools",
     ),
@@ -173,7 +218,6 @@ pub const NOT_APPLICABLE: &[(&str, &str)] = &[
         "resources-unsubscribe",
         "resources/subscribe is not served (2026-07-28 replaced it with subscriptions/listen)",
     ),
-    ("prompts-list", "the controller has no prompts"),
     ("prompts-get-simple", "the controller has no prompts"),
     ("prompts-get-with-args", "the controller has no prompts"),
     (
@@ -196,12 +240,23 @@ pub const NOT_APPLICABLE: &[(&str, &str)] = &[
     ),
 ];
 
+/// The auth hop's process, ended when dropped (a failing test leaves none behind).
+struct Hop(std::process::Child);
+
+impl Drop for Hop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Starts the auth hop in front of `upstream`; its port.
-fn hop(node: &Path, dir: &Path, upstream: &str) -> (std::process::Child, u16) {
+fn hop(node: &Path, dir: &Path, upstream: &str) -> (Hop, u16) {
     let script = script(dir, "mcp_auth_hop.mjs", "mcp_auth_hop.mjs");
     let mut child = Command::new(node)
         .args([script.to_str().unwrap(), upstream, TOKEN])
         .stdout(Stdio::piped())
+        .stderr(Stdio::null())
         .spawn()
         .expect("start the auth hop");
     let mut line = String::new();
@@ -213,15 +268,40 @@ fn hop(node: &Path, dir: &Path, upstream: &str) -> (std::process::Child, u16) {
         .strip_prefix("LISTENING ")
         .and_then(|p| p.parse().ok())
         .unwrap_or_else(|| panic!("the hop said {line:?}"));
-    (child, port)
+    (Hop(child), port)
 }
 
-/// Runs the suite's `package` (its directory under node_modules) with `args` against a
-/// controller behind the hop; the scenarios it ran and the ones that failed.
-fn conformance(package: &str, args: &[&str]) {
+/// The server scenarios `package` lists (`conformance list`), each with the revisions it
+/// applies to.
+fn scenarios(node: &Path, cli: &Path) -> Vec<(String, String)> {
+    let out = Command::new(node)
+        .arg(cli)
+        .arg("list")
+        .output()
+        .expect("list the scenarios");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.lines()
+        .skip_while(|l| !l.starts_with("Server scenarios"))
+        .skip(1)
+        .take_while(|l| l.trim_start().starts_with("- "))
+        .filter_map(|l| {
+            let l = l.trim_start().strip_prefix("- ")?;
+            let (name, versions) = l.split_once(' ').unwrap_or((l, ""));
+            Some((name.to_string(), versions.to_string()))
+        })
+        .collect()
+}
+
+/// Runs every server scenario of the suite in `package` (its directory under node_modules)
+/// that applies to `version`, one at a time, against a controller behind the hop; each must
+/// pass. The ones in [`NOT_APPLICABLE`] are skipped, named.
+fn conformance(package: &str, version: &str) {
     let Some((node, dir)) = node() else { return };
+    let cli = dir.join("node_modules").join(package).join("dist/index.js");
+    let all = scenarios(&node, &cli);
+    assert!(all.len() >= 10, "the suite listed {all:?}");
     let port = crate::support::free_port();
-    let (mut hop, hop_port) = hop(&node, &dir, &format!("http://127.0.0.1:{port}"));
+    let (hop, hop_port) = hop(&node, &dir, &format!("http://127.0.0.1:{port}"));
     let origins =
         format!("-mcp-allowed-origins=http://localhost:{hop_port},http://127.0.0.1:{hop_port}");
     let c = Builder::default()
@@ -229,28 +309,135 @@ fn conformance(package: &str, args: &[&str]) {
         .flag(&format!("-a2a-public-url=http://127.0.0.1:{port}"))
         .flag(&origins)
         .start();
-    let cli = dir.join("node_modules").join(package).join("dist/index.js");
     let url = format!("http://localhost:{hop_port}/mcp");
-    let results = tempdir(package);
-    let mut command = Command::new(&node);
-    command.arg(&cli).args(["server", "--url", &url]).args(args);
-    command.current_dir(&results);
-    let out = command.output().expect("run the conformance suite");
-    let _ = hop.kill();
-    let _ = hop.wait();
+    let results = tempdir(&format!("{package}-{version}").replace('/', "_"));
+    let (mut passed, mut failed, mut skipped) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut checked, mut untestable) = (0, Vec::new());
+    for (name, versions) in &all {
+        if !versions.contains(version) {
+            continue;
+        }
+        if NOT_APPLICABLE.iter().any(|(n, _)| n == name) {
+            skipped.push(name.clone());
+            continue;
+        }
+        let dir = results.join(name);
+        let out = Command::new(&node)
+            .arg(&cli)
+            .args([
+                "server",
+                "--url",
+                &url,
+                "--scenario",
+                name,
+                "--spec-version",
+                version,
+            ])
+            .arg("-o")
+            .arg(&dir)
+            .current_dir(&results)
+            .output()
+            .expect("run the conformance suite");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let checks = checks(&dir);
+        assert!(!checks.is_empty(), "{name} wrote no checks:\n{text}");
+        let mut wrong = Vec::new();
+        for check in &checks {
+            let status = check["status"].as_str().unwrap_or("");
+            let why = check["errorMessage"].as_str().unwrap_or("");
+            match status {
+                "FAILURE" if not_testable(why) => {
+                    untestable.push(format!("{name}/{}", check["id"].as_str().unwrap_or("?")))
+                }
+                "FAILURE" => wrong.push(format!("{}: {why}", check["id"])),
+                _ => checked += 1,
+            }
+        }
+        match wrong.is_empty() {
+            true => passed.push(name.clone()),
+            false => failed.push(format!("{name}: {}\n{text}", wrong.join("; "))),
+        }
+    }
+    drop(hop);
     drop(c);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    eprintln!("{stdout}");
-    assert!(
-        out.status.success(),
-        "the conformance suite failed:\n{stdout}\n{stderr}"
-    );
     let _ = std::fs::remove_dir_all(&results);
+    eprintln!(
+        "FIGURE conformance {package} {version}: {} scenarios passed ({}), {checked} checks passed, {} checks the suite could not test here ({}), {} scenarios not applicable",
+        passed.len(),
+        passed.join(", "),
+        untestable.len(),
+        untestable.join(", "),
+        skipped.len()
+    );
+    assert!(
+        failed.is_empty(),
+        "scenarios failed:\n{}",
+        failed.join("\n\n")
+    );
+    assert!(!passed.is_empty(), "no scenario ran");
+}
+
+#[test]
+fn the_conformance_suites_stable_release_on_2025_11_25() {
+    conformance("@modelcontextprotocol/conformance", "2025-11-25");
+}
+
+#[test]
+fn the_conformance_suites_prerelease_on_2026_07_28() {
+    conformance("conformance-next", "2026-07-28");
+}
+
+#[test]
+fn the_conformance_suites_prerelease_on_2025_11_25() {
+    conformance("conformance-next", "2025-11-25");
+}
+
+/// Every check a scenario wrote (`checks.json` under `dir`, wherever the suite put it).
+fn checks(dir: &Path) -> Vec<serde_json::Value> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.file_name().is_some_and(|n| n == "checks.json") {
+                let text = std::fs::read_to_string(&path).unwrap_or_default();
+                if let Ok(serde_json::Value::Array(checks)) = serde_json::from_str(&text) {
+                    out.extend(checks);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Whether the suite says a check could not be tested against this server (it needs one of
+/// the reference server's diagnostic tools): reported, not counted as passed or failed.
+fn not_testable(why: &str) -> bool {
+    why.starts_with("Not testable")
+        || why.contains("is not testable against this server")
+        || why.starts_with("Server has no tools with x-mcp-header")
 }
 
 fn tempdir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("mcp-conformance-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
     d
+}
+
+#[test]
+fn the_docs_name_every_scenario_that_does_not_apply() {
+    let docs =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/mcp.md")).unwrap();
+    for (name, _) in NOT_APPLICABLE {
+        assert!(
+            docs.contains(&format!("`{name}`")),
+            "docs/mcp.md does not name {name}"
+        );
+    }
 }
