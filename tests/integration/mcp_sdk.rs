@@ -59,7 +59,7 @@ fn the_official_python_sdk_with_a_session() {
 }
 
 /// Node 22 and the directory holding the MCP packages' `node_modules`.
-fn node() -> Option<(PathBuf, PathBuf)> {
+pub fn node() -> Option<(PathBuf, PathBuf)> {
     let node = env_or_skip("A2A_TEST_MCP_NODE", "A2A_REQUIRE_MCP")?;
     let dir = env_or_skip("A2A_TEST_MCP_JS_DIR", "A2A_REQUIRE_MCP")?;
     Some((PathBuf::from(node), PathBuf::from(dir)))
@@ -241,7 +241,7 @@ pub const NOT_APPLICABLE: &[(&str, &str)] = &[
 ];
 
 /// The auth hop's process, ended when dropped (a failing test leaves none behind).
-struct Hop(std::process::Child);
+pub struct Hop(std::process::Child);
 
 impl Drop for Hop {
     fn drop(&mut self) {
@@ -250,8 +250,9 @@ impl Drop for Hop {
     }
 }
 
-/// Starts the auth hop in front of `upstream`; its port.
-fn hop(node: &Path, dir: &Path, upstream: &str) -> (Hop, u16) {
+/// Starts the auth hop in front of `upstream` (several, comma-separated: each request to the
+/// next); its port.
+pub fn hop(node: &Path, dir: &Path, upstream: &str) -> (Hop, u16) {
     let script = script(dir, "mcp_auth_hop.mjs", "mcp_auth_hop.mjs");
     let mut child = Command::new(node)
         .args([script.to_str().unwrap(), upstream, TOKEN])
@@ -440,4 +441,51 @@ fn the_docs_name_every_scenario_that_does_not_apply() {
             "docs/mcp.md does not name {name}"
         );
     }
+}
+
+/// Two replicas on the Kubernetes stand-in (one controller id, two processes), and one client
+/// behind a hop that sends each request to the other replica: the official Python SDK in both
+/// revisions — a 2025-11-25 session begun on one replica is honoured by the other, a create on
+/// one is listed and stopped through the other — with no session affinity anywhere.
+#[test]
+fn two_replicas_on_the_kubernetes_standin_answer_one_client_alternately() {
+    use crate::k8s_e2e::start;
+    use crate::k8s_support::{configured, Pki, Standin};
+    if !configured() {
+        return;
+    }
+    let Some(python) = env_or_skip("A2A_TEST_MCP_PYTHON", "A2A_REQUIRE_MCP") else {
+        return;
+    };
+    let Some((node, dir)) = node() else { return };
+    let pki = Pki::new("mcp-replicas");
+    let standin = Standin::start(&pki, &["--ready-after", "0.2"]);
+    let id = crate::support::controller_id("mcp-replicas");
+    let a = start(&standin, &pki, &id, &[]);
+    let b = start(&standin, &pki, &id, &[]);
+    let upstreams = format!("http://{},http://{}", a.addr, b.addr);
+    let (_hop, port) = hop(&node, &dir, &upstreams);
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/mcp_interop.py");
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    for mode in ["legacy", "2026-07-28"] {
+        run(
+            Path::new(&python),
+            &[script, &url, TOKEN, mode],
+            "MCP PYTHON OK",
+        );
+    }
+    let answered = |p: &crate::support::Proc| {
+        let metrics = request(p.addr, "GET", "/metrics", &[], b"").text();
+        metrics
+            .lines()
+            .filter(|l| l.starts_with("a2a_controller_http_requests_total{route=\"mcp\""))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum::<u64>()
+    };
+    let (on_a, on_b) = (answered(&a), answered(&b));
+    eprintln!("FIGURE mcp replicas: {on_a} requests answered by one replica, {on_b} by the other");
+    assert!(
+        on_a >= 8 && on_b >= 8,
+        "both replicas answered: {on_a} and {on_b}"
+    );
 }

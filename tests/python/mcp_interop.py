@@ -56,8 +56,13 @@ async def main(url, token, mode):
 
         stopped = await c.call_tool("stop", {"worker_id": worker["worker_id"]})
         assert not stopped.is_error, stopped
+        # Stopped again: gone (not_found), or, where the engine takes a moment to remove it
+        # (a pod terminating), still on its way out.
         gone = await c.call_tool("stop", {"worker_id": worker["worker_id"]})
-        assert gone.structured_content["error"]["code"] == "not_found", gone
+        if gone.is_error:
+            assert gone.structured_content["error"]["code"] == "not_found", gone
+        else:
+            assert gone.structured_content["worker"]["state"] in ("stopping", "exited"), gone
 
     refused = None
     try:
