@@ -21,6 +21,8 @@
 #   a list of one worker (docker_suspend::docker_bench_suspend, with the docker ones;
 #   BENCH_SUSPEND_ROUNDS, default 10), and resume against a cold create on the Kubernetes
 #   stand-in (k8s_suspend::k8s_bench_suspend, with the k8s ones).
+#   mcp: `tools/call` list with 30 workers ÷ the A2A list through the same controller, and
+#   `tools/list` ÷ the Agent Card, p50 each (mcp::docker_bench_mcp, with the docker ones).
 #   k8s: create+stop and list through the controller against the same calls made directly to
 #   the stand-in Kubernetes API server (TLS, client certificate); creates from a warm pool of 4
 #   against cold ones (k8s_pool::k8s_bench_pool, the stand-in running real workers); a pod deleted by hand → the

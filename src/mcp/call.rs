@@ -10,9 +10,9 @@
 //! operation cannot be cut off halfway in the engine, so a create whose answer nobody will
 //! read has its worker stopped as soon as it exists — never a worker whose token was lost.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 use serde_json::{json, Map, Value};
@@ -195,14 +195,37 @@ pub fn tool_result(outcome: &Outcome) -> Value {
     }
 }
 
-/// Where the operation's thread and the stream meet: exactly one of them undoes a create
-/// whose answer cannot be delivered.
+/// Where the operation's thread and the stream meet: the steps on their way to the stream,
+/// the outcome, and whether the stream is gone — exactly one of the two undoes a create whose
+/// answer cannot be delivered.
 #[derive(Default)]
 struct Meeting {
+    /// Steps reported and not written yet.
+    steps: VecDeque<String>,
     /// The stream has ended without the answer (its client went, or cancelled).
     gone: bool,
     /// The operation's outcome, until the stream takes it.
     done: Option<Outcome>,
+    /// The operation's thread has ended (with or without an outcome).
+    ended: bool,
+}
+
+/// A [`Meeting`] and the condition both sides wait on.
+#[derive(Default)]
+struct Place {
+    meeting: Mutex<Meeting>,
+    changed: Condvar,
+}
+
+impl Place {
+    fn lock(&self) -> MutexGuard<'_, Meeting> {
+        self.meeting.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn update(&self, change: impl FnOnce(&mut Meeting)) {
+        change(&mut self.lock());
+        self.changed.notify_all();
+    }
 }
 
 /// What a streamed call runs with.
@@ -230,29 +253,27 @@ impl Streamer for Streamed {
             return;
         };
         let call = Arc::new(call);
-        let meeting = Arc::new(Mutex::new(Meeting::default()));
-        let (tx, rx) = mpsc::channel::<Option<String>>();
+        let place = Arc::new(Place::default());
         let progress = match &call.progress_token {
             Some(_) => {
-                let tx = tx.clone();
-                Progress::new(move |step| {
-                    let _ = tx.send(Some(step.to_string()));
-                })
+                let place = Arc::clone(&place);
+                Progress::new(move |step| place.update(|m| m.steps.push_back(step.to_string())))
             }
             None => Progress::default(),
         };
         let worker = {
-            let (call, meeting) = (Arc::clone(&call), Arc::clone(&meeting));
+            let (call, place) = (Arc::clone(&call), Arc::clone(&place));
             move || {
                 let outcome = call.execute(progress);
-                let mut m = meeting.lock().unwrap_or_else(|p| p.into_inner());
+                let mut m = place.lock();
+                m.ended = true;
                 if m.gone {
                     drop(m);
                     call.undo(&outcome);
                 } else {
                     m.done = Some(outcome);
                     drop(m);
-                    let _ = tx.send(None);
+                    place.changed.notify_all();
                 }
             }
         };
@@ -268,10 +289,10 @@ impl Streamer for Streamed {
             sink.send(&wire::event(&e.response(&call.id)));
             return;
         }
-        let delivered = follow(&call, sink, &rx, &cancel, &meeting, &stamp);
+        let delivered = follow(&call, sink, &cancel, &place, &stamp);
         drop(registered);
         if !delivered {
-            let mut m = meeting.lock().unwrap_or_else(|p| p.into_inner());
+            let mut m = place.lock();
             m.gone = true;
             if let Some(outcome) = m.done.take() {
                 drop(m);
@@ -281,20 +302,48 @@ impl Streamer for Streamed {
     }
 }
 
+/// What the stream writes next.
+enum Next {
+    Step(String),
+    Done(Outcome),
+    /// Nothing yet: look whether the client is still there.
+    Tick,
+    /// The operation's thread ended without an outcome (it panicked).
+    Lost,
+}
+
 /// Writes each step as a progress notification, then the result; `false` when the stream
 /// ended without the result delivered (the client went, or the call was cancelled).
 fn follow(
     call: &Call,
     sink: &mut dyn Sink,
-    rx: &mpsc::Receiver<Option<String>>,
     cancel: &AtomicBool,
-    meeting: &Mutex<Meeting>,
+    place: &Place,
     stamp: &Stamp,
 ) -> bool {
     let mut steps = 0u64;
     loop {
-        match rx.recv_timeout(TICK) {
-            Ok(Some(step)) => {
+        let next = {
+            let mut m = place.lock();
+            if m.steps.is_empty() && m.done.is_none() && !m.ended {
+                m = place
+                    .changed
+                    .wait_timeout(m, TICK)
+                    .map(|(m, _)| m)
+                    .unwrap_or_else(|p| p.into_inner().0);
+            }
+            match (m.steps.pop_front(), m.done.take()) {
+                (Some(step), done) => {
+                    m.done = done;
+                    Next::Step(step)
+                }
+                (None, Some(outcome)) => Next::Done(outcome),
+                (None, None) if m.ended => Next::Lost,
+                (None, None) => Next::Tick,
+            }
+        };
+        match next {
+            Next::Step(step) => {
                 steps += 1;
                 let note = wire::notification(
                     "notifications/progress",
@@ -304,26 +353,21 @@ fn follow(
                     return false;
                 }
             }
-            Ok(None) => {
-                let Some(outcome) = meeting.lock().ok().and_then(|mut m| m.done.take()) else {
-                    return false;
-                };
+            Next::Done(outcome) => {
                 let body = wire::result(&call.id, stamp(tool_result(&outcome)));
                 if sink.send(&wire::event(&body)) {
                     return true;
                 }
                 // Not delivered: the outcome goes back to be undone.
-                if let Ok(mut m) = meeting.lock() {
-                    m.done = Some(outcome);
-                }
+                place.lock().done = Some(outcome);
                 return false;
             }
-            Err(RecvTimeoutError::Timeout) => {
+            Next::Tick => {
                 if cancel.load(Ordering::SeqCst) || sink.gone() {
                     return false;
                 }
             }
-            Err(RecvTimeoutError::Disconnected) => return false,
+            Next::Lost => return false,
         }
     }
 }

@@ -27,6 +27,14 @@ impl Era {
         matches!(self, Era::Modern)
     }
 
+    /// A handshake revision's era, for what is the same in every session.
+    pub fn legacy_any() -> Era {
+        Era::Legacy {
+            session: String::new(),
+            version: wire::LEGACY[0],
+        }
+    }
+
     pub fn session(&self) -> Option<&str> {
         match self {
             Era::Modern => None,
@@ -159,9 +167,9 @@ fn mirrored(head: &Head, tool: &str, params: &Map<String, Value>) -> Result<Era,
     let arguments = params.get("arguments").and_then(Value::as_object);
     for (argument, header) in tool.mirrored() {
         let body = arguments
-            .and_then(|a| a.get(&argument))
+            .and_then(|a| a.get(argument))
             .filter(|v| !v.is_null());
-        let sent = head.param(&header);
+        let sent = head.param(header);
         let value = match (body, sent) {
             (None, None) => continue,
             (Some(_), None) => {

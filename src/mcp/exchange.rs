@@ -47,6 +47,8 @@ pub enum Answer {
         body: Value,
         session: Option<String>,
     },
+    /// A JSON-RPC message already written as JSON text.
+    Text { status: u16, body: String },
     /// A notification taken: `202 Accepted`, no body.
     Accepted,
     /// An SSE stream: a waiting call's progress and its result, or a subscription.

@@ -37,15 +37,24 @@ pub struct Mcp {
     control: Arc<Control>,
     name: String,
     cancels: Arc<Cancels>,
+    /// `tools/list`'s result as JSON text, for each era (the tools never change while the
+    /// controller runs: written once, not on every call).
+    tools: [String; 2],
 }
 
 impl Mcp {
     pub fn new(control: Arc<Control>, name: &str) -> Mcp {
-        Mcp {
+        let mut mcp = Mcp {
             control,
             name: name.to_string(),
             cancels: Arc::default(),
-        }
+            tools: Default::default(),
+        };
+        mcp.tools = [Era::Modern, Era::legacy_any()].map(|era| {
+            let result = mcp.stamped(&era, mcp.tools_list(&era));
+            result.to_string()
+        });
+        mcp
     }
 
     /// Answers one POST body from `caller`.
@@ -98,7 +107,10 @@ impl Mcp {
         match method {
             "server/discover" if era.modern() => done(Ok(self.discover())),
             "ping" if !era.modern() => done(Ok(json!({}))),
-            "tools/list" => done(Ok(self.tools_list(&era))),
+            "tools/list" => Answer::Text {
+                status: 200,
+                body: wire::result_text(id, &self.tools[usize::from(!era.modern())]),
+            },
             "tools/call" => self.tools_call(caller, head, &era, id, &params),
             "prompts/list" => done(Ok(self.prompts(&era))),
             "prompts/get" => done(Err(RpcError::params(
@@ -212,14 +224,14 @@ impl Mcp {
     /// The tools this backend has, always in the same order.
     fn tools_list(&self, era: &Era) -> Value {
         let abilities = self.control.backend().abilities();
-        let tools: Vec<Value> = tools::TOOLS
+        let tools: Vec<Value> = tools::all()
             .iter()
             .filter(|t| match t.needs {
                 None => true,
                 Some(tools::Needs::Renewal) => abilities.renewal.is_some(),
                 Some(tools::Needs::Suspension) => abilities.suspension.is_some(),
             })
-            .map(tools::Tool::describe)
+            .map(|t| t.described.clone())
             .collect();
         let mut result = json!({ "tools": tools });
         if era.modern() {

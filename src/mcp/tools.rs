@@ -1,22 +1,21 @@
-//! The tools: one per control operation, as data (name, title, what an agent should know,
-//! the input and output schemas, hints), and a call turned into the same control request an
-//! A2A data part makes — read and checked by the same code, so every refusal is the one A2A
-//! gives, with its code.
+//! The tools: one per control operation, as data (`tools.json`: name, title, what an agent
+//! should know, the input and output schemas, hints, which ability of the backend each needs
+//! and whether it waits for a worker), read once; and a call's arguments turned into the same
+//! control request an A2A data part makes — read and checked by the same code, so every
+//! refusal is the one A2A gives, with its code.
+
+use std::sync::OnceLock;
 
 use serde_json::{json, Map, Value};
 
-/// One tool as `tools/list` shows it.
+/// The catalogue, compiled in.
+const CATALOGUE: &str = include_str!("tools.json");
+
+/// One tool.
 pub struct Tool {
-    pub name: &'static str,
-    pub title: &'static str,
-    pub description: &'static str,
-    /// The input schema's properties and the required ones.
-    pub input: fn() -> (Value, &'static [&'static str]),
-    /// The structured content of a completed call.
-    pub output: fn() -> Value,
-    pub read_only: bool,
-    pub destructive: bool,
-    pub idempotent: bool,
+    pub name: String,
+    /// The tool as `tools/list` shows it.
+    pub described: Value,
     /// Which ability of the backend it needs (`None`: every backend has it).
     pub needs: Option<Needs>,
     /// Whether it waits for a worker to become ready (its answer is then streamed, with
@@ -25,253 +24,114 @@ pub struct Tool {
 }
 
 /// An ability not every backend has.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Needs {
     Renewal,
     Suspension,
 }
 
-const WORKER_ID: &str = "The worker's id, as create or list returned it.";
-
-fn worker_id() -> Value {
-    json!({"type": "string", "minLength": 1, "maxLength": 64, "description": WORKER_ID, "x-mcp-header": "Worker-Id"})
-}
-
-fn ttl(what: &str) -> Value {
-    json!({
-        "type": ["string", "integer"],
-        "description": format!("{what}: a duration such as \"90m\", \"2h\" or \"1h30m\", or whole seconds. Bounded by MAX_WORKER_TTL and the template's max_ttl."),
-    })
-}
-
-fn metadata(what: &str) -> Value {
-    json!({
-        "type": "object",
-        "additionalProperties": {"type": "string", "maxLength": 256},
-        "maxProperties": 16,
-        "description": what,
-    })
-}
-
-/// A worker as every reply gives it.
-pub fn worker_schema() -> Value {
-    let text = json!({"type": "string"});
-    json!({
-        "type": "object",
-        "properties": {
-            "worker_id": text, "task": text, "a2a_url": text, "backend": text,
-            "state": {"type": "string", "enum": ["starting", "running", "exited", "stopping", "suspended", "unknown"]},
-            "created_at": text, "expires_at": text, "reason": text, "scope": text,
-            "template": text, "pane_id": text, "session_id": text,
-            "metadata": {"type": "object", "additionalProperties": {"type": "string"}},
-        },
-        "required": ["worker_id", "task", "a2a_url", "state"],
-    })
-}
-
-fn one_worker() -> Value {
-    json!({"type": "object", "properties": {"worker": worker_schema()}, "required": ["worker"]})
-}
-
-fn workspace_schema() -> Value {
-    json!({"type": "object"})
-}
-
-fn nothing() -> (Value, &'static [&'static str]) {
-    (json!({}), &[])
-}
-
 /// Every tool, in the order `tools/list` gives them (always the same: clients cache it).
-pub const TOOLS: &[Tool] = &[
-    Tool {
-        name: "create",
-        title: "Create a worker",
-        description: "Starts one isolated AI-agent worker for a task and waits until it is ready. Returns the worker (its a2a_url) and its bearer token: talk to the worker directly over A2A at a2a_url with that token. The token is a secret, given once: pass it only to whoever talks to the worker, never into logs or shared text. One worker per task: a task that has one is refused with worker_exists (its worker_id is in the error).",
-        input: || (json!({
-            "task": {"type": "string", "minLength": 1, "maxLength": 256, "description": "What the worker is for; one worker per task.", "x-mcp-header": "Task"},
-            "template": {"type": "string", "description": "A template from the templates tool (default: \"default\")."},
-            "ttl": ttl("How long the worker may live before it is stopped (or suspended)"),
-            "metadata": metadata("Labels to find the worker by later (list filters on them): up to 16 keys [a-z0-9._-], string values."),
-        }), &["task"]),
-        output: || json!({
-            "type": "object",
-            "properties": {"worker": worker_schema(), "token": {"type": "string", "description": "The worker's bearer token: a secret."}},
-            "required": ["worker", "token"],
-        }),
-        read_only: false,
-        destructive: false,
-        idempotent: false,
-        needs: None,
-        waits: true,
-    },
-    Tool {
-        name: "list",
-        title: "List workers",
-        description: "The workers this caller may see, oldest first, each with its state (starting, running, exited, stopping, suspended), a2a_url and expiry. Every filter given must match.",
-        input: || (json!({
-            "state": {"type": "string", "enum": ["starting", "running", "exited", "stopping", "suspended", "unknown"]},
-            "task": {"type": "string", "maxLength": 256},
-            "template": {"type": "string"},
-            "metadata": metadata("Only workers with all of these labels."),
-        }), &[]),
-        output: || json!({
-            "type": "object",
-            "properties": {"workers": {"type": "array", "items": worker_schema()}},
-            "required": ["workers"],
-        }),
-        read_only: true,
-        destructive: false,
-        idempotent: true,
-        needs: None,
-        waits: false,
-    },
-    Tool {
-        name: "stop",
-        title: "Stop a worker",
-        description: "Stops and removes a worker for good. Its task workspace is kept unless workspace is \"delete\". A worker this caller cannot see is not_found.",
-        input: || (json!({
-            "worker_id": worker_id(),
-            "workspace": {"type": "string", "enum": ["keep", "delete"], "description": "Whether the task's workspace goes too (default keep)."},
-        }), &["worker_id"]),
-        output: || json!({"type": "object", "properties": {"worker": worker_schema(), "workspace": workspace_schema()}}),
-        read_only: false,
-        destructive: true,
-        idempotent: false,
-        needs: None,
-        waits: false,
-    },
-    Tool {
-        name: "logs",
-        title: "Read a worker's output",
-        description: "The last lines of a worker's output (stdout and stderr), for seeing why it failed or what it is doing.",
-        input: || (json!({
-            "worker_id": worker_id(),
-            "tail": {"type": "integer", "minimum": 1, "maximum": 10000, "description": "How many lines (default 200)."},
-        }), &["worker_id"]),
-        output: || json!({
-            "type": "object",
-            "properties": {"worker_id": {"type": "string"}, "text": {"type": "string"}, "truncated": {"type": "boolean"}},
-            "required": ["worker_id", "text", "truncated"],
-        }),
-        read_only: true,
-        destructive: false,
-        idempotent: true,
-        needs: None,
-        waits: false,
-    },
-    Tool {
-        name: "templates",
-        title: "List worker templates",
-        description: "The templates this caller may create workers from: what each starts, its limits and lifetime.",
-        input: nothing,
-        output: || json!({"type": "object", "properties": {"templates": {"type": "array", "items": {"type": "object"}}}, "required": ["templates"]}),
-        read_only: true,
-        destructive: false,
-        idempotent: true,
-        needs: None,
-        waits: false,
-    },
-    Tool {
-        name: "workspaces",
-        title: "List task workspaces",
-        description: "The task workspaces of this caller's scope (the files a task's workers share, which outlive them).",
-        input: nothing,
-        output: || json!({"type": "object", "properties": {"workspaces": {"type": "array", "items": workspace_schema()}}, "required": ["workspaces"]}),
-        read_only: true,
-        destructive: false,
-        idempotent: true,
-        needs: None,
-        waits: false,
-    },
-    Tool {
-        name: "delete_workspace",
-        title: "Delete a task workspace",
-        description: "Deletes a task's workspace and its files for good; refused while a worker of the task exists (stop it first).",
-        input: || (json!({
-            "task": {"type": "string", "minLength": 1, "maxLength": 256},
-            "scope": {"type": "string", "description": "Admins only: the scope whose workspace it is."},
-        }), &["task"]),
-        output: || json!({"type": "object", "properties": {"workspace": workspace_schema()}}),
-        read_only: false,
-        destructive: true,
-        idempotent: false,
-        needs: None,
-        waits: false,
-    },
-    Tool {
-        name: "renew",
-        title: "Renew a worker's lifetime",
-        description: "The worker's expiry becomes now + ttl (say a busy worker is still in use). A worker without a TTL may be given one. Returns the worker with its new expires_at.",
-        input: || (json!({"worker_id": worker_id(), "ttl": ttl("The new lifetime from now")}), &["worker_id", "ttl"]),
-        output: one_worker,
-        read_only: false,
-        destructive: false,
-        idempotent: true,
-        needs: Some(Needs::Renewal),
-        waits: false,
-    },
-    Tool {
-        name: "suspend",
-        title: "Suspend a worker",
-        description: "Stops a running worker while keeping its files and identity (its id, URL and token); resume brings it back. Its lifetime does not tick while suspended.",
-        input: || (json!({"worker_id": worker_id()}), &["worker_id"]),
-        output: one_worker,
-        read_only: false,
-        destructive: false,
-        idempotent: false,
-        needs: Some(Needs::Suspension),
-        waits: false,
-    },
-    Tool {
-        name: "resume",
-        title: "Resume a worker",
-        description: "Runs a suspended worker again, with its files, id, URL and token, and waits until it is ready.",
-        input: || (json!({"worker_id": worker_id()}), &["worker_id"]),
-        output: one_worker,
-        read_only: false,
-        destructive: false,
-        idempotent: false,
-        needs: Some(Needs::Suspension),
-        waits: true,
-    },
-];
+pub fn all() -> &'static [Tool] {
+    static TOOLS: OnceLock<Vec<Tool>> = OnceLock::new();
+    TOOLS.get_or_init(|| read(CATALOGUE).unwrap_or_else(|why| panic!("src/mcp/tools.json: {why}")))
+}
+
+/// The tool named `name`.
+pub fn find(name: &str) -> Option<&'static Tool> {
+    all().iter().find(|t| t.name == name)
+}
+
+/// Reads a catalogue: each `"@name"` string stands for `definitions.name`.
+fn read(text: &str) -> Result<Vec<Tool>, String> {
+    let doc: Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    let definitions = doc["definitions"].as_object().cloned().unwrap_or_default();
+    let Value::Array(tools) = expand(doc["tools"].clone(), &definitions, 0)? else {
+        return Err("tools is not an array".into());
+    };
+    let error = definitions
+        .get("error")
+        .cloned()
+        .ok_or("no definitions.error")?;
+    tools
+        .into_iter()
+        .map(|mut t| {
+            let name = t["name"]
+                .as_str()
+                .ok_or("a tool without a name")?
+                .to_string();
+            let needs = match t["needs"].as_str() {
+                None => None,
+                Some("renewal") => Some(Needs::Renewal),
+                Some("suspension") => Some(Needs::Suspension),
+                Some(other) => return Err(format!("{name}: needs {other:?}")),
+            };
+            let waits = t["waits"].as_bool().unwrap_or(false);
+            let object = t.as_object_mut().ok_or("a tool is not an object")?;
+            object.remove("needs");
+            object.remove("waits");
+            let output = object.remove("outputSchema").unwrap_or_else(|| json!({}));
+            object.insert("outputSchema".into(), widened(output, &error));
+            Ok(Tool {
+                name,
+                described: t,
+                needs,
+                waits,
+            })
+        })
+        .collect()
+}
+
+/// `value` with each `"@name"` replaced by its definition (themselves expanded).
+fn expand(value: Value, definitions: &Map<String, Value>, depth: u32) -> Result<Value, String> {
+    if depth > 8 {
+        return Err("definitions nest too deep".into());
+    }
+    Ok(match value {
+        Value::String(s) if s.starts_with('@') => {
+            let d = definitions
+                .get(&s[1..])
+                .ok_or_else(|| format!("no definition {s}"))?;
+            expand(d.clone(), definitions, depth + 1)?
+        }
+        Value::Array(items) => Value::Array(
+            items
+                .into_iter()
+                .map(|v| expand(v, definitions, depth))
+                .collect::<Result<_, _>>()?,
+        ),
+        Value::Object(map) => Value::Object(
+            map.into_iter()
+                .map(|(k, v)| Ok((k, expand(v, definitions, depth)?)))
+                .collect::<Result<_, String>>()?,
+        ),
+        other => other,
+    })
+}
+
+/// A completed call's schema, widened to a refusal's: a tool error's structured content is
+/// `{"error": ...}` (clients that check structured content against the schema even for an
+/// error find it valid).
+fn widened(mut success: Value, error: &Value) -> Value {
+    success["properties"]["error"] = error.clone();
+    if let Some(required) = success.as_object_mut().and_then(|o| o.remove("required")) {
+        success["anyOf"] = json!([{"required": required}, {"required": ["error"]}]);
+    }
+    success
+}
 
 impl Tool {
-    /// The tool as `tools/list` shows it.
-    pub fn describe(&self) -> Value {
-        let (properties, required) = (self.input)();
-        json!({
-            "name": self.name,
-            "title": self.title,
-            "description": self.description,
-            "inputSchema": {
-                "type": "object",
-                "properties": properties,
-                "required": required,
-                "additionalProperties": false,
-            },
-            "outputSchema": output_schema((self.output)()),
-            "annotations": {
-                "title": self.title,
-                "readOnlyHint": self.read_only,
-                "destructiveHint": self.destructive,
-                "idempotentHint": self.idempotent,
-                "openWorldHint": false,
-            },
-        })
+    fn properties(&self) -> Option<&Map<String, Value>> {
+        self.described["inputSchema"]["properties"].as_object()
     }
 
     /// The arguments a 2026-07-28 client mirrors into `Mcp-Param-*` headers (so a gateway
     /// can route or limit by worker or task without reading the body): (argument, header name).
-    pub fn mirrored(&self) -> Vec<(String, String)> {
-        let (properties, _) = (self.input)();
-        properties
-            .as_object()
+    pub fn mirrored(&self) -> Vec<(&str, &str)> {
+        self.properties()
             .into_iter()
             .flatten()
             .filter_map(|(name, schema)| {
-                let header = schema.get("x-mcp-header")?.as_str()?;
-                Some((name.clone(), header.to_string()))
+                Some((name.as_str(), schema.get("x-mcp-header")?.as_str()?))
             })
             .collect()
     }
@@ -280,65 +140,27 @@ impl Tool {
     /// operation named by the tool. An argument the schema does not name is refused here (the
     /// control layer ignores unknown fields; a tool's schema says it has none).
     pub fn data_part(&self, arguments: &Map<String, Value>) -> Result<Value, String> {
-        let (properties, _) = (self.input)();
-        if let Some(unknown) = arguments
-            .keys()
-            .find(|k| properties.get(k.as_str()).is_none())
-        {
+        let known: Vec<&str> = self
+            .properties()
+            .into_iter()
+            .flatten()
+            .map(|(k, _)| k.as_str())
+            .collect();
+        if let Some(unknown) = arguments.keys().find(|k| !known.contains(&k.as_str())) {
             let shown: String = unknown.chars().take(64).collect();
-            let known: Vec<&String> = properties
-                .as_object()
-                .into_iter()
-                .flatten()
-                .map(|(k, _)| k)
-                .collect();
             return Err(match known.is_empty() {
                 true => format!("{} takes no arguments, not {shown:?}", self.name),
                 false => format!(
                     "{} has no argument {shown:?} (it takes {})",
                     self.name,
-                    known
-                        .iter()
-                        .map(|k| k.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    known.join(", ")
                 ),
             });
         }
         let mut part = arguments.clone();
-        part.insert("operation".into(), Value::String(self.name.into()));
+        part.insert("operation".into(), Value::String(self.name.clone()));
         Ok(Value::Object(part))
     }
-}
-
-/// A refusal's structured content: the code and one-line reason A2A gives.
-fn error_schema() -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "code": {"type": "string", "description": "worker_exists, not_found, capacity, invalid_request, ..."},
-            "message": {"type": "string"},
-            "worker_id": {"type": "string"},
-            "state": {"type": "string"},
-        },
-        "required": ["code", "message"],
-    })
-}
-
-/// A completed call's schema, widened to a refusal's: a tool error's structured content is
-/// `{"error": ...}` (clients that check structured content against the schema even for an
-/// error find it valid).
-fn output_schema(mut success: Value) -> Value {
-    success["properties"]["error"] = error_schema();
-    if let Some(required) = success.as_object_mut().and_then(|o| o.remove("required")) {
-        success["anyOf"] = json!([{"required": required}, {"required": ["error"]}]);
-    }
-    success
-}
-
-/// The tool named `name`.
-pub fn find(name: &str) -> Option<&'static Tool> {
-    TOOLS.iter().find(|t| t.name == name)
 }
 
 #[cfg(test)]
@@ -348,11 +170,15 @@ mod tests {
 
     #[test]
     fn every_tool_is_an_operation_the_control_layer_reads() {
-        for tool in TOOLS {
-            let (_, required) = (tool.input)();
+        assert_eq!(all().len(), 10);
+        for tool in all() {
+            let required = tool.described["inputSchema"]["required"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
             let mut args = Map::new();
-            for r in required {
-                let v = match *r {
+            for r in required.iter().filter_map(Value::as_str) {
+                let v = match r {
                     "ttl" => json!("1h"),
                     _ => json!("w-1"),
                 };
@@ -361,14 +187,29 @@ mod tests {
             let part = tool.data_part(&args).unwrap();
             let request = parse_request([&part]).unwrap_or_else(|e| panic!("{}: {e:?}", tool.name));
             assert_eq!(request.operation(), tool.name);
-            let described = tool.describe();
-            assert_eq!(described["inputSchema"]["type"], "object");
-            assert_eq!(described["outputSchema"]["type"], "object");
+            let d = &tool.described;
+            assert_eq!(d["inputSchema"]["type"], "object");
+            assert_eq!(d["outputSchema"]["type"], "object");
+            assert!(d["title"].is_string() && d["description"].is_string());
+            assert!(
+                !d.to_string().contains("\"@"),
+                "{}: a definition left unexpanded",
+                tool.name
+            );
         }
         assert!(matches!(
             parse_request([&find("list").unwrap().data_part(&Map::new()).unwrap()]),
             Ok(ControlRequest::List { .. })
         ));
+        assert_eq!(
+            find("stop").unwrap().mirrored(),
+            [("worker_id", "Worker-Id")]
+        );
+        assert_eq!(find("create").unwrap().mirrored(), [("task", "Task")]);
+        assert_eq!(
+            find("resume").map(|t| (t.needs, t.waits)),
+            Some((Some(Needs::Suspension), true))
+        );
     }
 
     #[test]
@@ -379,5 +220,12 @@ mod tests {
         assert!(why.contains("\"tsak\"") && why.contains("task"), "{why}");
         let why = find("templates").unwrap().data_part(&args).unwrap_err();
         assert!(why.contains("takes no arguments"), "{why}");
+    }
+
+    #[test]
+    fn a_catalogue_naming_a_definition_it_lacks_is_refused() {
+        let bad =
+            r#"{"definitions": {"error": {}}, "tools": [{"name": "x", "inputSchema": "@nope"}]}"#;
+        assert!(read(bad).is_err_and(|e| e.contains("@nope")));
     }
 }

@@ -178,6 +178,18 @@ pub fn result(id: &Value, result: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "result": result})
 }
 
+/// A successful response to `id` whose result is already JSON text.
+pub fn result_text(id: &Value, result: &str) -> String {
+    let id = id.to_string();
+    let mut out = String::with_capacity(result.len() + id.len() + 40);
+    out.push_str("{\"jsonrpc\":\"2.0\",\"id\":");
+    out.push_str(&id);
+    out.push_str(",\"result\":");
+    out.push_str(result);
+    out.push('}');
+    out
+}
+
 /// A notification's JSON text.
 pub fn notification(method: &str, params: Value) -> Value {
     json!({"jsonrpc": "2.0", "method": method, "params": params})

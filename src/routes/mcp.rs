@@ -199,6 +199,7 @@ impl Binding for McpBinding<'_> {
                     None => response,
                 }
             }
+            mcp::Answer::Text { status, body } => Response::new(status, "application/json", body),
             mcp::Answer::Accepted => Response::new(202, "application/json", Vec::new()),
             mcp::Answer::Events(streamer) => streamed(streamer),
         }

@@ -8,6 +8,8 @@ use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
+use crate::support::{controller_id, p50, reply_data, rounds, Controls, Proc};
+
 use serde_json::{json, Value};
 
 use crate::callers::{callers_file, ALICE, BOB};
@@ -786,4 +788,104 @@ fn server_discover_names_both_revisions_and_mcp_false_turns_the_endpoint_off() {
         post(off.addr, TOKEN, body.to_string().as_bytes(), &headers).status,
         404
     );
+}
+
+/// An MCP request as raw HTTP/1.1 on a keep-alive connection: `method` with `params`.
+fn raw_mcp(method: &str, params: Value) -> Vec<u8> {
+    let (body, headers) = modern(method, params);
+    let body = body.to_string();
+    let mut head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: bench\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    let mut out = head.into_bytes();
+    out.extend_from_slice(body.as_bytes());
+    out
+}
+
+/// p50 of `rounds` exchanges of each request, taken in turn on one keep-alive connection each
+/// (so both see the same moments of the machine).
+fn p50s(addr: SocketAddr, requests: &[&[u8]], rounds: usize) -> Vec<Duration> {
+    use crate::docker_bench::{connect, exchange};
+    let mut conns: Vec<TcpStream> = requests
+        .iter()
+        .map(|_| connect(addr).expect("connect"))
+        .collect();
+    let mut samples: Vec<Vec<Duration>> = requests.iter().map(|_| Vec::new()).collect();
+    let mut buf = Vec::new();
+    for round in 0..rounds + 10 {
+        for (i, request) in requests.iter().enumerate() {
+            let started = std::time::Instant::now();
+            exchange(&mut conns[i], request, &mut buf).expect("an answer");
+            if round >= 10 {
+                samples[i].push(started.elapsed());
+            }
+        }
+    }
+    samples.into_iter().map(p50).collect()
+}
+
+/// The MCP figures on the real engine: `tools/call` list with 30 workers ÷ the A2A `list`
+/// through the same controller, and `tools/list` ÷ the Agent Card, p50 each.
+#[test]
+#[ignore = "a benchmark: scripts/bench.sh runs it"]
+fn docker_bench_mcp() {
+    use crate::docker_bench::{ms, row};
+    use crate::docker_support::{docker_socket, Cleanup};
+    let Some(socket) = docker_socket() else {
+        return;
+    };
+    let id = controller_id("bench-mcp");
+    let cleanup = Cleanup::new(&socket, &id);
+    let p = Proc::start(&socket, &id, &[]);
+    for i in 0..30 {
+        reply_data(&p.control(json!({"operation": "create", "task": format!("bench-{i}")})));
+    }
+    let n = rounds("BENCH_ROUNDS", 200);
+    let a2a = crate::docker_bench::list_request();
+    let mcp = raw_mcp("tools/call", json!({"name": "list", "arguments": {}}));
+    let listed = call_modern(
+        p.addr,
+        TOKEN,
+        "tools/call",
+        json!({"name": "list", "arguments": {}}),
+    );
+    let workers = listed["result"]["structuredContent"]["workers"]
+        .as_array()
+        .map(Vec::len);
+    assert_eq!(workers, Some(30), "{listed}");
+    let [mcp_list, a2a_list] = p50s(p.addr, &[&mcp, &a2a], n)[..] else {
+        unreachable!()
+    };
+    row(
+        "MCP tools/call list ÷ A2A list, 30 workers, p50 (real engine)",
+        &format!(
+            "{:.2} ms ÷ {:.2} ms = ×{:.2}",
+            ms(mcp_list),
+            ms(a2a_list),
+            mcp_list.as_secs_f64() / a2a_list.as_secs_f64()
+        ),
+        "≤ ×1.10",
+    );
+    let card = b"GET /.well-known/agent-card.json HTTP/1.1\r\nHost: bench\r\n\r\n".to_vec();
+    let tools = raw_mcp("tools/list", json!({}));
+    let [tools_list, card] = p50s(p.addr, &[&tools, &card], n)[..] else {
+        unreachable!()
+    };
+    row(
+        "MCP tools/list ÷ the Agent Card, p50",
+        &format!(
+            "{:.3} ms ÷ {:.3} ms = ×{:.2}",
+            ms(tools_list),
+            ms(card),
+            tools_list.as_secs_f64() / card.as_secs_f64()
+        ),
+        "≤ ×1.5",
+    );
+    drop(p);
+    drop(cleanup);
 }

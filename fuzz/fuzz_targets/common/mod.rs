@@ -1,4 +1,4 @@
-//! What the A2A fuzz targets share: the backend test double refusing every create (nothing
+//! What the A2A and MCP fuzz targets share: the backend test double refusing every create (nothing
 //! is created while fuzzing), the service over it (with a pusher that delivers nothing), and a sink that
 //! collects a stream.
 use std::sync::{Arc, OnceLock};
@@ -12,31 +12,38 @@ use a2a_worker_controller::settings::templates::{Template, TemplatesFile, DEFAUL
 use a2a_worker_controller::settings::PushSettings;
 use a2a_worker_controller::testing::Metrics;
 
-pub fn service() -> Arc<Service> {
-    static S: OnceLock<Arc<Service>> = OnceLock::new();
-    Arc::clone(S.get_or_init(|| {
-        let metrics = Arc::new(Metrics::new());
+/// The control layer over the test double refusing every create (nothing is created while
+/// fuzzing).
+pub fn control() -> Arc<Control> {
+    static C: OnceLock<Arc<Control>> = OnceLock::new();
+    Arc::clone(C.get_or_init(|| {
         let templates = TemplatesFile::fixed(
             Template::new(DEFAULT_TEMPLATE, "a2a-echo-worker:fuzz", 9090),
             Box::new(|_| Ok(())),
         )
         .expect("a plain template");
-        // The test double, refusing every create: nothing is created while fuzzing.
         let refuses = FakeBackend::default();
         refuses
             .refuse_creates
             .store(true, std::sync::atomic::Ordering::SeqCst);
-        let control = Arc::new(Control::new(
+        Arc::new(Control::new(
             Arc::new(refuses),
-            Arc::clone(&metrics),
+            Arc::new(Metrics::new()),
             None,
             0,
             Arc::new(templates),
-        ));
+        ))
+    }))
+}
+
+pub fn service() -> Arc<Service> {
+    static S: OnceLock<Arc<Service>> = OnceLock::new();
+    Arc::clone(S.get_or_init(|| {
+        let metrics = Arc::new(Metrics::new());
         // Configs are checked and kept; nothing is delivered (fuzzing stays off the network).
         let push = Arc::new(Pusher::without_delivery(PushSettings::default(), metrics));
         Arc::new(Service::new(
-            control,
+            control(),
             Arc::new(TaskStore::new(64)),
             push,
             serde_json::json!({"name": "fuzz"}),
