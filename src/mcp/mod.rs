@@ -143,10 +143,13 @@ impl Mcp {
         })
     }
 
-    fn capabilities() -> Value {
+    /// What is served. A resource list that changes is announced only where a client can hear
+    /// it: on 2026-07-28's `subscriptions/listen` (the handshake revisions would need the GET
+    /// stream, which is not offered).
+    fn capabilities(modern: bool) -> Value {
         json!({
             "tools": {"listChanged": false},
-            "resources": {"listChanged": true, "subscribe": false},
+            "resources": {"listChanged": modern, "subscribe": false},
             "prompts": {"listChanged": false},
         })
     }
@@ -170,7 +173,7 @@ impl Mcp {
     fn discover(&self) -> Value {
         json!({
             "supportedVersions": wire::supported(),
-            "capabilities": Mcp::capabilities(),
+            "capabilities": Mcp::capabilities(true),
             "instructions": Mcp::instructions(),
             "ttlMs": 60_000,
             "cacheScope": "public",
@@ -210,7 +213,7 @@ impl Mcp {
         };
         let result = json!({
             "protocolVersion": version,
-            "capabilities": Mcp::capabilities(),
+            "capabilities": Mcp::capabilities(false),
             "serverInfo": self.info(),
             "instructions": Mcp::instructions(),
         });

@@ -373,6 +373,11 @@ fn a_session_from_initialize_is_read_back_by_another_replica_and_refused_to_anot
     let r = post(one.addr, ALICE, init.to_string().as_bytes(), &[]);
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.json()["result"]["protocolVersion"], "2025-11-25");
+    // No GET stream in the handshake revisions: a changing resource list is not announced.
+    assert_eq!(
+        r.json()["result"]["capabilities"]["resources"]["listChanged"],
+        false
+    );
     let session = r
         .header("Mcp-Session-Id")
         .expect("a session id")
@@ -782,6 +787,10 @@ fn server_discover_names_both_revisions_and_mcp_false_turns_the_endpoint_off() {
         json!([MODERN, "2025-11-25", "2025-06-18", "2025-03-26"])
     );
     assert!(d["result"]["capabilities"]["tools"].is_object());
+    assert_eq!(
+        d["result"]["capabilities"]["resources"]["listChanged"],
+        true
+    );
     let off = Builder::default().flag("-mcp=false").start();
     let (body, headers) = modern("tools/list", json!({}));
     assert_eq!(
