@@ -365,7 +365,8 @@ if [ -n "${A2A_TEST_DOCKER_HOST:-}" ]; then
   result=$(bash -e <(against_run mcp examples))
   echo "$result" | cut -c1-200
   echo "$result" | grep -q '"name":"create"' || { echo "tools/list named no create tool" >&2; exit 1; }
-  echo "$result" | grep -q '"isError":false' || { echo "the MCP create did not complete" >&2; exit 1; }
+  echo "$result" | grep -qF '"text":"{\"token\":\"' || { echo "the MCP create did not complete" >&2; exit 1; }
+  echo "$result" | grep -qF '"text":"{\"worker\":{\"worker_id\"' || { echo "the MCP stop did not complete" >&2; exit 1; }
   step "the command-line examples (README)"
   result=$(bash -e <(against_run cli examples))
   echo "$result"

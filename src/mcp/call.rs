@@ -28,8 +28,9 @@ use crate::http::{Sink, Streamer};
 /// How often a waiting stream looks whether its client is still there.
 const TICK: Duration = Duration::from_millis(250);
 
-/// What a result gets before it is sent (its era's stamp).
-pub type Stamp = Box<dyn Fn(Value) -> Value + Send + Sync>;
+/// What a result's object ends with in its era, as JSON text: 2026-07-28's `resultType` and
+/// server name (`,"resultType":...`), nothing in the handshake revisions.
+pub type Stamp = Arc<str>;
 
 /// A tool call, read.
 pub struct Call {
@@ -131,10 +132,9 @@ impl Call {
                 session: None,
             };
         }
-        Answer::Json {
+        Answer::Text {
             status: 200,
-            body: wire::result(&self.id, stamp(tool_result(&outcome))),
-            session: None,
+            body: wire::result_text(&self.id, &tool_result(&outcome, &stamp)),
         }
     }
 
@@ -167,32 +167,48 @@ impl Call {
     }
 }
 
-/// A completed operation as a tool result (with a create's token in its structured content),
-/// or a refusal as a tool error.
-pub fn tool_result(outcome: &Outcome) -> Value {
-    match outcome {
+/// A completed operation as a tool result's JSON text (with a create's token in its structured
+/// content), or a refusal as a tool error, ending with the era's `stamp`. Written as text: a
+/// list's reply data goes out as it came, once as structured content and once escaped as the
+/// text content, never parsed and written again (the token is the one thing added, to a
+/// create's one small worker).
+pub fn tool_result(outcome: &Outcome, stamp: &str) -> String {
+    let (structured, text, is_error) = match outcome {
         Outcome::Completed { data, token } => {
-            let mut structured: Value =
-                serde_json::from_str(data.get()).unwrap_or_else(|_| json!({}));
-            if let (Some(token), Value::Object(o)) = (token, &mut structured) {
-                o.insert("token".into(), Value::String(token.expose().to_string()));
-            }
-            json!({
-                "content": [{"type": "text", "text": structured.to_string()}],
-                "structuredContent": structured,
-                "isError": false,
-            })
+            let structured = match token {
+                None => data.get().to_string(),
+                Some(token) => {
+                    let mut reply: Value =
+                        serde_json::from_str(data.get()).unwrap_or_else(|_| json!({}));
+                    if let Value::Object(o) = &mut reply {
+                        o.insert("token".into(), Value::String(token.expose().to_string()));
+                    }
+                    reply.to_string()
+                }
+            };
+            let text = Value::String(structured.clone()).to_string();
+            (structured, text, false)
         }
         Outcome::Rejected(e) | Outcome::Failed(e) => {
             let code = serde_json::to_value(e.code).unwrap_or(Value::Null);
             let code = code.as_str().unwrap_or("internal");
-            json!({
-                "content": [{"type": "text", "text": format!("{code}: {}", e.message)}],
-                "structuredContent": {"error": e},
-                "isError": true,
-            })
+            let text = Value::String(format!("{code}: {}", e.message)).to_string();
+            (json!({ "error": e }).to_string(), text, true)
         }
-    }
+    };
+    let mut out = String::with_capacity(structured.len() + text.len() + stamp.len() + 80);
+    out.push_str("{\"content\":[{\"type\":\"text\",\"text\":");
+    out.push_str(&text);
+    out.push_str("}],\"structuredContent\":");
+    out.push_str(&structured);
+    out.push_str(if is_error {
+        ",\"isError\":true"
+    } else {
+        ",\"isError\":false"
+    });
+    out.push_str(stamp);
+    out.push('}');
+    out
 }
 
 /// Where the operation's thread and the stream meet: the steps on their way to the stream,
@@ -354,8 +370,8 @@ fn follow(
                 }
             }
             Next::Done(outcome) => {
-                let body = wire::result(&call.id, stamp(tool_result(&outcome)));
-                if sink.send(&wire::event(&body)) {
+                let body = wire::result_text(&call.id, &tool_result(&outcome, stamp));
+                if sink.send(&wire::event_text(&body)) {
                     return true;
                 }
                 // Not delivered: the outcome goes back to be undone.
@@ -369,5 +385,42 @@ fn follow(
             }
             Next::Lost => return false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::control::ErrorCode;
+    use crate::token::Token;
+
+    #[test]
+    fn a_tool_result_carries_the_reply_twice_and_a_refusal_its_code() {
+        let data =
+            serde_json::value::to_raw_value(&json!({"workers": [{"worker_id": "w\"1"}]})).unwrap();
+        let done = tool_result(
+            &Outcome::Completed { data, token: None },
+            ",\"resultType\":\"complete\"",
+        );
+        let v: Value = serde_json::from_str(&done).unwrap();
+        assert_eq!(v["structuredContent"]["workers"][0]["worker_id"], "w\"1");
+        let text: Value = serde_json::from_str(v["content"][0]["text"].as_str().unwrap()).unwrap();
+        assert_eq!(text, v["structuredContent"]);
+        assert_eq!(
+            (&v["isError"], &v["resultType"]),
+            (&json!(false), &json!("complete"))
+        );
+
+        let data = serde_json::value::to_raw_value(&json!({"worker": {"worker_id": "w"}})).unwrap();
+        let token = Some(Token::from_secret("ab".repeat(32)));
+        let made: Value =
+            serde_json::from_str(&tool_result(&Outcome::Completed { data, token }, "")).unwrap();
+        assert_eq!(made["structuredContent"]["token"], "ab".repeat(32));
+
+        let refused = ControlError::new(ErrorCode::NotFound, "no such worker");
+        let v: Value = serde_json::from_str(&tool_result(&Outcome::Rejected(refused), "")).unwrap();
+        assert_eq!(v["content"][0]["text"], "not_found: no such worker");
+        assert_eq!(v["structuredContent"]["error"]["code"], "not_found");
+        assert_eq!(v["isError"], true);
     }
 }

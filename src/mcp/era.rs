@@ -170,7 +170,7 @@ fn mirrored(head: &Head, tool: &str, params: &Map<String, Value>) -> Result<Era,
             .and_then(|a| a.get(argument))
             .filter(|v| !v.is_null());
         let sent = head.param(header);
-        let value = match (body, sent) {
+        let (body, sent) = match (body, sent) {
             (None, None) => continue,
             (Some(_), None) => {
                 return Err(RpcError::header_mismatch(format!(
@@ -184,7 +184,6 @@ fn mirrored(head: &Head, tool: &str, params: &Map<String, Value>) -> Result<Era,
             }
             (Some(body), Some(sent)) => (body, sent),
         };
-        let (body, sent) = value;
         if !sent
             .bytes()
             .all(|b| b == b'\t' || (b' '..=b'~').contains(&b))
@@ -217,7 +216,7 @@ fn mirrored(head: &Head, tool: &str, params: &Map<String, Value>) -> Result<Era,
 }
 
 /// A handshake-revision request: its session one this caller was given, its version header
-/// (when sent) the session's.
+/// (when sent) one of the handshake revisions.
 fn legacy(caller: &Caller, head: &Head, id: &str) -> Result<Era, RpcError> {
     let Some(session) = super::session::read(id, &caller.key) else {
         return Err(RpcError::new(
@@ -226,10 +225,12 @@ fn legacy(caller: &Caller, head: &Head, id: &str) -> Result<Era, RpcError> {
             "Session not found: start a new one with initialize",
         ));
     };
+    // A version the handshake revisions have is taken (the session's governs what is said); one
+    // they do not is refused, as the revision says for an invalid or unsupported header.
     if let Some(v) = head.version.as_deref() {
-        if v != session.version {
+        if !wire::LEGACY.contains(&v) {
             return Err(RpcError::invalid_request(format!(
-                "MCP-Protocol-Version {:?} is not this session's {}",
+                "MCP-Protocol-Version {:?} is not a revision this session can speak (it speaks {})",
                 shown(v),
                 session.version
             )));

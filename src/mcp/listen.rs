@@ -2,7 +2,8 @@
 //! notifications the client opted into, fed by the controller's watch — the list of
 //! resources changed when a worker of the caller's appears or goes, a record updated when
 //! its worker changes state, is renewed, suspended or resumed. Nothing is kept beyond the
-//! stream: a client that reconnects (to any replica) listens again.
+//! stream: a client that reconnects (to any replica) listens again. A 2025-11-25 session's
+//! GET stream is the same, untagged: the resource list's changes.
 
 use std::collections::HashSet;
 use std::sync::mpsc::RecvTimeoutError;
@@ -71,24 +72,46 @@ pub fn open(
     }
     Answer::Events(Arc::new(Listen {
         subscription: Mutex::new(Some(subscription)),
-        id: id.clone(),
+        id: Some(id.clone()),
         granted,
         list_changed,
         uris: uris.into_iter().collect(),
     }))
 }
 
+/// A 2025-11-25 session's GET stream: `notifications/resources/list_changed` as the caller's
+/// workers come and go (the one server-initiated message this server has for it).
+pub fn session(control: &Arc<Control>, caller: &Caller) -> Answer {
+    match control.watch(caller, Filter::default()) {
+        Ok(subscription) => Answer::Events(Arc::new(Listen {
+            subscription: Mutex::new(Some(subscription)),
+            id: None,
+            granted: Value::Null,
+            list_changed: true,
+            uris: HashSet::new(),
+        })),
+        Err(e) => {
+            let why = format!("{:?}: {}", e.code, e.message);
+            Answer::error(&Value::Null, &RpcError::new(503, wire::INTERNAL_ERROR, why))
+        }
+    }
+}
+
 struct Listen {
     subscription: Mutex<Option<Subscription>>,
-    id: Value,
+    /// The `subscriptions/listen` request's id (2026-07-28); `None`: a session's GET stream.
+    id: Option<Value>,
     granted: Value,
     list_changed: bool,
     uris: HashSet<String>,
 }
 
 impl Listen {
+    /// A notification, tagged with its subscription where it has one.
     fn tagged(&self, method: &str, mut params: Value) -> Vec<u8> {
-        params["_meta"] = json!({ wire::META_SUBSCRIPTION: self.id });
+        if let Some(id) = &self.id {
+            params["_meta"] = json!({ wire::META_SUBSCRIPTION: id });
+        }
         super::wire::event(&wire::notification(method, params))
     }
 }
@@ -98,9 +121,11 @@ impl Streamer for Listen {
         let Some(subscription) = self.subscription.lock().ok().and_then(|mut s| s.take()) else {
             return;
         };
-        let ack = json!({ "notifications": self.granted });
-        if !sink.send(&self.tagged("notifications/subscriptions/acknowledged", ack)) {
-            return;
+        if self.id.is_some() {
+            let ack = json!({ "notifications": self.granted });
+            if !sink.send(&self.tagged("notifications/subscriptions/acknowledged", ack)) {
+                return;
+            }
         }
         let mut quiet_since = Instant::now();
         loop {
@@ -143,10 +168,12 @@ impl Streamer for Listen {
             }
         }
         // Ended by this side (shutting down, or the watch cut off): a graceful end says so.
-        let done = wire::result(
-            &self.id,
-            json!({"resultType": "complete", "_meta": { wire::META_SUBSCRIPTION: self.id }}),
-        );
-        sink.send(&super::wire::event(&done));
+        if let Some(id) = &self.id {
+            let done = wire::result(
+                id,
+                json!({"resultType": "complete", "_meta": { wire::META_SUBSCRIPTION: id }}),
+            );
+            sink.send(&super::wire::event(&done));
+        }
     }
 }

@@ -40,6 +40,8 @@ pub struct Mcp {
     /// `tools/list`'s result as JSON text, for each era (the tools never change while the
     /// controller runs: written once, not on every call).
     tools: [String; 2],
+    /// What a 2026-07-28 tool result ends with: `,"resultType":...,"_meta":{serverInfo}`.
+    stamp: Arc<str>,
 }
 
 impl Mcp {
@@ -49,7 +51,10 @@ impl Mcp {
             name: name.to_string(),
             cancels: Arc::default(),
             tools: Default::default(),
+            stamp: Arc::from(""),
         };
+        let stamped = mcp.stamped(&Era::Modern, json!({})).to_string();
+        mcp.stamp = Arc::from(format!(",{}", &stamped[1..stamped.len() - 1]));
         mcp.tools = [Era::Modern, Era::legacy_any()].map(|era| {
             let result = mcp.stamped(&era, mcp.tools_list(&era));
             result.to_string()
@@ -143,15 +148,39 @@ impl Mcp {
         })
     }
 
-    /// What is served. A resource list that changes is announced only where a client can hear
-    /// it: on 2026-07-28's `subscriptions/listen` (the handshake revisions would need the GET
-    /// stream, which is not offered).
-    fn capabilities(modern: bool) -> Value {
+    /// What is served: a changing resource list is announced (2026-07-28 on
+    /// `subscriptions/listen`, 2025-11-25 on the session's GET stream).
+    fn capabilities() -> Value {
         json!({
             "tools": {"listChanged": false},
-            "resources": {"listChanged": modern, "subscribe": false},
+            "resources": {"listChanged": true, "subscribe": false},
             "prompts": {"listChanged": false},
         })
+    }
+
+    /// `GET /mcp` with a 2025-11-25 session: its stream of the resource list's changes.
+    pub fn session_stream(&self, caller: &Caller, head: &Head) -> Answer {
+        let known = head
+            .session
+            .as_deref()
+            .and_then(|s| session::read(s, &caller.key));
+        if known.is_none() {
+            let e = RpcError::new(
+                404,
+                wire::INVALID_REQUEST,
+                "Session not found: start a new one with initialize",
+            );
+            return Answer::error(&Value::Null, &e);
+        }
+        if !head.accepts_events {
+            let e = RpcError::new(
+                406,
+                wire::INVALID_REQUEST,
+                "Not Acceptable: the session's GET stream is text/event-stream",
+            );
+            return Answer::error(&Value::Null, &e);
+        }
+        listen::session(&self.control, caller)
     }
 
     fn instructions() -> &'static str {
@@ -173,7 +202,7 @@ impl Mcp {
     fn discover(&self) -> Value {
         json!({
             "supportedVersions": wire::supported(),
-            "capabilities": Mcp::capabilities(true),
+            "capabilities": Mcp::capabilities(),
             "instructions": Mcp::instructions(),
             "ttlMs": 60_000,
             "cacheScope": "public",
@@ -213,7 +242,7 @@ impl Mcp {
         };
         let result = json!({
             "protocolVersion": version,
-            "capabilities": Mcp::capabilities(false),
+            "capabilities": Mcp::capabilities(),
             "serverInfo": self.info(),
             "instructions": Mcp::instructions(),
         });
@@ -256,22 +285,15 @@ impl Mcp {
             Ok(call) => call,
             Err(e) => return Answer::error(id, &e),
         };
-        let stamp = {
-            let era = era.clone();
-            let info = self.info();
-            move |mut result: Value| {
-                if era.modern() {
-                    result["resultType"] = json!("complete");
-                    result["_meta"] = json!({ wire::META_SERVER_INFO: info.clone() });
-                }
-                result
-            }
+        let stamp = match era.modern() {
+            true => Arc::clone(&self.stamp),
+            false => Arc::from(""),
         };
         let (cancel, registered) = match era.session() {
             Some(session) => self.cancellable(session, id),
             None => Default::default(),
         };
-        call.run(head.accepts_events, cancel, registered, Box::new(stamp))
+        call.run(head.accepts_events, cancel, registered, stamp)
     }
 
     /// The cancellation flag of the call `id` of `session`, registered until the returned

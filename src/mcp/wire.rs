@@ -195,6 +195,15 @@ pub fn notification(method: &str, params: Value) -> Value {
     json!({"jsonrpc": "2.0", "method": method, "params": params})
 }
 
+/// One SSE event carrying a message already written as (compact, one-line) JSON text.
+pub fn event_text(message: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(message.len() + 8);
+    out.extend_from_slice(b"data: ");
+    out.extend_from_slice(message.as_bytes());
+    out.extend_from_slice(b"\n\n");
+    out
+}
+
 /// One SSE event carrying `message`.
 pub fn event(message: &Value) -> Vec<u8> {
     let mut out = b"data: ".to_vec();

@@ -141,7 +141,7 @@ impl Binding for McpBinding<'_> {
     }
 
     fn streams(&self, req: &Request, body: &[u8]) -> bool {
-        head(req).accepts_events && streams(body)
+        req.method == "GET" || (head(req).accepts_events && streams(body))
     }
 
     /// A worker's own token renews over A2A only.
@@ -172,6 +172,9 @@ impl Binding for McpBinding<'_> {
         req: &Request,
         body: &[u8],
     ) -> mcp::Answer {
+        if req.method == "GET" {
+            return self.0.session_stream(caller, &head(req));
+        }
         let accept = req.header("Accept");
         if !accepts(accept, "application/json") || !accepts(accept, "text/event-stream") {
             return mcp::Answer::Json {
@@ -212,11 +215,12 @@ fn streamed(streamer: Arc<dyn crate::http::Streamer>) -> Response {
         .with_header("X-Accel-Buffering", "no")
 }
 
-/// `GET` and `DELETE` of `/mcp`: no server-initiated stream, no explicit session end (both
-/// revisions let a server say so with 405); anything else is not a method of the endpoint.
+/// A method `/mcp` does not take: `DELETE` (a session ends when its client forgets it), `GET`
+/// without a 2025-11-25 session (2026-07-28 has no GET stream: its change notifications come
+/// from `subscriptions/listen`), anything else. Both revisions let a server say so with 405.
 pub(super) fn not_posted(method: &str) -> Response {
-    let body = json!({"jsonrpc": "2.0", "id": null, "error": {"code": wire::INVALID_REQUEST, "message": format!("method {method} not allowed: /mcp takes POST (2026-07-28 change notifications come from subscriptions/listen; sessions end when their client forgets them)")}});
-    Response::json(405, &body).with_header("Allow", "POST")
+    let body = json!({"jsonrpc": "2.0", "id": null, "error": {"code": wire::INVALID_REQUEST, "message": format!("method {method} not allowed: /mcp takes POST, and GET with a 2025-11-25 Mcp-Session-Id")}});
+    Response::json(405, &body).with_header("Allow", "GET, POST")
 }
 
 #[cfg(test)]

@@ -141,6 +141,9 @@ impl Routes {
         }
         match req.method.as_str() {
             "POST" => self.door(&mcp::McpBinding(&door.service), req),
+            "GET" if req.header("Mcp-Session-Id").is_some() => {
+                self.door(&mcp::McpBinding(&door.service), req)
+            }
             other => mcp::not_posted(other),
         }
     }

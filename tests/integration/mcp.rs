@@ -373,10 +373,10 @@ fn a_session_from_initialize_is_read_back_by_another_replica_and_refused_to_anot
     let r = post(one.addr, ALICE, init.to_string().as_bytes(), &[]);
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.json()["result"]["protocolVersion"], "2025-11-25");
-    // No GET stream in the handshake revisions: a changing resource list is not announced.
+    // The session's GET stream announces a changing resource list.
     assert_eq!(
         r.json()["result"]["capabilities"]["resources"]["listChanged"],
-        false
+        true
     );
     let session = r
         .header("Mcp-Session-Id")
@@ -464,6 +464,50 @@ fn a_session_from_initialize_is_read_back_by_another_replica_and_refused_to_anot
     );
     let seen = last_message(&legacy(one.addr, BOB, "resources/list", json!({}), &bob));
     assert_eq!(seen["result"]["resources"], json!([]), "{seen}");
+    // The session's GET stream (on the other replica) hears alice's workers come; bob's id
+    // there, or none, is refused.
+    let get = |addr, token, id: &str| {
+        let auth = format!("Bearer {token}");
+        let headers = [
+            ("Authorization", auth.as_str()),
+            ("Mcp-Session-Id", id),
+            ("Accept", "text/event-stream"),
+        ];
+        request(addr, "GET", "/mcp", &headers, b"")
+    };
+    assert_eq!(get(two.addr, BOB, &session).status, 404);
+    let mut stream = {
+        let mut s = TcpStream::connect(two.addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let head = format!("GET /mcp HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {ALICE}\r\nMcp-Session-Id: {session}\r\nAccept: text/event-stream\r\n\r\n");
+        s.write_all(head.as_bytes()).unwrap();
+        let mut r = BufReader::new(s);
+        let mut line = String::new();
+        r.read_line(&mut line).unwrap();
+        assert!(line.starts_with("HTTP/1.1 200"), "{line}");
+        while line != "\r\n" {
+            line.clear();
+            r.read_line(&mut line).unwrap();
+        }
+        r
+    };
+    let more = legacy(
+        one.addr,
+        ALICE,
+        "tools/call",
+        json!({"name": "create", "arguments": {"task": "s2"}}),
+        &session,
+    );
+    remember_secret(
+        last_message(&more)["result"]["structuredContent"]["token"]
+            .as_str()
+            .unwrap(),
+    );
+    let heard = next_event(&mut stream);
+    assert_eq!(
+        heard["method"], "notifications/resources/list_changed",
+        "{heard}"
+    );
     // ping is a handshake revision's; 2026-07-28 removed it.
     assert_eq!(
         last_message(&legacy(one.addr, ALICE, "ping", json!({}), &session))["result"],
@@ -759,7 +803,7 @@ fn hostile_input_to_mcp_is_answered_as_the_transport_says() {
     );
     for method in ["GET", "DELETE"] {
         let r = request(c.addr, method, "/mcp", &[("Authorization", &auth)], b"");
-        assert_eq!((r.status, r.header("Allow")), (405, Some("POST")));
+        assert_eq!((r.status, r.header("Allow")), (405, Some("GET, POST")));
     }
     let note = json!({"jsonrpc": "2.0", "method": "notifications/whatever"});
     assert_eq!(send(note.to_string().as_bytes(), &[]).status, 202);

@@ -232,13 +232,9 @@ pub const NOT_APPLICABLE: &[(&str, &str)] = &[
     ),
     (
         "server-sse-polling",
-        "needs the GET stream and resumable events, which are not offered",
+        "resumes streams with event ids and Last-Event-ID, which are not offered (both revisions allow that)",
     ),
-    (
-        "server-sse-multiple-streams",
-        "needs the GET stream, which is not offered",
-    ),
-];
+    ];
 
 /// The auth hop's process, ended when dropped (a failing test leaves none behind).
 pub struct Hop(std::process::Child);
