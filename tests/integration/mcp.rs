@@ -823,6 +823,51 @@ fn hostile_input_to_mcp_is_answered_as_the_transport_says() {
 }
 
 #[test]
+fn a_caller_past_its_streams_is_answered_429_as_over_a2a() {
+    let c = Builder::default().flag("-max-admin-streams=1").start();
+    let (body, headers) = modern(
+        "subscriptions/listen",
+        json!({"notifications": {"resourcesListChanged": true}}),
+    );
+    let mut first = open_stream(c.addr, TOKEN, &body, &headers);
+    let ack = next_event(&mut first);
+    assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
+    let second = post(c.addr, TOKEN, body.to_string().as_bytes(), &headers);
+    assert_eq!(second.status, 429, "{}", second.text());
+    assert!(second.header("Retry-After").is_some());
+    assert_eq!(second.json()["jsonrpc"], "2.0");
+    // A call that streams nothing is not held back by the stream's place.
+    let (list, list_headers) = modern("tools/list", json!({}));
+    assert_eq!(
+        post(c.addr, TOKEN, list.to_string().as_bytes(), &list_headers).status,
+        200
+    );
+    // The place is given back when the stream's client goes.
+    drop(first);
+    wait_until(
+        "the stream's place is free again",
+        Duration::from_secs(10),
+        || {
+            let mut s = TcpStream::connect(c.addr).unwrap();
+            let text = body.to_string();
+            let mut head = format!(
+            "POST /mcp HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\n",
+            text.len()
+        );
+            for (k, v) in &headers {
+                head.push_str(&format!("{k}: {v}\r\n"));
+            }
+            head.push_str("\r\n");
+            s.write_all(head.as_bytes()).unwrap();
+            s.write_all(text.as_bytes()).unwrap();
+            let mut line = String::new();
+            BufReader::new(s).read_line(&mut line).unwrap();
+            line.starts_with("HTTP/1.1 200")
+        },
+    );
+}
+
+#[test]
 fn server_discover_names_both_revisions_and_mcp_false_turns_the_endpoint_off() {
     let c = controller();
     let d = call_modern(c.addr, TOKEN, "server/discover", json!({}));

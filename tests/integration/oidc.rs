@@ -203,3 +203,36 @@ fn an_issuer_that_cannot_be_trusted_or_reached_stops_startup() {
         "{e}"
     );
 }
+
+/// `/mcp` authenticates as `/a2a` does: an OIDC caller's tools work, an expired token is 401
+/// with the challenge.
+#[test]
+fn an_oidc_caller_reaches_mcp_as_it_reaches_a2a() {
+    let Some(python) = python() else { return };
+    let issuer = Issuer::start(&python, &[]);
+    let mut b = Builder::default();
+    for f in oidc_flags(issuer.issuer()) {
+        b = b.flag(&f);
+    }
+    let c = b.start();
+    let created = crate::mcp::call_modern(
+        c.addr,
+        &issuer.token("rs256"),
+        "tools/call",
+        json!({"name": "create", "arguments": {"task": "oidc-mcp"}}),
+    );
+    let result = &created["result"];
+    assert_eq!(result["isError"], false, "{created}");
+    crate::secrets::remember(result["structuredContent"]["token"].as_str().unwrap());
+    let (body, headers) = crate::mcp::modern("tools/list", json!({}));
+    let refused = crate::mcp::post(
+        c.addr,
+        &issuer.token("expired"),
+        body.to_string().as_bytes(),
+        &headers,
+    );
+    assert_eq!(refused.status, 401);
+    assert!(refused
+        .header("WWW-Authenticate")
+        .is_some_and(|v| v.starts_with("Bearer")));
+}
