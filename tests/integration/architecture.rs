@@ -127,6 +127,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "control::pool",
             "control::pool::plan",
             "control::pool::key",
+            "control::pool::demand",
             "control::watch",
             "control::watch::follow",
             "control",

@@ -22,6 +22,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
+pub mod demand;
 mod key;
 mod plan;
 
