@@ -115,6 +115,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "backend::local::workspaces",
             "backend::local::check",
             "backend::local::lifetime",
+            "backend::local::fork",
         ],
     ),
     (

@@ -24,6 +24,7 @@
 mod check;
 mod command;
 mod create;
+pub mod fork;
 pub(crate) mod gui;
 mod lifetime;
 mod status;

@@ -1,0 +1,188 @@
+//! A workspace directory copied for another task (a fork), on the local backend: files with
+//! their contents and modes, directories with theirs, symbolic links as links — never
+//! followed, so a link that points out of the workspace copies nothing from out there. The copy
+//! is made beside its destination under a name that marks it unfinished and renamed into place
+//! when whole, so a copy cut off halfway (the controller killed) is never taken for a
+//! workspace; [`remove_unfinished`] clears what such a copy left.
+//!
+//! The first step of tasks that start from another task's files: not yet reached by an
+//! operation (the next step adds `copy_workspace` and create's `from_task`).
+
+use std::fs;
+use std::io;
+use std::os::unix::fs::{symlink, PermissionsExt};
+use std::path::Path;
+
+/// What marks a copy that is not finished: `<name>.copying-<nonce>`.
+const UNFINISHED: &str = ".copying-";
+
+/// What a copy made.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Copied {
+    pub files: u64,
+    pub bytes: u64,
+    pub links: u64,
+    pub dirs: u64,
+}
+
+/// Copies the directory `from` to `to`, which must not exist. `nonce` names the unfinished
+/// copy (one per copy, so two copies never share it).
+pub fn copy_tree(from: &Path, to: &Path, nonce: &str) -> io::Result<Copied> {
+    if fs::symlink_metadata(to).is_ok() {
+        return Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            format!("{} exists already", to.display()),
+        ));
+    }
+    let name = to.file_name().ok_or_else(|| {
+        io::Error::new(io::ErrorKind::InvalidInput, "a destination without a name")
+    })?;
+    let unfinished = to.with_file_name(format!("{}{UNFINISHED}{nonce}", name.to_string_lossy()));
+    let mut copied = Copied::default();
+    let made = copy_dir(from, &unfinished, &mut copied).and_then(|()| fs::rename(&unfinished, to));
+    if let Err(e) = made {
+        let _ = fs::remove_dir_all(&unfinished);
+        return Err(e);
+    }
+    Ok(copied)
+}
+
+/// Copies one directory, then its mode (last, so a read-only directory is still filled).
+fn copy_dir(from: &Path, to: &Path, copied: &mut Copied) -> io::Result<()> {
+    let meta = fs::symlink_metadata(from)?;
+    if !meta.is_dir() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} is not a directory", from.display()),
+        ));
+    }
+    fs::create_dir(to)?;
+    fs::set_permissions(to, fs::Permissions::from_mode(0o700))?;
+    for entry in fs::read_dir(from)? {
+        let entry = entry?;
+        let (source, target) = (entry.path(), to.join(entry.file_name()));
+        let kind = entry.file_type()?;
+        if kind.is_symlink() {
+            symlink(fs::read_link(&source)?, &target)?;
+            copied.links += 1;
+        } else if kind.is_dir() {
+            copy_dir(&source, &target, copied)?;
+        } else if kind.is_file() {
+            copied.bytes += fs::copy(&source, &target)?;
+            copied.files += 1;
+        } else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "{} is neither a file, a directory nor a link: not copied",
+                    source.display()
+                ),
+            ));
+        }
+    }
+    copied.dirs += 1;
+    fs::set_permissions(
+        to,
+        fs::Permissions::from_mode(meta.permissions().mode() & 0o7777),
+    )
+}
+
+/// Removes what copies cut off halfway left in `dir`; how many it removed.
+pub fn remove_unfinished(dir: &Path) -> io::Result<usize> {
+    let mut removed = 0;
+    for entry in fs::read_dir(dir)? {
+        let entry = entry?;
+        if entry.file_name().to_string_lossy().contains(UNFINISHED) {
+            let path = entry.path();
+            // Made by this backend as a private, writable tree: writable again before removal.
+            let _ = fs::set_permissions(&path, fs::Permissions::from_mode(0o700));
+            fs::remove_dir_all(&path)?;
+            removed += 1;
+        }
+    }
+    Ok(removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("a2a-fork-{}-{name}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn mode(p: &Path) -> u32 {
+        fs::symlink_metadata(p).unwrap().permissions().mode() & 0o7777
+    }
+
+    #[test]
+    fn a_copy_keeps_files_modes_and_links_and_never_follows_a_link_out() {
+        let root = scratch("copy");
+        let (src, dst) = (root.join("src"), root.join("dst"));
+        fs::create_dir_all(src.join("sub/deeper")).unwrap();
+        fs::write(src.join("run.sh"), "#!/bin/sh\necho hi\n").unwrap();
+        fs::set_permissions(src.join("run.sh"), fs::Permissions::from_mode(0o750)).unwrap();
+        fs::write(src.join("sub/notes.txt"), "half done").unwrap();
+        fs::set_permissions(src.join("sub/notes.txt"), fs::Permissions::from_mode(0o640)).unwrap();
+        fs::set_permissions(src.join("sub/deeper"), fs::Permissions::from_mode(0o555)).unwrap();
+        symlink("sub/notes.txt", src.join("inside")).unwrap();
+        let secret = root.join("outside-secret");
+        fs::write(&secret, "not to be copied").unwrap();
+        symlink(&secret, src.join("outside")).unwrap();
+
+        let copied = copy_tree(&src, &dst, "n1").unwrap();
+        assert_eq!(
+            (copied.files, copied.links, copied.dirs),
+            (2, 2, 3),
+            "{copied:?}"
+        );
+        assert_eq!(
+            fs::read_to_string(dst.join("sub/notes.txt")).unwrap(),
+            "half done"
+        );
+        assert_eq!(mode(&dst.join("run.sh")), 0o750);
+        assert_eq!(mode(&dst.join("sub/notes.txt")), 0o640);
+        assert_eq!(mode(&dst.join("sub/deeper")), 0o555);
+        assert_eq!(
+            fs::read_link(dst.join("inside")).unwrap(),
+            Path::new("sub/notes.txt")
+        );
+        // The link out is a link, as it was: nothing from out there came in.
+        assert_eq!(fs::read_link(dst.join("outside")).unwrap(), secret);
+        assert_eq!(copied.bytes, "#!/bin/sh\necho hi\n".len() as u64 + 9);
+        // The source is untouched, and a second copy onto the first is refused.
+        assert_eq!(
+            fs::read_to_string(src.join("sub/notes.txt")).unwrap(),
+            "half done"
+        );
+        let again = copy_tree(&src, &dst, "n2").unwrap_err();
+        assert_eq!(again.kind(), io::ErrorKind::AlreadyExists);
+        fs::set_permissions(dst.join("sub/deeper"), fs::Permissions::from_mode(0o755)).unwrap();
+        fs::set_permissions(src.join("sub/deeper"), fs::Permissions::from_mode(0o755)).unwrap();
+        fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn a_copy_cut_off_halfway_is_never_in_place_and_is_cleared() {
+        let root = scratch("cut");
+        let (src, dst) = (root.join("src"), root.join("dst"));
+        fs::create_dir_all(&src).unwrap();
+        fs::write(src.join("a"), "a").unwrap();
+        // What a killed copy leaves: the unfinished tree, no destination.
+        fs::create_dir_all(root.join("dst.copying-dead/partial")).unwrap();
+        assert!(!dst.exists());
+        assert_eq!(remove_unfinished(&root).unwrap(), 1);
+        assert!(!root.join("dst.copying-dead").exists());
+        // A copy that fails (a source that is not a directory) leaves nothing either.
+        let failed = copy_tree(&src.join("a"), &dst, "n3");
+        assert!(failed.is_err());
+        assert!(!dst.exists() && !root.join("dst.copying-n3").exists());
+        copy_tree(&src, &dst, "n4").unwrap();
+        assert_eq!(remove_unfinished(&root).unwrap(), 0);
+        fs::remove_dir_all(&root).unwrap();
+    }
+}
