@@ -61,11 +61,7 @@ impl Call {
             .ok_or_else(|| RpcError::params("tools/call needs the tool's name"))?;
         let abilities = control.backend().abilities();
         let tool = tools::find(name)
-            .filter(|t| match t.needs {
-                None => true,
-                Some(tools::Needs::Renewal) => abilities.renewal.is_some(),
-                Some(tools::Needs::Suspension) => abilities.suspension.is_some(),
-            })
+            .filter(|t| t.available(&abilities))
             .ok_or_else(|| {
                 let shown: String = name.chars().take(64).collect();
                 RpcError::params(format!("Unknown tool: {shown:?} (tools/list names them)"))
@@ -96,6 +92,11 @@ impl Call {
             id: id.clone(),
             progress_token,
         })
+    }
+
+    /// Whether it waits for a worker (and can be cancelled while it does).
+    pub fn waits(&self) -> bool {
+        self.tool.waits
     }
 
     /// Runs the call: streamed when it waits and the client takes a stream, else answered

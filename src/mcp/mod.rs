@@ -190,23 +190,17 @@ impl Mcp {
     /// `prompts/list`: none. Served (empty) so that a client listing every kind of thing,
     /// and caching the answer, is told so rather than refused.
     fn prompts(&self, era: &Era) -> Value {
-        let mut result = json!({ "prompts": [] });
-        if era.modern() {
-            result["ttlMs"] = json!(60_000);
-            result["cacheScope"] = json!("public");
-        }
-        result
+        wire::cacheable(era.modern(), json!({ "prompts": [] }), wire::Cache::Public)
     }
 
     /// `server/discover` (2026-07-28).
     fn discover(&self) -> Value {
-        json!({
+        let result = json!({
             "supportedVersions": wire::supported(),
             "capabilities": Mcp::capabilities(),
             "instructions": Mcp::instructions(),
-            "ttlMs": 60_000,
-            "cacheScope": "public",
-        })
+        });
+        wire::cacheable(true, result, wire::Cache::Public)
     }
 
     /// `initialize` (the handshake revisions): the revision asked for when served here, else
@@ -258,19 +252,10 @@ impl Mcp {
         let abilities = self.control.backend().abilities();
         let tools: Vec<Value> = tools::all()
             .iter()
-            .filter(|t| match t.needs {
-                None => true,
-                Some(tools::Needs::Renewal) => abilities.renewal.is_some(),
-                Some(tools::Needs::Suspension) => abilities.suspension.is_some(),
-            })
+            .filter(|t| t.available(&abilities))
             .map(|t| t.described.clone())
             .collect();
-        let mut result = json!({ "tools": tools });
-        if era.modern() {
-            result["ttlMs"] = json!(60_000);
-            result["cacheScope"] = json!("public");
-        }
-        result
+        wire::cacheable(era.modern(), json!({ "tools": tools }), wire::Cache::Public)
     }
 
     fn tools_call(
@@ -289,9 +274,10 @@ impl Mcp {
             true => Arc::clone(&self.stamp),
             false => Arc::from(""),
         };
+        // Only a call that waits can be cancelled while it runs: the others are not registered.
         let (cancel, registered) = match era.session() {
-            Some(session) => self.cancellable(session, id),
-            None => Default::default(),
+            Some(session) if call.waits() => self.cancellable(session, id),
+            _ => Default::default(),
         };
         call.run(head.accepts_events, cancel, registered, stamp)
     }

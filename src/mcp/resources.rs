@@ -46,12 +46,8 @@ pub fn record_uri(worker_id: &str) -> String {
 }
 
 /// Cache hints of a 2026-07-28 result: what a caller sees changes at any time, and is its own.
-fn cacheable(era: &Era, mut result: Value) -> Value {
-    if era.modern() {
-        result["ttlMs"] = json!(0);
-        result["cacheScope"] = json!("private");
-    }
-    result
+fn cacheable(era: &Era, result: Value) -> Value {
+    wire::cacheable(era.modern(), result, wire::Cache::Private)
 }
 
 /// The workers `caller` sees, through `list`.

@@ -120,6 +120,16 @@ fn widened(mut success: Value, error: &Value) -> Value {
 }
 
 impl Tool {
+    /// Whether the backend has what the tool needs (renew, suspend and resume are not every
+    /// backend's).
+    pub fn available(&self, abilities: &crate::backend::Abilities<'_>) -> bool {
+        match self.needs {
+            None => true,
+            Some(Needs::Renewal) => abilities.renewal.is_some(),
+            Some(Needs::Suspension) => abilities.suspension.is_some(),
+        }
+    }
+
     fn properties(&self) -> Option<&Map<String, Value>> {
         self.described["inputSchema"]["properties"].as_object()
     }

@@ -173,6 +173,28 @@ impl Message {
     }
 }
 
+/// Who may keep a 2026-07-28 result, and how long.
+#[derive(Debug, Clone, Copy)]
+pub enum Cache {
+    /// The same for every caller while the controller runs (the tools, the prompts).
+    Public,
+    /// The caller's own, and changing at any time (its workers).
+    Private,
+}
+
+/// `result` with 2026-07-28's cache hints (`ttlMs`, `cacheScope`) when `modern`.
+pub fn cacheable(modern: bool, mut result: Value, cache: Cache) -> Value {
+    if modern {
+        let (ttl, scope) = match cache {
+            Cache::Public => (60_000, "public"),
+            Cache::Private => (0, "private"),
+        };
+        result["ttlMs"] = json!(ttl);
+        result["cacheScope"] = json!(scope);
+    }
+    result
+}
+
 /// A successful response to `id`.
 pub fn result(id: &Value, result: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "result": result})

@@ -141,7 +141,7 @@ impl Binding for McpBinding<'_> {
     }
 
     fn streams(&self, req: &Request, body: &[u8]) -> bool {
-        req.method == "GET" || (head(req).accepts_events && streams(body))
+        req.method == "GET" || (accepts(req.header("Accept"), "text/event-stream") && streams(body))
     }
 
     /// A worker's own token renews over A2A only.
