@@ -29,6 +29,7 @@ mod base64;
 pub mod cli;
 pub mod control;
 pub mod egress;
+mod fork;
 mod hash;
 pub mod http;
 mod json;
@@ -172,13 +173,13 @@ pub fn open_templates(
     let judge = Arc::clone(backend);
     let keyed = settings.pool_key_file.is_some() || settings.auth_token.is_some();
     let accepts = Box::new(move |t: &backend::Template| {
-        if t.pool > 0 && judge.abilities().pools.is_none() {
+        if t.pool.is_kept() && judge.abilities().pools.is_none() {
             return Err(format!(
                 "pool: the {} backend keeps no warm pools; remove pool",
                 judge.kind()
             ));
         }
-        if t.pool > 0 && !keyed {
+        if t.pool.is_kept() && !keyed {
             return Err("pool: a warm pool needs a key its members' secrets come from: set POOL_KEY_FILE (or A2A_AUTH_TOKEN, from which it is derived otherwise)".into());
         }
         judge
@@ -359,7 +360,7 @@ fn start_pool(
     let pooled: Vec<String> = templates
         .current()
         .all()
-        .filter(|t| t.pool > 0)
+        .filter(|t| t.pool.is_kept())
         .map(|t| format!("{} ({})", t.name, t.pool))
         .collect();
     if !pooled.is_empty() {
@@ -376,6 +377,7 @@ fn start_pool(
         &settings.controller_id,
         key,
         settings.pool_activation_timeout,
+        control::pool::demand::Rule::of(&settings.pool_demand),
     );
     Ok(Some(control::pool::Pool::start(&pool)))
 }

@@ -30,6 +30,8 @@ struct Inner {
     creates: BTreeMap<(&'static str, String, &'static str), u64>,
     /// Warm pool members by (template, state), as the pool's last look found them.
     pool_members: BTreeMap<(String, &'static str), u64>,
+    /// Members each pooled template should hold now (fixed, or after the demand).
+    pool_sizes: BTreeMap<String, u64>,
     /// The reaper's last pass: how long it took, and how many workers it looked at.
     reaper_pass: Option<(Duration, usize)>,
     /// The workers by state, as the reaper's last pass listed them.
@@ -116,6 +118,11 @@ impl Metrics {
     /// The pool's members now, by (template, state): replaces what was said before.
     pub fn pool_members(&self, members: BTreeMap<(String, &'static str), u64>) {
         self.lock().pool_members = members;
+    }
+
+    /// The members each pooled template should hold now: replaces what was said before.
+    pub fn pool_sizes(&self, sizes: BTreeMap<String, u64>) {
+        self.lock().pool_sizes = sizes;
     }
 
     /// The reaper's pass that just ended took `took`, over `workers` listed workers.
@@ -229,6 +236,16 @@ impl Inner {
                     format!("template=\"{template}\",state=\"{state}\""),
                     n.to_string(),
                 )
+            }),
+        );
+        family(
+            out,
+            "a2a_pool_wanted",
+            "gauge",
+            "Warm pool members each template should hold now: its fixed size, or what its recent creates ask for, between its min and max.",
+            self.pool_sizes.iter().map(|(template, n)| {
+                let template = label_value(template);
+                (format!("template=\"{template}\""), n.to_string())
             }),
         );
         family(
@@ -360,9 +377,11 @@ mod tests {
             "a2a_controller_worker_creates_total{backend=\"docker\",template=\"coder\",outcome=\"completed\"} 1"
         ));
         m.pool_members(BTreeMap::from([(("coder".to_string(), "ready"), 3)]));
+        m.pool_sizes(BTreeMap::from([("coder".to_string(), 5)]));
         assert!(m
             .render()
             .contains("a2a_pool_members{template=\"coder\",state=\"ready\"} 3"));
+        assert!(m.render().contains("a2a_pool_wanted{template=\"coder\"} 5"));
         assert!(!m.render().contains("a2a_reaper"), "no pass yet, no figure");
         m.reaper_pass(Duration::from_millis(250), 1000);
         let text = m.render();

@@ -19,8 +19,8 @@ pub use crate::backend::labels::{container_name, owner_selector, pod_name};
 pub use crate::backend::local::store::{Record as LocalRecord, Store as LocalStore};
 pub use crate::backend::local::task::{session_id, task_file};
 pub use crate::backend::local::LocalBackend;
-// A workspace copied for another task: the first step of forks, not yet reached by an operation.
-pub use crate::backend::local::fork::{copy_tree, remove_unfinished, Copied};
 pub use crate::backend::worker_env::environment as worker_environment;
 pub use crate::hash::sha256;
 pub use crate::metrics::Metrics;
+// A workspace's files copied for another task (the local backend and `copy-workspace` use it).
+pub use crate::fork::{copy_into, copy_tree, remove_unfinished, Copied};

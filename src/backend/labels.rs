@@ -47,6 +47,9 @@ pub const BINDING: &str = "a2a-worker-controller/binding";
 /// The one-way hash of the worker's token ([`crate::token::Token::hash`]): what lets a worker
 /// renew itself with its own token while no token is stored.
 pub const TOKEN_HASH: &str = "a2a-worker-controller/token-hash";
+/// On a worker from a warm pool: when it was claimed (Unix milliseconds), which is when it
+/// became its task's worker: its `created_at`, and what a pool that follows the demand counts.
+pub const CLAIMED_AT: &str = "a2a-worker-controller/claimed-at";
 /// A caller's metadata key `k` is the label (Docker) or annotation (Kubernetes) `META + k`.
 pub const META: &str = "a2a-worker-controller.meta/";
 
@@ -106,6 +109,17 @@ pub fn meta_of<'a>(entries: impl IntoIterator<Item = (&'a String, &'a String)>) 
         .collect()
 }
 
+/// The label a claim adds to its worker's identity: claimed now.
+pub fn claimed_now() -> (&'static str, String) {
+    (CLAIMED_AT, crate::time::now_millis().to_string())
+}
+
+/// A worker's `created_at`: when it was claimed from a pool, else when the engine made it
+/// (`made_ms`), RFC 3339 to the second.
+pub fn created_at(claimed_ms: Option<u64>, made_ms: u64) -> String {
+    crate::time::rfc3339_secs(claimed_ms.unwrap_or(made_ms) / 1000)
+}
+
 /// `key=value` selectors that match this controller's workers (all must match).
 pub fn owner_selector(controller_id: &str) -> Vec<String> {
     vec![format!("{OWNER}={controller_id}")]
@@ -134,6 +148,8 @@ pub struct Owned {
     pub template: String,
     /// Its token's one-way hash; `""` without the label.
     pub token_hash: String,
+    /// When it was claimed from a warm pool (Unix milliseconds); `None` for a worker made cold.
+    pub claimed_ms: Option<u64>,
 }
 
 /// This controller's labels on an object, read from its label map; every other label is
@@ -153,6 +169,7 @@ pub struct Ours {
     nonce: Option<String>,
     binding: Option<String>,
     token_hash: Option<String>,
+    claimed_ms: Option<u64>,
 }
 
 /// A pool member's labels: whose it is, what it was started as.
@@ -256,6 +273,11 @@ impl<'de> Visitor<'de> for OursVisitor {
                     ours.expires_at = value.parse().ok();
                     continue;
                 }
+                CLAIMED_AT => {
+                    let Text(value) = map.next_value::<Text>()?;
+                    ours.claimed_ms = value.parse().ok();
+                    continue;
+                }
                 other if other.starts_with(META) && other.len() > META.len() => {
                     let key = other[META.len()..].to_string();
                     let Text(value) = map.next_value::<Text>()?;
@@ -307,11 +329,13 @@ pub fn owned(labels: Option<Ours>, controller_id: &str) -> Option<Owned> {
     let expires_at = labels.expires_at.take();
     let metadata = std::mem::take(&mut labels.metadata);
     let token_hash = labels.token_hash.take().unwrap_or_default();
+    let claimed_ms = labels.claimed_ms.take();
     Some(Owned {
         worker_id,
         expires_at,
         metadata,
         token_hash,
+        claimed_ms,
         ..owned_workspace(labels, controller_id)?
     })
 }
@@ -328,6 +352,7 @@ pub fn owned_workspace(labels: Ours, controller_id: &str) -> Option<Owned> {
         expires_at: None,
         metadata: Metadata::new(),
         token_hash: String::new(),
+        claimed_ms: None,
         scope: labels
             .scope
             .filter(|s| !s.is_empty())
@@ -592,6 +617,7 @@ mod tests {
                 scope: "team-a".into(),
                 template: "coder".into(),
                 token_hash: String::new(),
+                claimed_ms: None,
             })
         );
         let mut before_scopes = l.clone();
@@ -653,6 +679,7 @@ mod tests {
                 scope: ADMIN_SCOPE.into(),
                 template: DEFAULT_TEMPLATE.into(),
                 token_hash: String::new(),
+                claimed_ms: None,
             })
         );
         assert!(serde_json::from_str::<Ours>(r#"{"a2a-worker-controller/owner": 7}"#).is_err());

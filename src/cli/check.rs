@@ -13,7 +13,7 @@ fn pool_line(
     backend: &dyn crate::backend::Backend,
     templates: &crate::settings::templates::Templates,
 ) -> Result<Option<String>, String> {
-    let pooled: Vec<_> = templates.all().filter(|t| t.pool > 0).collect();
+    let pooled: Vec<_> = templates.all().filter(|t| t.pool.is_kept()).collect();
     if pooled.is_empty() {
         return Ok(None);
     }
@@ -31,7 +31,14 @@ fn pool_line(
                 .iter()
                 .filter(|m| m.template == t.name && m.state == crate::backend::MemberState::Ready)
                 .count();
-            format!("{} keeps {} ({ready} ready now)", t.name, t.pool)
+            if t.pool.follows_demand() {
+                format!(
+                    "{} keeps {} to {} after the demand ({ready} ready now)",
+                    t.name, t.pool.min, t.pool.max
+                )
+            } else {
+                format!("{} keeps {} ({ready} ready now)", t.name, t.pool)
+            }
         })
         .collect();
     Ok(Some(format!(

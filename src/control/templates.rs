@@ -40,7 +40,11 @@ pub struct TemplateInfo {
 
 #[derive(Serialize)]
 pub struct PoolInfo {
+    /// The members it should hold now: its fixed size, or what the demand asks for.
     pub size: u32,
+    /// Its bounds (equal for a fixed pool).
+    pub min: u32,
+    pub max: u32,
     pub ready: u32,
 }
 
@@ -70,8 +74,10 @@ impl TemplateInfo {
                 path: w.path.clone(),
                 size: w.size.clone(),
             }),
-            pool: (t.pool > 0).then_some(PoolInfo {
-                size: t.pool,
+            pool: t.pool.is_kept().then_some(PoolInfo {
+                size: t.pool.min,
+                min: t.pool.min,
+                max: t.pool.max,
                 ready: 0,
             }),
         }
@@ -249,10 +255,10 @@ impl Control {
             .map(|t| {
                 let mut info = TemplateInfo::of(t);
                 if let Some(p) = &mut info.pool {
-                    p.ready = pools
-                        .iter()
-                        .find(|s| s.template == t.name)
-                        .map_or(0, |s| s.ready);
+                    if let Some(s) = pools.iter().find(|s| s.template == t.name) {
+                        p.ready = s.ready;
+                        p.size = s.size;
+                    }
                 }
                 info
             })

@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::egress::{parse_egress, parse_routes};
-use super::template::{PodTemplate, Template, Workspace, MAX_POOL};
+use super::template::{PodTemplate, PoolSize, Template, Workspace};
 use super::types::OnExpiry;
 use super::values::parse_bytes;
 use crate::time::{duration_text, parse_duration};
@@ -60,7 +60,7 @@ pub(super) struct Entry {
     pod_template: Option<PathBuf>,
     network: Option<String>,
     workspace: Option<WorkspaceEntry>,
-    pool: Option<u32>,
+    pool: Option<Value>,
     egress: Option<Value>,
     egress_routes: Option<Value>,
     runtime: Option<String>,
@@ -144,8 +144,8 @@ pub(super) fn resolve(name: &str, value: &Value, base: &Template) -> Result<Temp
     if let Some(w) = e.workspace {
         t.workspace = Some(workspace(w).map_err(|why| format!("workspace: {why}"))?);
     }
-    if let Some(n) = e.pool {
-        t.pool = n;
+    if let Some(v) = e.pool {
+        t.pool = pool_size(&v).map_err(|why| format!("pool: {why}"))?;
     }
     isolation(&mut t, e.egress, e.egress_routes, e.runtime)?;
     check_pool(&t)?;
@@ -286,19 +286,45 @@ fn pod_template(path: PathBuf) -> Result<PodTemplate, String> {
     Ok(PodTemplate { path, value })
 }
 
-/// A pool is at most [`MAX_POOL`] members, of a template without a per-task workspace (a
-/// member is started before its task is known, so it cannot mount the task's volume).
-pub fn check_pool(t: &Template) -> Result<(), String> {
-    if t.pool > MAX_POOL {
-        return Err(format!("pool: {} is more than {MAX_POOL} members", t.pool));
+/// `pool`: a member count (a fixed pool), or `{"min", "max"}` (one that follows the demand).
+fn pool_size(v: &Value) -> Result<PoolSize, String> {
+    let count = |v: &Value, what: &str| {
+        v.as_u64()
+            .and_then(|n| u32::try_from(n).ok())
+            .ok_or_else(|| format!("{what} must be a member count such as 4, not {v}"))
+    };
+    match v {
+        Value::Object(o) => {
+            if let Some(other) = o.keys().find(|k| *k != "min" && *k != "max") {
+                return Err(format!(
+                    "unknown field {other:?}: a pool that follows the demand is {{\"min\": a, \"max\": b}}"
+                ));
+            }
+            let max = o
+                .get("max")
+                .ok_or("\"max\" is missing: {\"min\": a, \"max\": b}")?;
+            Ok(PoolSize {
+                min: o.get("min").map_or(Ok(0), |m| count(m, "min"))?,
+                max: count(max, "max")?,
+            })
+        }
+        v => Ok(PoolSize::fixed(count(v, "pool")?)),
     }
-    if t.pool > 0 && t.egress.fenced() {
+}
+
+/// A pool is at most [`super::template::MAX_POOL`] members, `min` at most `max`, of a template
+/// without a per-task workspace (a member is started before its task is known, so it cannot
+/// mount the task's volume).
+pub fn check_pool(t: &Template) -> Result<(), String> {
+    t.pool.check().map_err(|why| format!("pool: {why}"))?;
+    let pooled = t.pool.is_kept();
+    if pooled && t.egress.fenced() {
         return Err(
             "pool: a template whose egress is not \"open\" cannot have a pool (a member starts before its worker id is known, so it cannot be given its egress placeholder)"
                 .into(),
         );
     }
-    if t.pool > 0 && t.workspace.is_some() {
+    if pooled && t.workspace.is_some() {
         return Err(
             "pool: a template with a workspace cannot have a pool (a member starts before its task is known, so it cannot mount the task's workspace)"
                 .into(),

@@ -44,8 +44,8 @@ pub use self::help::{help_text, settings_markdown};
 pub use self::specs::{DEFAULT_ANTHROPIC_BASE_URL, DEFAULT_ANTHROPIC_MODEL};
 pub use self::types::{
     BackendSettings, Command, ContainerSettings, DockerSettings, EgressSettings, Fence,
-    K8sSettings, Lifetime, LocalSettings, OidcSettings, OnExpiry, PushSettings, ReplicaSettings,
-    Settings, MIN_AUTH_TOKEN_LEN,
+    K8sSettings, Lifetime, LocalSettings, OidcSettings, OnExpiry, PoolDemand, PushSettings,
+    ReplicaSettings, Settings, MIN_AUTH_TOKEN_LEN,
 };
 pub use self::values::parse_listen;
 pub use self::watched::Watched;

@@ -181,6 +181,11 @@ impl Raw {
             pool: self.pool_size("WORKER_POOL")?,
             pool_key_file: self.optional_path("POOL_KEY_FILE")?,
             pool_activation_timeout: self.duration("POOL_ACTIVATION_TIMEOUT")?,
+            pool_demand: super::types::PoolDemand {
+                window: self.duration("POOL_DEMAND_WINDOW")?,
+                member_start: self.duration("POOL_MEMBER_START")?,
+                idle_after: self.duration("POOL_IDLE_AFTER")?,
+            },
             egress,
         })
     }
@@ -302,16 +307,18 @@ impl Raw {
         Ok(n)
     }
 
-    /// A warm pool's member count, at most [`templates::MAX_POOL`].
-    fn pool_size(&self, name: &'static str) -> Result<u32, Error> {
-        let n: u32 = self.number(name, "a member count such as 4")?;
-        if n > templates::MAX_POOL {
-            return Err(invalid(
+    /// A warm pool's size: `N` members, or `MIN-MAX` after the demand; at most
+    /// [`templates::MAX_POOL`].
+    fn pool_size(&self, name: &'static str) -> Result<templates::PoolSize, Error> {
+        let v = self.get(name);
+        let size = templates::PoolSize::parse(&v).ok_or_else(|| {
+            invalid(
                 name,
-                format!("{n} is more than {} members", templates::MAX_POOL),
-            ));
-        }
-        Ok(n)
+                format!("{v:?} is not a member count such as 4, or bounds such as 0-8"),
+            )
+        })?;
+        size.check().map_err(|why| invalid(name, why))?;
+        Ok(size)
     }
 
     /// The model route's key from `ANTHROPIC_AUTH_TOKEN_FILE` (the variable itself is read

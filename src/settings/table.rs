@@ -245,7 +245,25 @@ pub(super) const SPECS: &[Spec] = &[
         Templates,
         "WORKER_POOL",
         "0",
-        "warm pool of the default template: started, unbound members kept per controller id, bound to a task at create (docker and k8s; a templates file says pool per template)",
+        "warm pool of the default template: started, unbound members kept per controller id, bound to a task at create (docker and k8s; a templates file says pool per template); N, or MIN-MAX to follow the demand",
+    ),
+    s(
+        Templates,
+        "POOL_DEMAND_WINDOW",
+        "60s",
+        "a pool that follows the demand (MIN-MAX) counts its template's creates over this window",
+    ),
+    s(
+        Templates,
+        "POOL_MEMBER_START",
+        "5s",
+        "how long a pool member takes to start, for sizing a pool that follows the demand: it holds the creates expected meanwhile, plus one",
+    ),
+    s(
+        Templates,
+        "POOL_IDLE_AFTER",
+        "10m",
+        "with no create of its template for this long, a pool that follows the demand sinks to its MIN",
     ),
     s(
         Templates,

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use super::egress::{Egress, Route};
 use super::types::Lifetime;
+pub use super::types::PoolSize;
 
 /// The template a create without `"template"` gets.
 pub const DEFAULT_TEMPLATE: &str = "default";
@@ -50,8 +51,9 @@ pub struct Template {
     /// The task's workspace: a volume that outlives its workers.
     pub workspace: Option<Workspace>,
     /// How many started, unbound members of this template each controller id keeps ready
-    /// (a warm pool; 0: none). A create takes one and binds it to its task.
-    pub pool: u32,
+    /// (a warm pool; `0..0`: none): a fixed number, or between a minimum and a maximum after
+    /// the demand. A create takes one and binds it to its task.
+    pub pool: PoolSize,
     /// What its workers may reach (`open`: anything; otherwise only the egress proxy).
     pub egress: Egress,
     /// Destinations the egress proxy calls for its workers, adding a secret header.
@@ -82,7 +84,7 @@ impl Template {
             pod_template: None,
             network: None,
             workspace: None,
-            pool: 0,
+            pool: PoolSize::NONE,
             egress: Egress::Open,
             egress_routes: Vec::new(),
             runtime: None,
@@ -90,8 +92,7 @@ impl Template {
     }
 }
 
-/// The largest warm pool one template may ask for.
-pub const MAX_POOL: u32 = 64;
+pub use super::types::MAX_POOL;
 
 /// A template's own pod template: where it was read from, and what it holds.
 #[derive(Debug, Clone, PartialEq)]

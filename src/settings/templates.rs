@@ -29,7 +29,7 @@ use serde_json::Value;
 
 use super::entry;
 pub use super::template::{
-    PodTemplate, Template, Workspace, DEFAULT_READY_PATH, DEFAULT_TEMPLATE, MAX_POOL,
+    PodTemplate, PoolSize, Template, Workspace, DEFAULT_READY_PATH, DEFAULT_TEMPLATE, MAX_POOL,
 };
 use super::types::{BackendSettings, Settings};
 use super::watched::Watched;
@@ -377,6 +377,48 @@ mod tests {
         assert!(load(&p, &base(), &refuse)
             .unwrap_err()
             .ends_with("template \"coder\": no"));
+    }
+
+    #[test]
+    fn a_pool_is_a_fixed_count_or_bounds_to_follow_the_demand() {
+        let p = file(
+            "pools",
+            r#"{"templates": {"fixed": {"image": "a:1", "pool": 3},
+                              "demand": {"image": "a:1", "pool": {"min": 0, "max": 8}},
+                              "floor": {"image": "a:1", "pool": {"max": 4}}}}"#,
+        );
+        let t = load(&p, &base(), &ok).unwrap();
+        let fixed = t.get("fixed").unwrap().pool;
+        assert_eq!((fixed, fixed.follows_demand()), (PoolSize::fixed(3), false));
+        let demand = t.get("demand").unwrap().pool;
+        assert_eq!((demand.min, demand.max), (0, 8));
+        assert!(demand.follows_demand() && demand.is_kept());
+        assert_eq!(demand.to_string(), "0-8");
+        assert_eq!(t.get("floor").unwrap().pool, PoolSize { min: 0, max: 4 });
+        for (text, says) in [
+            (r#"{"min": 5, "max": 2}"#, "pool: min 5 is more than max 2"),
+            (r#"{"min": 1}"#, "pool: \"max\" is missing"),
+            (
+                r#"{"min": 0, "max": 99}"#,
+                "pool: 99 is more than 64 members",
+            ),
+            (r#"{"min": 0, "most": 9}"#, "pool: unknown field \"most\""),
+            (r#"-1"#, "pool: pool must be a member count"),
+            (
+                r#"{"min": "a", "max": 2}"#,
+                "pool: min must be a member count",
+            ),
+        ] {
+            let p = file(
+                "bad-pool",
+                &format!(r#"{{"templates": {{"a": {{"image": "a:1", "pool": {text}}}}}}}"#),
+            );
+            let e = load(&p, &base(), &ok).unwrap_err();
+            assert!(e.contains(says), "{text}: {e}");
+        }
+        assert_eq!(PoolSize::parse("2-8"), Some(PoolSize { min: 2, max: 8 }));
+        assert_eq!(PoolSize::parse("4"), Some(PoolSize::fixed(4)));
+        assert_eq!(PoolSize::parse("four"), None);
     }
 
     #[test]

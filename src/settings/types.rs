@@ -70,7 +70,9 @@ pub struct Settings {
     /// deleted).
     pub workspace_ttl: Option<Duration>,
     /// `WORKER_POOL`: the default template's warm pool (members kept started per controller id).
-    pub pool: u32,
+    pub pool: PoolSize,
+    /// `POOL_DEMAND_*`: how a pool between a minimum and a maximum follows the demand.
+    pub pool_demand: PoolDemand,
     /// `POOL_KEY_FILE`: the key pool members' activation secrets are derived from (every
     /// replica of one controller id reads the same); `None`: derived from `A2A_AUTH_TOKEN`.
     pub pool_key_file: Option<PathBuf>,
@@ -78,6 +80,19 @@ pub struct Settings {
     pub pool_activation_timeout: Duration,
     /// `EGRESS_*`: the fence and the egress proxy (`a2a-worker-controller egress`).
     pub egress: EgressSettings,
+}
+
+/// How a pool that follows the demand sizes itself (`control::pool::demand` applies it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolDemand {
+    /// `POOL_DEMAND_WINDOW`: the claim rate is taken over this window.
+    pub window: Duration,
+    /// `POOL_MEMBER_START`: how long a member takes to start (claims that come meanwhile
+    /// would be cold without a member ready for each).
+    pub member_start: Duration,
+    /// `POOL_IDLE_AFTER`: with no create of the template for this long, its pool sinks to its
+    /// minimum.
+    pub idle_after: Duration,
 }
 
 /// `EGRESS_*`: what fenced workers are given (the controller's side) and how the egress
@@ -278,3 +293,68 @@ pub struct LocalSettings {
 }
 
 pub const MIN_AUTH_TOKEN_LEN: usize = 16;
+
+/// The largest warm pool one template may ask for.
+pub const MAX_POOL: u32 = 64;
+
+/// A template's warm pool: `min == max` is a fixed pool (`pool: N`), `min < max` one that
+/// follows the demand (`pool: {"min", "max"}`), `max == 0` none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PoolSize {
+    pub min: u32,
+    pub max: u32,
+}
+
+impl PoolSize {
+    /// No pool.
+    pub const NONE: PoolSize = PoolSize { min: 0, max: 0 };
+
+    /// A fixed pool of `n` members.
+    pub fn fixed(n: u32) -> PoolSize {
+        PoolSize { min: n, max: n }
+    }
+
+    /// Whether the template keeps a pool at all.
+    pub fn is_kept(&self) -> bool {
+        self.max > 0
+    }
+
+    /// Whether its size follows the demand (between `min` and `max`).
+    pub fn follows_demand(&self) -> bool {
+        self.min < self.max
+    }
+
+    /// Checks the bounds: `min` at most `max`, `max` at most [`MAX_POOL`].
+    pub fn check(&self) -> Result<(), String> {
+        if self.min > self.max {
+            return Err(format!("min {} is more than max {}", self.min, self.max));
+        }
+        if self.max > MAX_POOL {
+            return Err(format!("{} is more than {} members", self.max, MAX_POOL));
+        }
+        Ok(())
+    }
+
+    /// Reads `N`, or `MIN-MAX` (the default template's `WORKER_POOL`).
+    pub fn parse(text: &str) -> Option<PoolSize> {
+        let size = match text.trim().split_once('-') {
+            Some((min, max)) => PoolSize {
+                min: min.trim().parse().ok()?,
+                max: max.trim().parse().ok()?,
+            },
+            None => PoolSize::fixed(text.trim().parse().ok()?),
+        };
+        Some(size)
+    }
+}
+
+impl std::fmt::Display for PoolSize {
+    /// `4`, or `0-8` for one that follows the demand.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.follows_demand() {
+            write!(f, "{}-{}", self.min, self.max)
+        } else {
+            write!(f, "{}", self.max)
+        }
+    }
+}

@@ -268,7 +268,7 @@ function describeTemplate() {
   if (t.memory_bytes) parts.push(`${Math.round(t.memory_bytes / 1048576)} MiB`);
   if (t.cpus) parts.push(`${t.cpus} CPUs`);
   if (t.workspace) parts.push(`workspace ${t.workspace.path} (${t.workspace.size})`);
-  if (t.pool) parts.push(`warm pool of ${t.pool.size}`);
+  if (t.pool) parts.push(t.pool.min < t.pool.max ? `warm pool of ${t.pool.min}–${t.pool.max} after the demand` : `warm pool of ${t.pool.size}`);
   if (t.description) parts.unshift(t.description);
   text($('template-about'), parts.join(' · '));
 }
@@ -295,7 +295,7 @@ async function loadTemplates() {
 // again every 5 s.
 function renderPools(list) {
   const pooled = list.filter((t) => t.pool);
-  text($('pools'), pooled.length ? `warm pool: ${pooled.map((t) => `${t.name} ${t.pool.ready}/${t.pool.size} ready`).join(' · ')}` : '');
+  text($('pools'), pooled.length ? `warm pool: ${pooled.map((t) => `${t.name} ${t.pool.ready}/${t.pool.size} ready${t.pool.min < t.pool.max ? ` (${t.pool.min}–${t.pool.max})` : ''}`).join(' · ')}` : '');
 }
 async function refreshPools() {
   try {

@@ -27,6 +27,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "pem",
             "secret_file",
             "base64",
+            "fork",
             // A seam of its own, which whatever lists replicas implements (k8s does).
             "replicas::discovery",
         ],
@@ -115,7 +116,6 @@ const LAYERS: &[(&str, &[&str])] = &[
             "backend::local::workspaces",
             "backend::local::check",
             "backend::local::lifetime",
-            "backend::local::fork",
         ],
     ),
     (

@@ -42,6 +42,7 @@ mod oidc;
 mod oidc_provider;
 mod panic_policy;
 mod pool;
+mod pool_demand;
 mod push;
 mod renewals;
 mod replicas;

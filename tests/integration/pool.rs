@@ -36,7 +36,7 @@ fn ps(socket: &Path, id: &str, label: &str, format: &str) -> String {
 }
 
 /// The unclaimed members of controller `id`: (container id, name), by name.
-fn members(socket: &Path, id: &str) -> Vec<(String, String)> {
+pub fn members(socket: &Path, id: &str) -> Vec<(String, String)> {
     let out = ps(
         socket,
         id,
@@ -71,7 +71,7 @@ fn all_containers(socket: &Path, id: &str) -> Vec<String> {
 
 /// Waits until `ok` holds (at most 60 s), saying `what` when it never does.
 /// Waits until controller `id` has `n` running members of the pool.
-fn wait_members(socket: &Path, id: &str, n: usize) -> Vec<(String, String)> {
+pub fn wait_members(socket: &Path, id: &str, n: usize) -> Vec<(String, String)> {
     let mut found = Vec::new();
     wait_until(&format!("{n} pool members"), PATIENCE, || {
         found = members(socket, id);
@@ -107,7 +107,7 @@ pub fn listed(p: &Proc) -> Vec<Value> {
 }
 
 /// Whether worker `worker_id`'s container was a pool member (a cold one carries its id).
-fn was_pooled(socket: &Path, worker_id: &str, id: &str) -> bool {
+pub fn was_pooled(socket: &Path, worker_id: &str, id: &str) -> bool {
     let out = ps(
         socket,
         id,

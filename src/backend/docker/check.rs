@@ -76,9 +76,9 @@ impl DockerBackend {
             }
             Ok(None) => {}
         }
-        let pool = match t.pool {
-            0 => String::new(),
-            n => format!(", speaks the activation contract, pool of {n}"),
+        let pool = match t.pool.is_kept() {
+            false => String::new(),
+            true => format!(", speaks the activation contract, pool of {}", t.pool),
         };
         let fence = match &t.egress {
             e if e.fenced() => format!(

@@ -196,7 +196,7 @@ impl DockerBackend {
     /// Whether image `t.image` says it speaks the activation contract: `Ok(None)` yes (or no
     /// pool asked), `Ok(Some(why))` no, `Err` the engine could not say.
     pub(super) fn pool_image_refusal(&self, t: &Template) -> Result<Option<String>, BackendError> {
-        if t.pool == 0 {
+        if !t.pool.is_kept() {
             return Ok(None);
         }
         match self.engine.image_labels(&t.image).map_err(engine_error)? {
@@ -431,6 +431,8 @@ impl members::ClaimSteps for DockerBackend {
             labels::BINDING.to_string(),
             key_of(&member.name, &member.nonce),
         );
+        let (claimed, at) = labels::claimed_now();
+        binding.insert(claimed.to_string(), at);
         if let Err(e) = self.engine.create_volume(&volume, &json!(binding)) {
             self.remove_quietly(&member.id);
             return Err(ClaimError::Task(engine_error(e)));

@@ -8,7 +8,6 @@ use super::wire::{Inspect, State, Summary};
 use super::{ended, engine_error, pool, workspace, DockerBackend};
 use crate::backend::labels;
 use crate::backend::{BackendError, BackendKind, Worker, WorkerState};
-use crate::time::rfc3339_secs;
 
 /// A container's inspected reason and port, and how the list showed it then.
 #[derive(Debug, Clone)]
@@ -264,7 +263,7 @@ impl DockerBackend {
             port = port.or(record.port);
         }
         let (port, host_port) = port.unwrap_or((self.container.port, None));
-        let created_at = rfc3339_secs(c.created.max(0) as u64);
+        let created_at = labels::created_at(owned.claimed_ms, c.created.max(0) as u64 * 1000);
         let a2a_url = match c.ip_on(&self.docker.egress_network) {
             Some(ip) => super::fence::fenced_url(ip, port),
             None => self.url_for(name, port, host_port),

@@ -248,7 +248,7 @@ impl K8sBackend {
                 }
             }
         }
-        if template.pool > 0 {
+        if template.pool.is_kept() {
             match self.may("patch", "pods", "") {
                 Ok((true, _)) => {}
                 Ok((false, why)) => {
@@ -271,7 +271,7 @@ impl K8sBackend {
                 "image {}: a worker pod passes validation and admission (dry run of {name}: nothing created){}{}",
                 template.image,
                 if template.workspace.is_some() { "; may keep its workspace claims" } else { "" },
-                if template.pool > 0 {
+                if template.pool.is_kept() {
                     "; may patch pods, and a claim's binding pod passes too (whether the image speaks the activation contract is asked of each member's card: the API cannot read image labels)"
                 } else {
                     ""

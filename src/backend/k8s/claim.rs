@@ -162,6 +162,7 @@ fn claimed_labels(spec: &CreateSpec) -> serde_json::Map<String, Value> {
         &spec.token.hash(),
     )
     .into_iter()
+    .chain([labels::claimed_now()])
     .map(|(k, v)| (k.to_string(), json!(v)))
     .collect()
 }

@@ -51,7 +51,7 @@ use super::{
     Refusal, Subject, Worker, WorkerState,
 };
 use crate::settings::{ContainerSettings, K8sSettings};
-use crate::time::{parse_rfc3339_millis, rfc3339_secs};
+use crate::time::parse_rfc3339_millis;
 
 /// Grace period a worker pod gets on stop.
 const STOP_GRACE_SECS: u64 = 10;
@@ -225,23 +225,18 @@ impl K8sBackend {
             .map(labels::meta_of)
             .unwrap_or_default();
         let created = parse_rfc3339_millis(&pod.metadata.creation_timestamp).unwrap_or(0);
+        let created_at = labels::created_at(owned.claimed_ms, created);
         let (state, reason) = pod.state();
         let port = pod.worker_port().unwrap_or(self.container.port);
         Some(Worker {
             a2a_url: self.url_for(&pod.metadata.name, port),
             reason,
-            ..Worker::new(
-                BackendKind::K8s,
-                owned.worker_id,
-                task,
-                state,
-                rfc3339_secs(created / 1000),
-            )
-            .expiring(owned.expires_at)
-            .tagged(metadata)
-            .scoped(owned.scope)
-            .templated(owned.template)
-            .hashed(owned.token_hash)
+            ..Worker::new(BackendKind::K8s, owned.worker_id, task, state, created_at)
+                .expiring(owned.expires_at)
+                .tagged(metadata)
+                .scoped(owned.scope)
+                .templated(owned.template)
+                .hashed(owned.token_hash)
         })
     }
 }

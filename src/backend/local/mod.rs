@@ -24,7 +24,6 @@
 mod check;
 mod command;
 mod create;
-pub mod fork;
 pub(crate) mod gui;
 mod lifetime;
 mod status;

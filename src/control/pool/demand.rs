@@ -10,25 +10,14 @@
 //! burst's first seconds. After `idle_after` without a claim the pool sinks to `min` (which may
 //! be 0). A fixed `pool: N` is bounds `{N, N}` and wants N whatever the demand.
 //!
-//! Not yet wired: the refill loop still fills a template's `pool` slots; the next step reads
-//! `pool: {"min", "max"}` from templates and fills slots `0..wanted`, shrinking by removing
-//! unclaimed members of the slots above, oldest first.
+//! The pool (`mod.rs`) reads the claim times from the template's workers as the engine lists
+//! them (a worker from the pool is listed as created when it was claimed), fills slots until
+//! it holds the size wanted, and removes its oldest unclaimed members above it.
 
 use std::time::Duration;
 
-/// A template's pool bounds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Bounds {
-    pub min: u32,
-    pub max: u32,
-}
-
-impl Bounds {
-    /// A fixed pool of `n` members.
-    pub fn fixed(n: u32) -> Bounds {
-        Bounds { min: n, max: n }
-    }
-}
+pub use crate::settings::templates::PoolSize as Bounds;
+use crate::settings::PoolDemand;
 
 /// How demand turns into a size.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,6 +33,16 @@ pub struct Rule {
 }
 
 impl Rule {
+    /// The rule the settings describe, holding one member beyond the rate.
+    pub fn of(settings: &PoolDemand) -> Rule {
+        Rule {
+            window: settings.window,
+            ready: settings.member_start,
+            headroom: 1,
+            idle_after: settings.idle_after,
+        }
+    }
+
     /// The members wanted now (`now_ms`), given when the recent claims happened (milliseconds
     /// since the epoch, in any order; a claim stamped after `now_ms`, by a replica whose clock
     /// runs ahead, counts as now).

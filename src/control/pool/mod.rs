@@ -1,8 +1,14 @@
 //! Warm pools: each template with `pool: N` keeps N started, unbound members per controller
 //! id, and a create of it takes one and binds it to its task (the backend's
 //! [`Pools::claim_member`]); with none free it is made cold, as without a pool. `plan.rs`
-//! decides what one look at the members does; `key.rs` is the key their secrets come from.
+//! decides what one look at the members does; `key.rs` is the key their secrets come from;
+//! `demand.rs` sizes a pool of `pool: {"min", "max"}`.
 //!
+//! - **Sized by the demand.** A pool between bounds holds what its template's recent creates
+//!   ask for (`demand.rs`), read from the workers the engine lists — the same for every
+//!   replica — after its members (so a member another replica started for a create is never
+//!   seen without that create). It fills its free slots up to that size and removes its
+//!   oldest ready members above it, never one a create here is claiming.
 //! - **Slots, not counts.** Member `i` of a template's revision has one name
 //!   ([`labels::member_name`]) for every replica, and the engine keeps names unique: two
 //!   replicas (or a restart) fill the same N slots, adopt what they find, and never make 2N.
@@ -72,8 +78,11 @@ pub fn revision(t: &Template) -> String {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct PoolStatus {
     pub template: String,
-    /// `pool` in the template.
+    /// The members it should hold now: its fixed size, or what the demand asks for.
     pub size: u32,
+    /// The template's bounds (`min == max`: a fixed pool).
+    pub min: u32,
+    pub max: u32,
     pub ready: u32,
     pub starting: u32,
 }
@@ -93,6 +102,8 @@ struct Shared {
     /// Whether the last look found members (`None`: not looked yet). With no pooled template
     /// and none found, the pool does not ask the engine again until a template keeps one.
     found_members: Option<bool>,
+    /// Members a create here is claiming now (by engine id): a shrink passes them over.
+    claiming: HashSet<String>,
 }
 
 /// The pools of every pooled template of one controller.
@@ -103,6 +114,7 @@ pub struct Pool {
     controller_id: String,
     key: PoolKey,
     activation_timeout: Duration,
+    demand: demand::Rule,
     shared: Mutex<Shared>,
     wake: Condvar,
     stopping: AtomicBool,
@@ -143,6 +155,7 @@ impl Pool {
         controller_id: &str,
         key: PoolKey,
         activation_timeout: Duration,
+        demand: demand::Rule,
     ) -> Arc<Pool> {
         Arc::new(Pool {
             backend,
@@ -151,6 +164,7 @@ impl Pool {
             controller_id: controller_id.to_string(),
             key,
             activation_timeout,
+            demand,
             shared: Mutex::new(Shared {
                 ready: HashMap::new(),
                 status: Vec::new(),
@@ -159,6 +173,7 @@ impl Pool {
                 backoff: HashMap::new(),
                 poked: false,
                 found_members: None,
+                claiming: HashSet::new(),
             }),
             wake: Condvar::new(),
             stopping: AtomicBool::new(false),
@@ -196,7 +211,8 @@ impl Pool {
     /// none is free (the create is then made cold); the task's own refusal (it has a worker)
     /// is the answer.
     pub fn claim(&self, spec: &CreateSpec) -> Option<Result<Worker, BackendError>> {
-        if spec.template.pool == 0 {
+        let size = spec.template.pool.max;
+        if size == 0 {
             return None;
         }
         let revision = revision(&spec.template);
@@ -205,8 +221,8 @@ impl Pool {
         // found lost (another replica claimed it, someone removed it) costs one look, not a
         // try: this replica's view of the pool was a second old, the next member may be free.
         let mut tries = 0;
-        for _ in 0..spec.template.pool.saturating_mul(4) {
-            if tries == spec.template.pool {
+        for _ in 0..size.saturating_mul(4) {
+            if tries == size {
                 break;
             }
             let member = {
@@ -217,7 +233,9 @@ impl Pool {
                     None
                 } else {
                     let at = pick(ready.len());
-                    Some(ready.swap_remove(at))
+                    let member = ready.swap_remove(at);
+                    shared.claiming.insert(member.id.clone());
+                    Some(member)
                 }
             };
             let Some(member) = member else {
@@ -228,11 +246,12 @@ impl Pool {
                 secret: self.key.secret(&member.name, &member.nonce),
                 timeout: self.activation_timeout,
             };
-            match self
+            let claimed = self
                 .engine()
                 .map_err(ClaimError::Task)
-                .and_then(|pools| pools.claim_member(&member, spec, &activation))
-            {
+                .and_then(|pools| pools.claim_member(&member, spec, &activation));
+            self.lock().claiming.remove(&member.id);
+            match claimed {
                 Ok(worker) => {
                     self.poke();
                     return Some(Ok(worker));
@@ -293,12 +312,24 @@ impl Pool {
     /// follows at once).
     fn pass(&self, sweep: bool) -> Result<bool, BackendError> {
         let templates = self.templates.current();
-        let wanted = plan::Wanted::of(&templates, &self.controller_id);
-        if wanted.is_empty() && self.lock().found_members == Some(false) {
+        let pooled = templates.all().any(|t| t.pool.is_kept());
+        if !pooled && self.lock().found_members == Some(false) {
             return Ok(false);
         }
+        // The members first, then the creates: a member another replica started for a create
+        // is never seen here without that create.
         let members = self.engine()?.members()?;
         self.lock().found_members = Some(!members.is_empty());
+        let creates = if templates.all().any(|t| t.pool.follows_demand()) {
+            self.creates()?
+        } else {
+            HashMap::new()
+        };
+        let now_ms = crate::time::now_millis();
+        let wanted = plan::Wanted::of(&templates, &self.controller_id, |t| {
+            let times = creates.get(&t.name).map_or(&[][..], |v| v.as_slice());
+            self.demand.wanted(t.pool, times, now_ms)
+        });
         let now = Instant::now();
         let seen = {
             let mut shared = self.lock();
@@ -307,6 +338,7 @@ impl Pool {
                 lost_since: shared.lost_since.clone(),
                 now,
                 stuck_after: self.activation_timeout + STUCK_GRACE,
+                claiming: shared.claiming.clone(),
             }
         };
         let plan = plan::plan(members, &self.key.id, &wanted, &seen);
@@ -316,7 +348,17 @@ impl Pool {
                 log::warn!("pool: member {} could not be removed: {e}", m.name);
             }
         }
+        let starts: Vec<(&plan::Pooled<'_>, Vec<&String>)> = wanted
+            .iter()
+            .map(|p| (p, plan.to_start(p, STARTS_AT_ONCE)))
+            .collect();
         self.metrics.pool_members(plan.counts(&wanted));
+        self.metrics.pool_sizes(
+            wanted
+                .iter()
+                .map(|p| (p.template.name.clone(), u64::from(p.size)))
+                .collect(),
+        );
         {
             let mut shared = self.lock();
             shared.status = plan.status(&wanted);
@@ -336,31 +378,32 @@ impl Pool {
             }
         }
         let mut started = false;
-        for (t, rev, slots) in wanted.iter() {
-            started |= self.refill(t, rev, slots, &plan.taken);
+        for (p, free) in &starts {
+            started |= self.refill(p.template, &p.revision, free);
         }
         Ok(started)
     }
 
-    /// Starts members in template `t`'s free slots, [`STARTS_AT_ONCE`] at a time, unless it
-    /// is backing off; whether any started.
-    fn refill(
-        &self,
-        t: &Arc<Template>,
-        rev: &str,
-        slots: &[String],
-        taken: &HashSet<String>,
-    ) -> bool {
+    /// When each template's workers were created (a worker from the pool: claimed), as the
+    /// engine lists them, in Unix milliseconds.
+    fn creates(&self) -> Result<HashMap<String, Vec<u64>>, BackendError> {
+        let mut creates: HashMap<String, Vec<u64>> = HashMap::new();
+        for w in self.backend.list()? {
+            if let Some(ms) = crate::time::parse_rfc3339_millis(&w.created_at) {
+                creates.entry(w.template).or_default().push(ms);
+            }
+        }
+        Ok(creates)
+    }
+
+    /// Starts members of template `t` in the slots `free`, unless it is backing off; whether
+    /// any started.
+    fn refill(&self, t: &Arc<Template>, rev: &str, free: &[&String]) -> bool {
         if let Some((until, _)) = self.lock().backoff.get(&t.name) {
             if Instant::now() < *until {
                 return false;
             }
         }
-        let free: Vec<&String> = slots
-            .iter()
-            .filter(|name| !taken.contains(*name))
-            .take(STARTS_AT_ONCE)
-            .collect();
         if free.is_empty() {
             return false;
         }
@@ -464,7 +507,7 @@ mod tests {
         let t = Template::new("coder", "img:1", 9090);
         let mut u = t.clone();
         assert_eq!(revision(&t), revision(&u));
-        u.pool = 3;
+        u.pool = crate::settings::templates::PoolSize { min: 1, max: 3 };
         u.description = "other words".into();
         assert_eq!(
             revision(&t),

@@ -11,30 +11,50 @@ use crate::backend::labels;
 use crate::backend::{MemberState, PoolMember, Template};
 use crate::settings::templates::Templates;
 
-/// The pooled templates now: each one's revision and its slots' names.
-pub(super) struct Wanted<'a>(HashMap<&'a str, (&'a Arc<Template>, String, Vec<String>)>);
+/// One pooled template now: its revision, its slots' names (`0..max`), and how many members
+/// it should hold (its fixed size, or what the demand asks for).
+pub(super) struct Pooled<'a> {
+    pub template: &'a Arc<Template>,
+    pub revision: String,
+    pub slots: Vec<String>,
+    pub size: u32,
+}
+
+/// The pooled templates now.
+pub(super) struct Wanted<'a>(HashMap<&'a str, Pooled<'a>>);
 
 impl<'a> Wanted<'a> {
-    /// Every template with a pool, its revision, and every slot's name now (a member
-    /// elsewhere is drained).
-    pub fn of(templates: &'a Templates, controller_id: &str) -> Wanted<'a> {
+    /// Every template with a pool, its revision, every slot's name now (a member elsewhere is
+    /// drained), and its size: `size(t)` for one that follows the demand.
+    pub fn of(
+        templates: &'a Templates,
+        controller_id: &str,
+        size: impl Fn(&Template) -> u32,
+    ) -> Wanted<'a> {
         Wanted(
             templates
                 .all()
-                .filter(|t| t.pool > 0)
+                .filter(|t| t.pool.is_kept())
                 .map(|t| {
-                    let rev = revision(t);
-                    let slots = (0..t.pool)
-                        .map(|slot| labels::member_name(controller_id, &t.name, &rev, slot))
+                    let revision = revision(t);
+                    let slots = (0..t.pool.max)
+                        .map(|slot| labels::member_name(controller_id, &t.name, &revision, slot))
                         .collect();
-                    (t.name.as_str(), (t, rev, slots))
+                    let size = if t.pool.follows_demand() {
+                        size(t).clamp(t.pool.min, t.pool.max)
+                    } else {
+                        t.pool.max
+                    };
+                    let pooled = Pooled {
+                        template: t,
+                        revision,
+                        slots,
+                        size,
+                    };
+                    (t.name.as_str(), pooled)
                 })
                 .collect(),
         )
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
     }
 
     /// Whether template `name` keeps a pool.
@@ -42,11 +62,9 @@ impl<'a> Wanted<'a> {
         self.0.contains_key(name)
     }
 
-    /// Each pooled template, its revision and its slots.
-    pub fn iter(&self) -> impl Iterator<Item = (&'a Arc<Template>, &str, &[String])> + '_ {
-        self.0
-            .values()
-            .map(|(t, rev, slots)| (*t, rev.as_str(), slots.as_slice()))
+    /// Each pooled template.
+    pub fn iter(&self) -> impl Iterator<Item = &Pooled<'a>> + '_ {
+        self.0.values()
     }
 
     /// Whether `m` is of a pooled template's current revision and key, in one of its slots.
@@ -55,7 +73,7 @@ impl<'a> Wanted<'a> {
             && self
                 .0
                 .get(m.template.as_str())
-                .is_some_and(|(_, rev, slots)| *rev == m.revision && slots.contains(&m.name))
+                .is_some_and(|p| p.revision == m.revision && p.slots.contains(&m.name))
     }
 }
 
@@ -68,6 +86,8 @@ pub(super) struct Seen {
     pub now: Instant,
     /// How long a member may stay starting, half-claimed or lost before it is removed.
     pub stuck_after: Duration,
+    /// Members a create here is claiming now (by engine id): never removed by a shrink.
+    pub claiming: HashSet<String>,
 }
 
 /// What one look decided.
@@ -77,6 +97,8 @@ pub(super) struct Plan {
     pub ready: HashMap<String, Vec<PoolMember>>,
     /// The slots a member holds (ready or starting).
     pub taken: HashSet<String>,
+    /// Members held (ready or starting) by template, after the removals.
+    pub held: HashMap<String, u32>,
     /// Members to remove, and why.
     pub remove: Vec<(PoolMember, &'static str)>,
     /// Starting and claiming members that stay, by template.
@@ -136,10 +158,53 @@ pub(super) fn plan(
             },
         }
     }
+    plan.shrink(wanted, seen);
     plan
 }
 
 impl Plan {
+    /// Counts what each template holds, and removes the oldest ready members of a template
+    /// that holds more than its size (the demand fell): never one being claimed here, and
+    /// never a starting one (it is counted, and the next look decides).
+    fn shrink(&mut self, wanted: &Wanted<'_>, seen: &Seen) {
+        for p in wanted.iter() {
+            let held = p.slots.iter().filter(|s| self.taken.contains(*s)).count() as u32;
+            let mut over = held.saturating_sub(p.size);
+            let name = &p.template.name;
+            if over > 0 {
+                if let Some(ready) = self.ready.get_mut(name) {
+                    let mut kept = Vec::with_capacity(ready.len());
+                    for m in ready.drain(..) {
+                        if over > 0 && !seen.claiming.contains(&m.id) {
+                            over -= 1;
+                            self.taken.remove(&m.name);
+                            self.still_lost.remove(&m.id);
+                            self.remove
+                                .push((m, "the pool shrinks with the demand (oldest first)"));
+                        } else {
+                            kept.push(m);
+                        }
+                    }
+                    *ready = kept;
+                }
+            }
+            let held = p.slots.iter().filter(|s| self.taken.contains(*s)).count() as u32;
+            self.held.insert(name.clone(), held);
+        }
+    }
+
+    /// How many members template `p` should start now: what it lacks of its size, into its
+    /// free slots, lowest first.
+    pub fn to_start<'s>(&self, p: &'s Pooled<'_>, at_most: usize) -> Vec<&'s String> {
+        let held = self.held.get(&p.template.name).copied().unwrap_or(0);
+        let lacking = p.size.saturating_sub(held) as usize;
+        p.slots
+            .iter()
+            .filter(|name| !self.taken.contains(*name))
+            .take(lacking.min(at_most))
+            .collect()
+    }
+
     /// What stays, counted by template and state (what is removed now is gone after this
     /// look); every state of every pooled template is present, zero or not.
     pub fn counts(&self, wanted: &Wanted<'_>) -> BTreeMap<(String, &'static str), u64> {
@@ -163,12 +228,17 @@ impl Plan {
         let counts = self.counts(wanted);
         let mut status: Vec<PoolStatus> = wanted
             .iter()
-            .map(|(t, _, _)| PoolStatus {
-                template: t.name.clone(),
-                size: t.pool,
-                ready: self.ready.get(&t.name).map_or(0, |r| r.len() as u32),
+            .map(|p| PoolStatus {
+                template: p.template.name.clone(),
+                size: p.size,
+                min: p.template.pool.min,
+                max: p.template.pool.max,
+                ready: self
+                    .ready
+                    .get(&p.template.name)
+                    .map_or(0, |r| r.len() as u32),
                 starting: counts
-                    .get(&(t.name.clone(), MemberState::Starting.as_str()))
+                    .get(&(p.template.name.clone(), MemberState::Starting.as_str()))
                     .map_or(0, |n| *n as u32),
             })
             .collect();
@@ -183,6 +253,10 @@ mod tests {
     use crate::settings::templates::TemplatesFile;
 
     fn templates(pool: u32) -> Arc<Templates> {
+        sized(crate::settings::templates::PoolSize::fixed(pool))
+    }
+
+    fn sized(pool: crate::settings::templates::PoolSize) -> Arc<Templates> {
         let mut t = Template::new("coder", "img", 8080);
         t.pool = pool;
         TemplatesFile::fixed(t, Box::new(|_: &Template| Ok(())))
@@ -191,13 +265,13 @@ mod tests {
     }
 
     fn member(wanted: &Wanted<'_>, slot: usize, state: MemberState, created_ms: u64) -> PoolMember {
-        let (t, rev, slots) = wanted.iter().next().unwrap();
+        let p = wanted.iter().next().unwrap();
         PoolMember {
-            name: slots[slot].clone(),
+            name: p.slots[slot].clone(),
             id: format!("id-{slot}-{created_ms}"),
             address: String::new(),
-            template: t.name.clone(),
-            revision: rev.to_string(),
+            template: p.template.name.clone(),
+            revision: p.revision.clone(),
             key_id: "key".into(),
             nonce: "n".into(),
             state,
@@ -211,13 +285,14 @@ mod tests {
             lost_since: HashMap::new(),
             now,
             stuck_after: Duration::from_secs(60),
+            claiming: HashSet::new(),
         }
     }
 
     #[test]
     fn the_older_of_two_in_one_slot_stays_and_ended_or_stale_members_go() {
         let templates = templates(3);
-        let wanted = Wanted::of(&templates, "ctl");
+        let wanted = Wanted::of(&templates, "ctl", |_| 0);
         let now = Instant::now();
         let mut stale = member(&wanted, 2, MemberState::Ready, 1);
         stale.revision = "old".into();
@@ -258,7 +333,7 @@ mod tests {
     #[test]
     fn a_member_stuck_or_lost_past_its_time_goes_and_one_within_it_stays() {
         let templates = templates(2);
-        let wanted = Wanted::of(&templates, "ctl");
+        let wanted = Wanted::of(&templates, "ctl", |_| 0);
         let now = Instant::now();
         let long_ago = now - Duration::from_secs(120);
         let claiming = member(&wanted, 0, MemberState::Claiming, 1);
@@ -284,5 +359,45 @@ mod tests {
         assert!(decided.still_stuck.contains_key(&claiming.id));
         assert!(decided.still_lost.contains_key(&lost.id));
         assert_eq!(decided.kept, [("coder".to_string(), "claiming")]);
+    }
+
+    #[test]
+    fn a_pool_above_its_size_removes_its_oldest_ready_members_never_one_being_claimed() {
+        let templates = sized(crate::settings::templates::PoolSize { min: 0, max: 6 });
+        let wanted = Wanted::of(&templates, "ctl", |_| 2);
+        let now = Instant::now();
+        let members: Vec<PoolMember> = (0..4)
+            .map(|slot| member(&wanted, slot, MemberState::Ready, 10 + slot as u64))
+            .chain([member(&wanted, 4, MemberState::Starting, 1)])
+            .collect();
+        let mut s = seen(now);
+        // The oldest ready one is being claimed here.
+        s.claiming.insert(members[0].id.clone());
+        let decided = plan(members.clone(), "key", &wanted, &s);
+        let removed: Vec<u64> = decided.remove.iter().map(|(m, _)| m.created_ms).collect();
+        assert_eq!(
+            removed,
+            [11, 12, 13],
+            "oldest first, the claimed one passed over"
+        );
+        assert!(decided
+            .remove
+            .iter()
+            .all(|(_, why)| *why == "the pool shrinks with the demand (oldest first)"));
+        assert_eq!(
+            decided.held["coder"], 2,
+            "the claimed one and the starting one"
+        );
+        let p = wanted.iter().next().unwrap();
+        assert!(decided.to_start(p, 2).is_empty());
+        // Grown again: the free slots are filled lowest first, two at a time at most.
+        let wanted = Wanted::of(&templates, "ctl", |_| 6);
+        let decided = plan(members, "key", &wanted, &seen(now));
+        assert!(decided.remove.is_empty());
+        let p = wanted.iter().next().unwrap();
+        assert_eq!(decided.to_start(p, 2), [&p.slots[5]]);
+        // Never beyond max, whatever the demand says.
+        let wanted = Wanted::of(&templates, "ctl", |_| 100);
+        assert_eq!(wanted.iter().next().unwrap().size, 6);
     }
 }

@@ -1,16 +1,18 @@
-//! A workspace directory copied for another task (a fork), on the local backend: files with
-//! their contents and modes, directories with theirs, symbolic links as links — never
-//! followed, so a link that points out of the workspace copies nothing from out there. The copy
-//! is made beside its destination under a name that marks it unfinished and renamed into place
-//! when whole, so a copy cut off halfway (the controller killed) is never taken for a
-//! workspace; [`remove_unfinished`] clears what such a copy left.
+//! A workspace's files copied for another task (a fork): files with their contents, modes and
+//! owners, directories with theirs, symbolic links as links — never followed, so a link that
+//! points out of the workspace copies nothing from out there. A leaf: the local backend copies
+//! directories with [`copy_tree`], and the controller's `copy-workspace` subcommand (what the
+//! Docker backend's short-lived copy container runs) copies one volume into another with
+//! [`copy_into`].
 //!
-//! The first step of tasks that start from another task's files: not yet reached by an
-//! operation (the next step adds `copy_workspace` and create's `from_task`).
+//! [`copy_tree`] makes the copy beside its destination under a name that marks it unfinished
+//! and renames it into place when whole, so a copy cut off halfway (the controller killed) is
+//! never taken for a workspace; [`remove_unfinished`] clears what such a copy left. (A volume
+//! cannot be renamed: there the copy container itself marks the copy unfinished.)
 
 use std::fs;
 use std::io;
-use std::os::unix::fs::{symlink, PermissionsExt};
+use std::os::unix::fs::{lchown, symlink, MetadataExt, PermissionsExt};
 use std::path::Path;
 
 /// What marks a copy that is not finished: `<name>.copying-<nonce>`.
@@ -47,8 +49,24 @@ pub fn copy_tree(from: &Path, to: &Path, nonce: &str) -> io::Result<Copied> {
     Ok(copied)
 }
 
-/// Copies one directory, then its mode (last, so a read-only directory is still filled).
-fn copy_dir(from: &Path, to: &Path, copied: &mut Copied) -> io::Result<()> {
+/// Copies what the directory `from` holds into the directory `into`, which must exist and be
+/// empty (a fresh volume's mount point), then gives `into` the mode and owner of `from`.
+pub fn copy_into(from: &Path, into: &Path) -> io::Result<Copied> {
+    let meta = directory(from)?;
+    if fs::read_dir(into)?.next().is_some() {
+        return Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            format!("{} is not empty", into.display()),
+        ));
+    }
+    let mut copied = Copied::default();
+    copy_entries(from, into, &mut copied)?;
+    finish_dir(&meta, into)?;
+    Ok(copied)
+}
+
+/// `from`'s metadata, when it is a directory.
+fn directory(from: &Path) -> io::Result<fs::Metadata> {
     let meta = fs::symlink_metadata(from)?;
     if !meta.is_dir() {
         return Err(io::Error::new(
@@ -56,19 +74,59 @@ fn copy_dir(from: &Path, to: &Path, copied: &mut Copied) -> io::Result<()> {
             format!("{} is not a directory", from.display()),
         ));
     }
+    Ok(meta)
+}
+
+/// Gives `target` the owner of `source` when they differ (a copy made as root: a copy made by
+/// the files' own user changes nothing). The link itself, never what it points to.
+fn keep_owner(source: &fs::Metadata, target: &Path) -> io::Result<()> {
+    let made = fs::symlink_metadata(target)?;
+    if (made.uid(), made.gid()) != (source.uid(), source.gid()) {
+        lchown(target, Some(source.uid()), Some(source.gid()))?;
+    }
+    Ok(())
+}
+
+/// A filled directory's owner, then its mode (last, so a read-only directory was still filled).
+fn finish_dir(meta: &fs::Metadata, to: &Path) -> io::Result<()> {
+    keep_owner(meta, to)?;
+    fs::set_permissions(
+        to,
+        fs::Permissions::from_mode(meta.permissions().mode() & 0o7777),
+    )
+}
+
+/// Copies one directory, then its owner and mode.
+fn copy_dir(from: &Path, to: &Path, copied: &mut Copied) -> io::Result<()> {
+    let meta = directory(from)?;
     fs::create_dir(to)?;
     fs::set_permissions(to, fs::Permissions::from_mode(0o700))?;
+    copy_entries(from, to, copied)?;
+    copied.dirs += 1;
+    finish_dir(&meta, to)
+}
+
+/// Copies the entries of directory `from` into directory `to`.
+fn copy_entries(from: &Path, to: &Path, copied: &mut Copied) -> io::Result<()> {
     for entry in fs::read_dir(from)? {
         let entry = entry?;
         let (source, target) = (entry.path(), to.join(entry.file_name()));
         let kind = entry.file_type()?;
         if kind.is_symlink() {
             symlink(fs::read_link(&source)?, &target)?;
+            keep_owner(&fs::symlink_metadata(&source)?, &target)?;
             copied.links += 1;
         } else if kind.is_dir() {
             copy_dir(&source, &target, copied)?;
         } else if kind.is_file() {
             copied.bytes += fs::copy(&source, &target)?;
+            let meta = fs::symlink_metadata(&source)?;
+            keep_owner(&meta, &target)?;
+            // A change of owner clears set-id bits: the mode again, after it.
+            fs::set_permissions(
+                &target,
+                fs::Permissions::from_mode(meta.permissions().mode() & 0o7777),
+            )?;
             copied.files += 1;
         } else {
             return Err(io::Error::new(
@@ -80,11 +138,7 @@ fn copy_dir(from: &Path, to: &Path, copied: &mut Copied) -> io::Result<()> {
             ));
         }
     }
-    copied.dirs += 1;
-    fs::set_permissions(
-        to,
-        fs::Permissions::from_mode(meta.permissions().mode() & 0o7777),
-    )
+    Ok(())
 }
 
 /// Removes what copies cut off halfway left in `dir`; how many it removed.
@@ -163,6 +217,26 @@ mod tests {
         assert_eq!(again.kind(), io::ErrorKind::AlreadyExists);
         fs::set_permissions(dst.join("sub/deeper"), fs::Permissions::from_mode(0o755)).unwrap();
         fs::set_permissions(src.join("sub/deeper"), fs::Permissions::from_mode(0o755)).unwrap();
+        fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn a_copy_into_an_empty_directory_fills_it_and_takes_the_source_mode() {
+        let root = scratch("into");
+        let (src, dst) = (root.join("src"), root.join("dst"));
+        fs::create_dir_all(src.join("sub")).unwrap();
+        fs::write(src.join("sub/a"), "a").unwrap();
+        symlink("../..", src.join("up")).unwrap();
+        fs::set_permissions(&src, fs::Permissions::from_mode(0o751)).unwrap();
+        fs::create_dir_all(&dst).unwrap();
+        let copied = copy_into(&src, &dst).unwrap();
+        assert_eq!((copied.files, copied.links, copied.dirs), (1, 1, 1));
+        assert_eq!(fs::read_to_string(dst.join("sub/a")).unwrap(), "a");
+        assert_eq!(fs::read_link(dst.join("up")).unwrap(), Path::new("../.."));
+        assert_eq!(mode(&dst), 0o751);
+        // Never onto files already there.
+        let again = copy_into(&src, &dst).unwrap_err();
+        assert_eq!(again.kind(), io::ErrorKind::AlreadyExists);
         fs::remove_dir_all(&root).unwrap();
     }
 

@@ -1,0 +1,207 @@
+//! Pools that follow the demand, on the real engine (`A2A_TEST_DOCKER_HOST`): a template of
+//! `pool: {"min": 0, "max": 3}` holds nothing while nobody creates, grows under a burst of
+//! creates (made through two controllers of one id, which between them never hold more than
+//! `max` members) and sinks back to `min` once the creates stop; a shrink never removes a
+//! member a create is claiming.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::docker_support::*;
+use crate::pool::{create, members, wait_members, was_pooled};
+use crate::support::*;
+use crate::templates::{test_dir, write_templates};
+
+/// Waits until controller `p` says template `warm` should hold `n` members.
+fn wait_wanted(p: &Proc, n: u32) {
+    let line = format!("a2a_pool_wanted{{template=\"warm\"}} {n}\n");
+    wait_until(&format!("a pool wanted of {n}"), PATIENCE, || {
+        p.get("/metrics").text().contains(&line)
+    });
+}
+
+#[test]
+fn a_pool_grows_under_a_burst_within_its_max_across_replicas_and_sinks_after() {
+    let Some(socket) = docker_socket() else {
+        return;
+    };
+    let id = controller_id("pool-demand");
+    let _cleanup = Cleanup::new(&socket, &id);
+    let _volumes = crate::templates::VolumeCleanup(socket.clone(), id.clone());
+    let dir = test_dir("pool-demand");
+    let file = dir.join("templates.json");
+    write_templates(
+        &file,
+        json!({"warm": {"image": worker_image(), "pool": {"min": 0, "max": 3}}}),
+    );
+    let flags = [
+        format!("-worker-templates-file={}", file.display()),
+        "-pool-demand-window=20s".to_string(),
+        "-pool-member-start=10s".to_string(),
+        "-pool-idle-after=12s".to_string(),
+    ];
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let p = Proc::start(&socket, &id, &flags);
+    let q = Proc::start(&socket, &id, &flags);
+    // Nobody creates: nothing is held.
+    wait_wanted(&p, 0);
+    wait_wanted(&q, 0);
+    assert!(members(&socket, &id).is_empty());
+    let info = reply_data(&p.control(json!({"operation": "templates"})));
+    let warm = info["templates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "warm")
+        .unwrap();
+    assert_eq!(
+        warm["pool"],
+        json!({"size": 0, "min": 0, "max": 3, "ready": 0})
+    );
+
+    // Every unclaimed member of the two, sampled throughout: never more than max.
+    let most = AtomicUsize::new(0);
+    let done = AtomicBool::new(false);
+    /// Ends the sampling however the scope ends (a failed wait included).
+    struct Done<'a>(&'a AtomicBool);
+    impl Drop for Done<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+    std::thread::scope(|s| {
+        let _done = Done(&done);
+        s.spawn(|| {
+            while !done.load(Ordering::SeqCst) {
+                let all = docker_cli(
+                    &socket,
+                    &[
+                        "ps",
+                        "-a",
+                        "--filter",
+                        &format!("label=a2a-worker-controller/owner={id}"),
+                        "--filter",
+                        "label=a2a-worker-controller/pool-member",
+                        "--format",
+                        "{{.Names}}",
+                    ],
+                    None,
+                );
+                let prefix = format!("{}-pool-", &id[..id.len().min(20)]);
+                let n = all.lines().filter(|l| l.starts_with(&prefix)).count();
+                most.fetch_max(n, Ordering::SeqCst);
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        // A burst of six creates through both: the rate of six in 20 s times a start of 10 s
+        // is three, plus one, held at max.
+        std::thread::scope(|b| {
+            for i in 0..6 {
+                let c = if i % 2 == 0 { &p } else { &q };
+                b.spawn(move || create(c, &format!("burst {i}"), "warm"));
+            }
+        });
+        wait_wanted(&p, 3);
+        wait_wanted(&q, 3);
+        wait_members(&socket, &id, 3);
+        crate::pool::wait_ready_here(&q, 3);
+        // The next create is served from the pool.
+        let made = create(&q, "after the burst", "warm");
+        let wid = made["worker"]["worker_id"].as_str().unwrap();
+        assert!(was_pooled(&socket, wid, &id), "served from the pool");
+        wait_members(&socket, &id, 3);
+        // Then nobody creates: after the idle period the pool sinks to its min.
+        wait_wanted(&p, 0);
+        wait_wanted(&q, 0);
+        wait_members(&socket, &id, 0);
+    });
+    assert!(
+        most.load(Ordering::SeqCst) <= 3,
+        "two replicas held {} members, more than max",
+        most.load(Ordering::SeqCst)
+    );
+    let said = format!("{}{}", p.log_text(), q.log_text());
+    assert!(
+        said.contains("the pool shrinks with the demand (oldest first)"),
+        "{said}"
+    );
+    assert_eq!(
+        reply_data(&p.control(json!({"operation": "list"})))["workers"]
+            .as_array()
+            .unwrap()
+            .len(),
+        7,
+        "every create made its worker"
+    );
+}
+
+#[test]
+fn a_shrink_never_removes_a_member_being_claimed() {
+    let Some(socket) = docker_socket() else {
+        return;
+    };
+    let id = controller_id("pool-shrink");
+    let _cleanup = Cleanup::new(&socket, &id);
+    let _volumes = crate::templates::VolumeCleanup(socket.clone(), id.clone());
+    // Its members take their activation and never answer it: a claim stays in progress until
+    // the activation timeout.
+    let hang = variant_image(&socket, "hang-activation", r#"["--hang-activation"]"#);
+    let dir = test_dir("pool-shrink");
+    let file = dir.join("templates.json");
+    write_templates(
+        &file,
+        json!({"warm": {"image": hang, "pool": {"min": 0, "max": 2}}}),
+    );
+    let flags = [
+        format!("-worker-templates-file={}", file.display()),
+        "-pool-demand-window=20s".to_string(),
+        "-pool-member-start=20s".to_string(),
+        "-pool-idle-after=8s".to_string(),
+        "-pool-activation-timeout=20s".to_string(),
+    ];
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let p = Proc::start(&socket, &id, &flags);
+    // Two cold creates ask for two members.
+    create(&p, "seed 1", "warm");
+    create(&p, "seed 2", "warm");
+    wait_wanted(&p, 2);
+    wait_members(&socket, &id, 2);
+    crate::pool::wait_ready_here(&p, 2);
+    std::thread::scope(|s| {
+        let claim = s.spawn(|| create(&p, "claimed", "warm"));
+        // The demand sinks while the claim hangs: the other member goes, this one stays.
+        wait_wanted(&p, 0);
+        wait_members(&socket, &id, 1);
+        assert!(!claim.is_finished(), "the claim still in progress");
+        let made = claim.join().unwrap();
+        let wid = made["worker"]["worker_id"].as_str().unwrap();
+        assert!(
+            !was_pooled(&socket, wid, &id),
+            "made cold after the hung claim"
+        );
+    });
+    let log = p.log_text();
+    let shrunk: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("(the pool shrinks with the demand"))
+        .collect();
+    assert_eq!(shrunk.len(), 1, "{log}");
+    let broken = log
+        .lines()
+        .find(|l| l.contains("could not be bound and was removed"))
+        .unwrap_or_else(|| panic!("the hung claim: {log}"));
+    // `pool: removing member NAME (...)` and `...removed: member NAME: ...`.
+    let removed = shrunk[0]
+        .split("removing member ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .unwrap();
+    let claimed = broken
+        .split("removed: member ")
+        .nth(1)
+        .and_then(|r| r.split(':').next())
+        .unwrap();
+    assert_ne!(removed, claimed, "the shrink took the member being claimed");
+}
