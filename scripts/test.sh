@@ -103,7 +103,7 @@ trap 'exit 143' TERM
 # The Docker suite's modules (they need a container engine); everything else is integration.
 docker_modules=(docker_e2e:: docker_egress:: docker_suspend:: faults::controller_killed faults::engine_killed lifetime:: worker_logs::
   templates::two_templates_on_the_real_engine templates::a_workspace_outlives_its_worker_on_the_real_engine
-  pool::a_warm_pool pool::a_member_that pool::an_image_without)
+  pool::a_warm_pool pool::a_member_that pool::an_image_without pool_demand:: fork::)
 skip_docker=()
 for m in "${docker_modules[@]}"; do skip_docker+=(--skip "$m"); done
 

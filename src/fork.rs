@@ -1,7 +1,7 @@
 //! A workspace's files copied for another task (a fork): files with their contents, modes and
 //! owners, directories with theirs, symbolic links as links — never followed, so a link that
 //! points out of the workspace copies nothing from out there. A leaf: the local backend copies
-//! directories with [`copy_tree`], and the controller's `copy-workspace` subcommand (what the
+//! directories with [`copy_tree`], and the controller's `copy-files` subcommand (what the
 //! Docker backend's short-lived copy container runs) copies one volume into another with
 //! [`copy_into`].
 //!

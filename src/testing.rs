@@ -22,5 +22,3 @@ pub use crate::backend::local::LocalBackend;
 pub use crate::backend::worker_env::environment as worker_environment;
 pub use crate::hash::sha256;
 pub use crate::metrics::Metrics;
-// A workspace's files copied for another task (the local backend and `copy-workspace` use it).
-pub use crate::fork::{copy_into, copy_tree, remove_unfinished, Copied};

@@ -18,8 +18,8 @@ use std::time::Duration;
 use super::tail::{Tail, MAX_LOG_BYTES};
 use super::{
     Abilities, Activation, Backend, BackendError, BackendKind, Capabilities, Change, Changes,
-    ClaimError, CreateSpec, Logs, MemberSpec, MemberState, Metadata, PoolMember, Pools, Progress,
-    Renewal, Suspend, Suspension, TaskWorkspace, Worker, WorkerState, Workspaces,
+    ClaimError, Copies, CreateSpec, Logs, MemberSpec, MemberState, Metadata, PoolMember, Pools,
+    Progress, Renewal, Suspend, Suspension, TaskWorkspace, Worker, WorkerState, Workspaces,
 };
 
 /// The test double. `Default` is an empty one that is up, creates at once and keeps no pools.
@@ -53,6 +53,9 @@ pub struct FakeBackend {
     pub workspace_lists: AtomicU64,
     /// The tasks whose workspace was deleted, in order.
     pub deleted_workspaces: Mutex<Vec<String>>,
+    /// Tasks whose workspace copy is under way (a test puts them here): a copy's record is
+    /// the source's under the new task's name.
+    pub copying: Mutex<Vec<String>>,
     /// Its change stream, when a test gives it one: the changes it tells, in order, until
     /// the sender is dropped. Without, [`Backend::changes`] is `None`.
     pub changes: Mutex<Option<Receiver<Change>>>,
@@ -230,6 +233,7 @@ impl Backend for FakeBackend {
             pools: self.pooling.load(Ordering::SeqCst).then_some(self as _),
             renewal: Some(self),
             suspension: Some(self),
+            copies: Some(self),
         }
     }
 }
@@ -328,6 +332,44 @@ impl Workspaces for FakeBackend {
 
     fn released(&self, _scope: &str, _task: &str) -> Result<(), BackendError> {
         Ok(())
+    }
+}
+
+impl Copies for FakeBackend {
+    fn copy(
+        &self,
+        scope: &str,
+        from: &str,
+        to: &str,
+        progress: &Progress,
+    ) -> Result<TaskWorkspace, BackendError> {
+        self.check_up()?;
+        let mut spaces = lock(&self.workspaces);
+        if spaces.iter().any(|w| w.scope == scope && w.task == to) {
+            return Err(BackendError::Rejected(format!(
+                "task {to:?} has a workspace already"
+            )));
+        }
+        let source = spaces
+            .iter()
+            .find(|w| w.scope == scope && w.task == from)
+            .ok_or(BackendError::NotFound)?;
+        let copy = TaskWorkspace {
+            task: to.to_string(),
+            name: format!("{}-copy", source.name),
+            ..source.clone()
+        };
+        progress.step(&format!("copying the workspace of task {from:?}"));
+        spaces.push(copy.clone());
+        Ok(copy)
+    }
+
+    fn unfinished(&self, _scope: &str, task: &str) -> Result<bool, BackendError> {
+        Ok(lock(&self.copying).iter().any(|t| t == task))
+    }
+
+    fn tidy(&self) -> Result<usize, BackendError> {
+        Ok(std::mem::take(&mut *lock(&self.copying)).len())
     }
 }
 

@@ -25,6 +25,7 @@
 
 pub(crate) mod api_call;
 pub mod changes;
+pub mod copies;
 pub(crate) mod docker;
 #[doc(hidden)]
 pub mod fake;
@@ -47,6 +48,7 @@ use std::fmt;
 use serde::Serialize;
 
 pub use self::changes::{Change, Changes};
+pub use self::copies::Copies;
 pub use self::members::{Activation, ClaimError, MemberSpec, MemberState, PoolMember};
 pub use self::pools::Pools;
 pub use self::renewal::Renewal;
@@ -413,6 +415,9 @@ pub struct Abilities<'a> {
     pub renewal: Option<&'a dyn Renewal>,
     /// Suspend and resume ([`Suspension`]); without, both are refused.
     pub suspension: Option<&'a dyn Suspension>,
+    /// Workspace copies ([`Copies`]); without, `copy_workspace` and create's `from_task` are
+    /// refused.
+    pub copies: Option<&'a dyn Copies>,
 }
 
 /// The seam every backend implements. Calls block; each is made from one request thread.

@@ -35,6 +35,11 @@ pub(super) const COMMANDS: &[(&str, &str, &str)] = &[
         "list the task workspaces of this caller's scope",
     ),
     (
+        "copy-workspace",
+        "FROM_TASK TASK",
+        "make TASK's workspace a copy of FROM_TASK's (same scope; FROM_TASK's worker, if any, stopped or suspended)",
+    ),
+    (
         "delete-workspace",
         "TASK",
         "delete a task's workspace (refused while a worker of the task runs)",
@@ -43,6 +48,11 @@ pub(super) const COMMANDS: &[(&str, &str, &str)] = &[
         "watch",
         "",
         "print what happens to the workers as it happens (the ones there, then each change; Ctrl-C ends it)",
+    ),
+    (
+        "copy-files",
+        "FROM_DIR INTO_DIR",
+        "copy a workspace's files into an empty directory, keeping modes, owners and links (what the docker backend's copy container runs)",
     ),
     (
         "check",
@@ -119,6 +129,12 @@ pub(super) const FLAGS: &[Flag] = &[
         value: Some("NAME"),
         commands: For::Only(&["create", "list", "watch"]),
         help: "create: start the worker from this template (default: default); list, watch: only workers made from it",
+    },
+    Flag {
+        name: "from-task",
+        value: Some("TASK"),
+        commands: For::Only(&["create"]),
+        help: "start the task's workspace as a copy of this task's (same scope; its worker stopped or suspended)",
     },
     Flag {
         name: "delete-workspace",

@@ -39,6 +39,9 @@ pub fn main(
     if command == "check" {
         return check::check(rest, env, out, err);
     }
+    if command == "copy-files" {
+        return copy_files(rest, out, err);
+    }
     let fail = |err: &mut dyn Write, code: u8, line: &str| {
         let _ = writeln!(err, "a2a-worker-controller {command}: {line}");
         code
@@ -146,6 +149,32 @@ fn connect(given: &Given, env: &HashMap<String, String>, watch: bool) -> Result<
     Ok(Client::new(&url, token, timeout))
 }
 
+/// `copy-files FROM_DIR INTO_DIR`: what the Docker backend's copy container runs (as root,
+/// so owners are kept); a summary line, or one line why not (exit 1; 2 for a usage error).
+fn copy_files(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> u8 {
+    let [from, into] = args else {
+        let _ = writeln!(
+            err,
+            "a2a-worker-controller copy-files: usage: a2a-worker-controller copy-files FROM_DIR INTO_DIR"
+        );
+        return 2;
+    };
+    match crate::fork::copy_into(std::path::Path::new(from), std::path::Path::new(into)) {
+        Ok(c) => {
+            let _ = writeln!(
+                out,
+                "copied {} files ({} bytes), {} directories, {} links",
+                c.files, c.bytes, c.dirs, c.links
+            );
+            0
+        }
+        Err(e) => {
+            let _ = writeln!(err, "a2a-worker-controller copy-files: {e}");
+            1
+        }
+    }
+}
+
 fn print_for_people(
     command: &str,
     data: &Value,
@@ -178,6 +207,12 @@ fn print_for_people(
             }
             out.write_all(output::workspace_table(&spaces).as_bytes())
         }
+        "copy-workspace" => writeln!(
+            out,
+            "task {} starts from a copy of the workspace: {}",
+            output::cell(&data["workspace"]["task"]),
+            output::cell(&data["workspace"]["name"])
+        ),
         "delete-workspace" => writeln!(
             out,
             "deleted the workspace {} of task {}",

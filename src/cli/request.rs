@@ -24,6 +24,9 @@ pub(super) fn request_for(command: &str, given: &Given) -> Result<Value, String>
             if let Some(t) = given.values.get("template") {
                 r["template"] = json!(t);
             }
+            if let Some(from) = given.values.get("from-task") {
+                r["from_task"] = json!(from);
+            }
             r
         }
         ("templates", []) => json!({"operation": "templates"}),
@@ -47,6 +50,9 @@ pub(super) fn request_for(command: &str, given: &Given) -> Result<Value, String>
         (op @ ("suspend" | "resume"), [id]) => json!({"operation": op, "worker_id": id}),
         ("workspaces", []) => json!({"operation": "workspaces"}),
         ("delete-workspace", [task]) => json!({"operation": "delete_workspace", "task": task}),
+        ("copy-workspace", [from, task]) => {
+            json!({"operation": "copy_workspace", "from_task": from, "task": task})
+        }
         ("logs", [id]) => {
             let mut r = json!({"operation": "logs", "worker_id": id});
             if let Some(tail) = given.values.get("tail") {
@@ -134,6 +140,14 @@ mod tests {
         assert_eq!(
             plan("delete-workspace", &["t"]).unwrap(),
             json!({"operation": "delete_workspace", "task": "t"})
+        );
+        assert_eq!(
+            plan("copy-workspace", &["a", "b"]).unwrap(),
+            json!({"operation": "copy_workspace", "from_task": "a", "task": "b"})
+        );
+        assert_eq!(
+            plan("create", &["b", "--from-task", "a"]).unwrap(),
+            json!({"operation": "create", "task": "b", "from_task": "a"})
         );
     }
 

@@ -36,6 +36,9 @@ impl Control {
         if let Err(e) = self.workspace_room(caller, &task, &template) {
             return failed(e);
         }
+        if let Err(e) = self.copy_settled(caller, &task, &template) {
+            return failed(e);
+        }
         let ttl = match template_ttl(&template, ttl) {
             Ok(ttl) => ttl,
             Err(e) => return (Outcome::Rejected(e), String::new()),

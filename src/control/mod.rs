@@ -9,6 +9,7 @@ pub mod caller;
 mod create;
 pub mod egress;
 pub mod error;
+mod fork;
 mod lifetime;
 pub mod pool;
 pub mod reaper;
@@ -292,6 +293,10 @@ impl Control {
                 (self.stopped(worker, delete_workspace), worker_id)
             }
             ControlRequest::Workspaces => (self.workspace_list(caller), String::new()),
+            ControlRequest::CopyWorkspace { from_task, task } => (
+                self.copy_workspace_of(caller, &from_task, &task),
+                String::new(),
+            ),
             ControlRequest::DeleteWorkspace { task, scope } => {
                 (self.delete_workspace_of(caller, &task, scope), String::new())
             }
@@ -320,13 +325,19 @@ impl Control {
                 ttl,
                 metadata,
                 template,
+                from_task,
             } => {
                 let template = match self.template_for(caller, template.as_deref()) {
                     Ok(t) => t,
                     Err(e) => return (Outcome::Rejected(e), String::new()),
                 };
                 let name = template.name.clone();
-                let done = self.create(caller, task, ttl, metadata, template, progress);
+                let done = match from_task {
+                    Some(from) => {
+                        self.create_from(caller, &from, task, ttl, metadata, template, progress)
+                    }
+                    None => self.create(caller, task, ttl, metadata, template, progress),
+                };
                 self.metrics
                     .worker_create(self.backend.kind().as_str(), &name, done.0.label());
                 done

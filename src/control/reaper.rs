@@ -112,6 +112,7 @@ impl Control {
             self.metrics.reaper_pass(pass.elapsed(), listed);
             return Ok(());
         }
+        self.tidy_copies();
         // Workspaces on their own: a backend that cannot list them (a Role without claims)
         // does not stop the reaping of workers, and is said once, and again when it works.
         let failed = self.reap_workspaces().err();

@@ -24,6 +24,8 @@ pub enum ControlRequest {
         metadata: Metadata,
         /// The template named (`None`: `default`).
         template: Option<String>,
+        /// The task whose workspace the new task's starts as a copy of.
+        from_task: Option<String>,
     },
     /// The templates the caller may create from.
     Templates,
@@ -37,6 +39,11 @@ pub enum ControlRequest {
     },
     /// The task workspaces the caller's scope has.
     Workspaces,
+    /// Task `task`'s workspace made a copy of task `from_task`'s (same scope), no worker made.
+    CopyWorkspace {
+        from_task: String,
+        task: String,
+    },
     /// Deletes a task's workspace (refused while a worker of the task exists). `scope`: an
     /// admin's choice of scope (others always act in their own).
     DeleteWorkspace {
@@ -74,6 +81,7 @@ impl ControlRequest {
             ControlRequest::Templates => "templates",
             ControlRequest::Workspaces => "workspaces",
             ControlRequest::DeleteWorkspace { .. } => "delete_workspace",
+            ControlRequest::CopyWorkspace { .. } => "copy_workspace",
             ControlRequest::List { .. } => "list",
             ControlRequest::Watch { .. } => "watch",
             ControlRequest::Stop { .. } => "stop",
@@ -108,6 +116,10 @@ pub fn parse_request<'a>(
             ttl: valid_ttl(request.get("ttl"))?,
             metadata: valid_metadata(request.get("metadata"), "create")?,
             template: valid_template(request.get("template"))?,
+            from_task: match request.get("from_task") {
+                None | Some(Value::Null) => None,
+                v => Some(named_task(v, "create's from_task")?),
+            },
         }),
         "templates" => Ok(ControlRequest::Templates),
         "list" => Ok(ControlRequest::List {
@@ -130,6 +142,10 @@ pub fn parse_request<'a>(
             },
         }),
         "workspaces" => Ok(ControlRequest::Workspaces),
+        "copy_workspace" => Ok(ControlRequest::CopyWorkspace {
+            from_task: named_task(request.get("from_task"), "copy_workspace's from_task")?,
+            task: named_task(request.get("task"), "copy_workspace")?,
+        }),
         "delete_workspace" => Ok(ControlRequest::DeleteWorkspace {
             task: valid_task(request.get("task")).map_err(|e| {
                 ControlError::invalid(e.message.replace("create needs", "delete_workspace needs"))
@@ -156,7 +172,7 @@ pub fn parse_request<'a>(
             worker_id: valid_worker_id(request.get("worker_id"), "resume")?,
         }),
         other => Err(ControlError::invalid(format!(
-            "unknown operation {:?}: use create, list, stop, logs, watch, renew, suspend, resume, templates, workspaces or delete_workspace",
+            "unknown operation {:?}: use create, list, stop, logs, watch, renew, suspend, resume, templates, workspaces, copy_workspace or delete_workspace",
             truncate(other, 64)
         ))),
     }
@@ -165,23 +181,40 @@ pub fn parse_request<'a>(
 /// A task: 1 to 256 characters, not blank, no control characters (they would reach log
 /// lines, labels and terminal titles).
 fn valid_task(v: Option<&Value>) -> Result<String, ControlError> {
+    task_field(v, "create needs a task", "task")
+}
+
+/// A task named by `what` (`copy_workspace`, `create's from_task`): a field `from_task` when
+/// `what` says so, else `task`.
+fn named_task(v: Option<&Value>, what: &str) -> Result<String, ControlError> {
+    let field = if what.ends_with("from_task") {
+        "from_task"
+    } else {
+        "task"
+    };
+    let what = what.trim_end_matches("'s from_task");
+    task_field(v, &format!("{what} needs a {field}"), field)
+}
+
+/// A task name in field `field` of a request (`needs`: what a missing one is told).
+fn task_field(v: Option<&Value>, needs: &str, field: &str) -> Result<String, ControlError> {
     let task = match v {
-        None | Some(Value::Null) => return Err(ControlError::invalid("create needs a task")),
+        None | Some(Value::Null) => return Err(ControlError::invalid(needs)),
         Some(Value::String(s)) => s,
-        Some(_) => return Err(ControlError::invalid("task must be a string")),
+        Some(_) => return Err(ControlError::invalid(format!("{field} must be a string"))),
     };
     if task.trim().is_empty() {
-        return Err(ControlError::invalid("task must not be empty"));
+        return Err(ControlError::invalid(format!("{field} must not be empty")));
     }
     if task.chars().count() > MAX_TASK_CHARS {
         return Err(ControlError::invalid(format!(
-            "task is longer than {MAX_TASK_CHARS} characters"
+            "{field} is longer than {MAX_TASK_CHARS} characters"
         )));
     }
     if task.chars().any(|c| c.is_control() || is_bidi_control(c)) {
-        return Err(ControlError::invalid(
-            "task must not contain control characters",
-        ));
+        return Err(ControlError::invalid(format!(
+            "{field} must not contain control characters"
+        )));
     }
     Ok(task.clone())
 }
@@ -478,17 +511,48 @@ mod tests {
                 ttl: None,
                 metadata: Metadata::new(),
                 template: None,
+                from_task: None,
             })
         );
         assert_eq!(
-            parse(json!({"operation": "create", "task": "t", "template": "coder"})),
+            parse(
+                json!({"operation": "create", "task": "t", "template": "coder", "from_task": "base"})
+            ),
             Ok(ControlRequest::Create {
                 task: "t".into(),
                 ttl: None,
                 metadata: Metadata::new(),
                 template: Some("coder".into()),
+                from_task: Some("base".into()),
             })
         );
+        assert_eq!(
+            parse(json!({"operation": "copy_workspace", "from_task": "a", "task": "b"})),
+            Ok(ControlRequest::CopyWorkspace {
+                from_task: "a".into(),
+                task: "b".into(),
+            })
+        );
+        for (asked, says) in [
+            (
+                json!({"operation": "copy_workspace", "task": "b"}),
+                "copy_workspace needs a from_task",
+            ),
+            (
+                json!({"operation": "copy_workspace", "from_task": "a"}),
+                "copy_workspace needs a task",
+            ),
+            (
+                json!({"operation": "copy_workspace", "from_task": 7, "task": "b"}),
+                "from_task must be a string",
+            ),
+            (
+                json!({"operation": "create", "task": "b", "from_task": ""}),
+                "from_task must not be empty",
+            ),
+        ] {
+            assert_eq!(parse(asked).unwrap_err().message, says);
+        }
         assert_eq!(
             parse(json!({"operation": "stop", "worker_id": "abc123"})),
             Ok(ControlRequest::Stop {

@@ -95,6 +95,16 @@ impl Raw {
             memory_bytes,
             nano_cpus,
             fence: None,
+            copy_image: match self.optional("WORKSPACE_COPY_IMAGE") {
+                Some(image) => {
+                    check_image(&image).map_err(|e| match e {
+                        Error::Invalid { reason, .. } => invalid("WORKSPACE_COPY_IMAGE", reason),
+                        other => other,
+                    })?;
+                    Some(image)
+                }
+                None => None,
+            },
         })
     }
 

@@ -321,6 +321,12 @@ pub(super) const SPECS: &[Spec] = &[
     ),
     s(Container, "WORKER_CPUS", "", "worker CPU limit (e.g. 1.5)"),
     s(
+        Container,
+        "WORKSPACE_COPY_IMAGE",
+        "",
+        "the controller's own image (scripts/build-image.sh a2a-worker-controller TAG), which copies one task's workspace for another (copy_workspace, create's from_task) in a short-lived container; without it copies are refused (docker)",
+    ),
+    s(
         Docker,
         "DOCKER_HOST",
         "unix:///var/run/docker.sock",

@@ -233,6 +233,9 @@ pub struct ContainerSettings {
     pub nano_cpus: Option<i64>,
     /// Fenced workers' proxy and key (`EGRESS_PROXY_URL`); `None`: no worker is fenced.
     pub fence: Option<Fence>,
+    /// `WORKSPACE_COPY_IMAGE`: the image whose `copy-workspace` subcommand copies a workspace
+    /// (the controller's own); `None`: copies are refused.
+    pub copy_image: Option<String>,
 }
 
 #[derive(Debug, Clone)]

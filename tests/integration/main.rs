@@ -17,6 +17,7 @@ mod egress;
 mod egress_bench;
 mod fairness;
 mod faults;
+mod fork;
 mod hostile_http;
 mod hostile_input;
 mod http_surface;

@@ -241,6 +241,27 @@ impl Engine {
         )
     }
 
+    /// Waits (at most `timeout`) until the container has ended; its exit code.
+    pub fn wait(&self, id: &str, timeout: Duration) -> Result<i64, EngineError> {
+        let (status, body) = self.call(
+            Method::Post,
+            &format!("/containers/{id}/wait"),
+            None,
+            timeout,
+        )?;
+        if status != 200 {
+            return Err(status_error(status, &body));
+        }
+        #[derive(Deserialize)]
+        struct Ended {
+            #[serde(rename = "StatusCode")]
+            status_code: i64,
+        }
+        let ended: Ended = serde_json::from_slice(&body)
+            .map_err(|e| EngineError::Protocol(format!("container wait: {e}")))?;
+        Ok(ended.status_code)
+    }
+
     /// Stops with a grace period; already stopped or gone counts as stopped.
     pub fn stop(&self, id: &str, grace_secs: u64) -> Result<(), EngineError> {
         let path = format!("/containers/{id}/stop?t={grace_secs}");

@@ -8,9 +8,11 @@
 //! - `watcher`: the change stream (`/events`), and which worker an event is about;
 //! - `ended`: what a `die` event said, until a list has read it;
 //! - `workspace`: task workspaces as named volumes;
-//! - `pool`: warm pools (members, claims through a binding and a rename).
+//! - `pool`: warm pools (members, claims through a binding and a rename);
+//! - `copy`: workspace copies, by a short-lived container of the controller's own image.
 
 mod check;
+mod copy;
 mod create;
 mod ended;
 pub(crate) mod engine;
@@ -204,6 +206,7 @@ impl Backend for DockerBackend {
             pools: Some(self),
             renewal: Some(self),
             suspension: Some(self),
+            copies: Some(self),
         }
     }
 }

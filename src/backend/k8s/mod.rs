@@ -440,6 +440,7 @@ impl Backend for K8sBackend {
             pools: Some(self),
             renewal: Some(self),
             suspension: Some(self),
+            copies: None,
         }
     }
 }

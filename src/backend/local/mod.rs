@@ -417,6 +417,7 @@ impl Backend for LocalBackend {
             workspaces: Some(&self.workspaces),
             renewal: Some(self),
             suspension: Some(self),
+            copies: Some(&self.workspaces),
             ..Abilities::default()
         }
     }

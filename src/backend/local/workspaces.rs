@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::store::private_dir;
-use crate::backend::{labels, BackendError, TaskWorkspace, Workspaces};
+use crate::backend::{labels, BackendError, Copies, Progress, TaskWorkspace, Workspaces};
 use crate::time::{now_millis, rfc3339_secs};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -165,6 +165,69 @@ impl Workspaces for Directories {
         };
         self.write(&name, &record)
             .map_err(|e| BackendError::Internal(format!("the workspace record of {name}: {e}")))
+    }
+}
+
+/// A workspace copied for another task: the directory made whole beside its place under an
+/// unfinished name and renamed into it (`crate::fork`), then its record written. A copy cut
+/// off before the rename is never a workspace ([`Copies::tidy`] removes it); one cut off after
+/// it, before its record, is the whole copy, which the task's first create records.
+impl Copies for Directories {
+    fn copy(
+        &self,
+        scope: &str,
+        from: &str,
+        to: &str,
+        progress: &Progress,
+    ) -> Result<TaskWorkspace, BackendError> {
+        let (source, target) = (Directories::name(scope, from), Directories::name(scope, to));
+        let record = self
+            .read(&source)
+            .filter(|r| r.scope == scope && r.task == from && self.dir.join(&source).is_dir())
+            .ok_or(BackendError::NotFound)?;
+        let path = self.dir.join(&target);
+        if path.exists() || self.record_path(&target).exists() {
+            return Err(BackendError::Rejected(format!(
+                "task {to:?} has a workspace already"
+            )));
+        }
+        let nonce = crate::token::random_hex(8)
+            .map_err(|e| BackendError::Internal(format!("the random generator failed: {e}")))?;
+        progress.step(&format!("copying the workspace of task {from:?}"));
+        crate::fork::copy_tree(&self.dir.join(&source), &path, &nonce).map_err(|e| {
+            BackendError::Internal(format!(
+                "the workspace of task {from:?} could not be copied to {}: {e}",
+                path.display()
+            ))
+        })?;
+        let now = rfc3339_secs(now_millis() / 1000);
+        let copied = Record {
+            task: to.to_string(),
+            scope: scope.to_string(),
+            created_at: now.clone(),
+            last_used: now,
+            ..record
+        };
+        self.write(&target, &copied).map_err(|e| {
+            BackendError::Internal(format!("the workspace record of {target}: {e}"))
+        })?;
+        self.find(scope, to)
+    }
+
+    /// A copy is renamed into place whole: the place is never half a copy.
+    fn unfinished(&self, _scope: &str, _task: &str) -> Result<bool, BackendError> {
+        Ok(false)
+    }
+
+    fn tidy(&self) -> Result<usize, BackendError> {
+        match crate::fork::remove_unfinished(&self.dir) {
+            Ok(n) => Ok(n),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(0),
+            Err(e) => Err(BackendError::Internal(format!(
+                "LOCAL_WORKSPACES_DIR {}: unfinished copies could not be removed: {e}",
+                self.dir.display()
+            ))),
+        }
     }
 }
 

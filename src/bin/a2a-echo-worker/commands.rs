@@ -1,5 +1,5 @@
-//! What a message may ask of the echo worker besides an echo: `workspace write|read ...` in its
-//! task's workspace, and `net connect|tunnel|route ...`, what its network reaches (the egress
+//! What a message may ask of the echo worker besides an echo: `workspace write|read|chmod|
+//! link|stat|fill ...` in its task's workspace, and `net connect|tunnel|route ...`, what its network reaches (the egress
 //! tests ask it).
 
 /// `write NAME TEXT` or `read NAME` in the directory `A2A_WORKSPACE` names; the answer is
@@ -41,7 +41,71 @@ fn files_in(dir: std::path::PathBuf, command: &str) -> String {
             Err(e) => format!("cannot read {rest}: {e}"),
         },
         "read" => format!("not a file name: {rest:?}"),
-        other => format!("unknown workspace command {other:?}: write NAME TEXT, or read NAME"),
+        // `chmod NAME OCTAL`: the file's mode.
+        "chmod" => {
+            use std::os::unix::fs::PermissionsExt;
+            let (name, mode) = rest.split_once(' ').unwrap_or((rest, ""));
+            let Ok(mode) = u32::from_str_radix(mode, 8) else {
+                return format!("not an octal mode: {mode:?}");
+            };
+            if !safe(name) {
+                return format!("not a file name: {name:?}");
+            }
+            match std::fs::set_permissions(dir.join(name), std::fs::Permissions::from_mode(mode)) {
+                Ok(()) => format!("mode of {name} is {mode:o}"),
+                Err(e) => format!("cannot chmod {name}: {e}"),
+            }
+        }
+        // `link NAME TARGET`: a symbolic link NAME to TARGET (any path, never followed here).
+        "link" => {
+            let (name, target) = rest.split_once(' ').unwrap_or((rest, ""));
+            if !safe(name) || target.is_empty() {
+                return format!("link NAME TARGET, not {rest:?}");
+            }
+            match std::os::unix::fs::symlink(target, dir.join(name)) {
+                Ok(()) => format!("linked {name}"),
+                Err(e) => format!("cannot link {name}: {e}"),
+            }
+        }
+        // `stat NAME`: `link -> TARGET`, or `file MODE OWNER`, in words.
+        "stat" if safe(rest) => {
+            use std::os::unix::fs::{MetadataExt, PermissionsExt};
+            match std::fs::symlink_metadata(dir.join(rest)) {
+                Ok(m) if m.file_type().is_symlink() => match std::fs::read_link(dir.join(rest)) {
+                    Ok(t) => format!("link -> {}", t.display()),
+                    Err(e) => format!("cannot read the link {rest}: {e}"),
+                },
+                Ok(m) => format!(
+                    "{} {:o} {}:{}",
+                    if m.is_dir() { "dir" } else { "file" },
+                    m.permissions().mode() & 0o7777,
+                    m.uid(),
+                    m.gid()
+                ),
+                Err(e) => format!("cannot stat {rest}: {e}"),
+            }
+        }
+        // `fill NAME MIB`: a file of MIB mebibytes (a large workspace to copy).
+        "fill" => {
+            use std::io::Write;
+            let (name, mib) = rest.split_once(' ').unwrap_or((rest, ""));
+            let Ok(mib) = mib.parse::<usize>() else {
+                return format!("not a size in MiB: {mib:?}");
+            };
+            if !safe(name) {
+                return format!("not a file name: {name:?}");
+            }
+            let block = vec![b'x'; 1 << 20];
+            let filled = std::fs::File::create(dir.join(name))
+                .and_then(|mut f| (0..mib).try_for_each(|_| f.write_all(&block)));
+            match filled {
+                Ok(()) => format!("filled {name}"),
+                Err(e) => format!("cannot fill {name}: {e}"),
+            }
+        }
+        other => format!(
+            "unknown workspace command {other:?}: write NAME TEXT, read NAME, chmod NAME MODE, link NAME TARGET, stat NAME, or fill NAME MIB"
+        ),
     }
 }
 
