@@ -282,7 +282,7 @@ if [ -n "${A2A_TEST_PODMAN_HOST:-}" ] && [ -n "${A2A_TEST_DOCKER_HOST:-}" ]; the
   A2A_TEST_DOCKER_HOST=$A2A_TEST_PODMAN_HOST cargo test --locked --test integration -- \
     docker_e2e docker_suspend faults::controller templates::two_templates_on_the_real_engine \
     templates::a_workspace_outlives_its_worker_on_the_real_engine \
-    pool::a_warm_pool pool::a_member_that pool::an_image_without 2>&1 | grep -E '^(test |test result|assertion|  left|  right| right)|panicked'
+    pool::a_warm_pool pool::a_member_that pool::an_image_without pool_demand:: fork:: 2>&1 | grep -E '^(test |test result|assertion|  left|  right| right)|panicked'
   [ "${PIPESTATUS[0]}" = 0 ] || { echo "the Docker suite failed against Podman" >&2; exit 1; }
   passed
 elif [ -n "${A2A_TEST_DOCKER_HOST:-}" ]; then

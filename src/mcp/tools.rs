@@ -28,6 +28,7 @@ pub struct Tool {
 pub enum Needs {
     Renewal,
     Suspension,
+    Copies,
 }
 
 /// Every tool, in the order `tools/list` gives them (always the same: clients cache it).
@@ -63,6 +64,7 @@ fn read(text: &str) -> Result<Vec<Tool>, String> {
                 None => None,
                 Some("renewal") => Some(Needs::Renewal),
                 Some("suspension") => Some(Needs::Suspension),
+                Some("copies") => Some(Needs::Copies),
                 Some(other) => return Err(format!("{name}: needs {other:?}")),
             };
             let waits = t["waits"].as_bool().unwrap_or(false);
@@ -127,6 +129,7 @@ impl Tool {
             None => true,
             Some(Needs::Renewal) => abilities.renewal.is_some(),
             Some(Needs::Suspension) => abilities.suspension.is_some(),
+            Some(Needs::Copies) => abilities.copies.is_some(),
         }
     }
 
@@ -180,7 +183,7 @@ mod tests {
 
     #[test]
     fn every_tool_is_an_operation_the_control_layer_reads() {
-        assert_eq!(all().len(), 10);
+        assert_eq!(all().len(), 11);
         for tool in all() {
             let required = tool.described["inputSchema"]["required"]
                 .as_array()
@@ -216,6 +219,10 @@ mod tests {
             [("worker_id", "Worker-Id")]
         );
         assert_eq!(find("create").unwrap().mirrored(), [("task", "Task")]);
+        assert_eq!(
+            find("copy_workspace").map(|t| (t.needs, t.mirrored())),
+            Some((Some(Needs::Copies), vec![("task", "Task")]))
+        );
         assert_eq!(
             find("resume").map(|t| (t.needs, t.waits)),
             Some((Some(Needs::Suspension), true))

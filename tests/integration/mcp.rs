@@ -156,6 +156,7 @@ fn an_agent_lists_the_tools_then_creates_lists_and_stops_a_worker_statelessly() 
         "logs",
         "templates",
         "workspaces",
+        "copy_workspace",
         "delete_workspace",
     ] {
         assert!(names.contains(&op), "{op} in {names:?}");

@@ -3,25 +3,29 @@
 //! `copy-files /from /to` subcommand (`crate::fork::copy_into`) as root with only the
 //! capabilities a copy that keeps owners and modes needs, no network, a read-only root.
 //!
-//! A volume cannot be renamed, so the copy container itself marks the copy unfinished: it is
-//! named after the new workspace's volume (`<volume>-copy`) and made in one call with that
-//! volume (mounted with the workspace's labels); it is removed only once it has exited 0. While
-//! it exists, a create of the task is refused ([`Copies::unfinished`]). A controller killed
-//! meanwhile leaves the container: [`Copies::tidy`] finishes what it finds exited 0 (removes the
-//! container), removes with its volume one that failed or never started, and leaves one that is
-//! still running to finish.
+//! A volume cannot be renamed, and its labels are fixed at create, so a copy is marked
+//! unfinished by a volume of its own, `<volume>-copying` (label `workspace=copying`), made
+//! before the new workspace's volume and removed after the copy container has exited 0 and
+//! gone. While the mark exists the workspace is not listed, and a create of the task (or
+//! another copy to it) is refused ([`Copies::unfinished`]). A controller killed meanwhile
+//! leaves the mark: [`Copies::tidy`] finishes a copy whose container exited 0, removes (with
+//! the volume it was making) one whose container failed or is gone, and leaves one still
+//! running to finish — and a mark younger than a minute without a running container to the
+//! controller that is making it.
 
 use std::time::Duration;
 
-use serde_json::json;
+use serde_json::{json, Value};
 
-use super::{engine_error, workspace, DockerBackend};
+use super::workspace::{self, copy_mark as mark};
+use super::{engine_error, DockerBackend};
 use crate::backend::{labels, BackendError, Copies, Progress, TaskWorkspace, Workspaces};
 
 /// The longest a copy may run.
 const COPY_TIMEOUT: Duration = Duration::from_secs(3600);
-/// A copy container never started younger than this is left to the controller starting it.
-const START_GRACE_SECS: i64 = 60;
+/// A mark younger than this without a running copy container is left to the controller
+/// making the copy (between its mark and its container's start).
+const START_GRACE_MS: u64 = 60_000;
 
 /// The name of the container copying into workspace volume `volume`.
 fn copier(volume: &str) -> String {
@@ -37,15 +41,8 @@ impl DockerBackend {
         })
     }
 
-    /// The copy container's configuration: `from` read-only at `/from`, the new volume `to`
-    /// (made with `labels` if absent) at `/to`.
-    fn copier_config(
-        &self,
-        image: &str,
-        from: &str,
-        to: &str,
-        owner: serde_json::Value,
-    ) -> serde_json::Value {
+    /// The copy container's configuration: `from` read-only at `/from`, `to` at `/to`.
+    fn copier_config(&self, image: &str, from: &str, to: &str, owner: &Value) -> Value {
         json!({
             "Image": image,
             "Cmd": ["copy-files", "/from", "/to"],
@@ -54,8 +51,7 @@ impl DockerBackend {
             "HostConfig": {
                 "Mounts": [
                     {"Type": "volume", "Source": from, "Target": "/from", "ReadOnly": true},
-                    {"Type": "volume", "Source": to, "Target": "/to",
-                     "VolumeOptions": {"Labels": self.workspace_labels(&owner)}},
+                    {"Type": "volume", "Source": to, "Target": "/to"},
                 ],
                 "NetworkMode": "none",
                 "CapDrop": ["ALL"],
@@ -66,32 +62,55 @@ impl DockerBackend {
         })
     }
 
-    /// The new workspace volume's labels, from the copy container's.
-    fn workspace_labels(&self, owner: &serde_json::Value) -> serde_json::Value {
-        let mut l = owner.clone();
-        l[labels::WORKSPACE] = json!("workspace");
-        l
-    }
-
-    /// Removes a copy container, and with `volume` the workspace it was making.
-    fn discard_copy(&self, container: &str, volume: Option<&str>) {
-        if let Err(e) = self.engine.remove(container) {
+    /// Removes what a copy into `volume` made: its container (by name, when there is one),
+    /// with `whole` the volume it was making too, and then its mark.
+    fn settle(&self, volume: &str, whole: bool) {
+        if let Err(e) = self.engine.remove(&copier(volume)) {
             log::warn!(
-                "the copy container {container} could not be removed: {}",
+                "the copy container of {volume} could not be removed: {}",
                 engine_error(e)
             );
         }
-        if let Some(v) = volume {
-            match self.engine.remove_volume(v) {
+        if !whole {
+            match self.engine.remove_volume(volume) {
                 Ok(_) => {
-                    let _ = self.remove_stamps(v, u64::MAX);
+                    let _ = self.remove_stamps(volume, u64::MAX);
                 }
-                Err(e) => log::warn!(
-                    "the unfinished copy {v} could not be removed: {}",
-                    engine_error(e)
-                ),
+                Err(e) => {
+                    log::warn!(
+                        "the unfinished copy {volume} could not be removed: {}",
+                        engine_error(e)
+                    );
+                    return;
+                }
             }
         }
+        if let Err(e) = self.engine.remove_volume(&mark(volume)) {
+            log::warn!(
+                "the mark of the copy into {volume} could not be removed: {}",
+                engine_error(e)
+            );
+        }
+    }
+
+    /// Runs the copy container `id` to its end; `Err` (its last words) unless it exited 0.
+    fn run_copier(&self, id: &str, from: &str) -> Result<(), BackendError> {
+        let code = self
+            .engine
+            .start(id)
+            .and_then(|()| self.engine.wait(id, COPY_TIMEOUT))
+            .map_err(engine_error)?;
+        if code == 0 {
+            return Ok(());
+        }
+        let said = self
+            .engine
+            .logs(id, 3)
+            .map(|l| l.text.trim().replace('\n', "; "))
+            .unwrap_or_default();
+        Err(BackendError::Internal(format!(
+            "the copy of task {from:?}'s workspace failed (exit {code}): {said}"
+        )))
     }
 }
 
@@ -114,61 +133,61 @@ impl Copies for DockerBackend {
             .volume(&to_volume)
             .map_err(engine_error)?
             .is_some()
+            || self.unfinished(scope, to)?
         {
             return Err(BackendError::Rejected(format!(
-                "task {to:?} has a workspace already"
+                "task {to:?} has a workspace already, or one being copied"
             )));
         }
-        let owner = json!({
-            labels::OWNER: self.controller_id,
-            labels::TASK: to,
-            labels::SCOPE: scope,
-            labels::TEMPLATE: source.template,
-            labels::SIZE: source.size,
-            labels::WORKSPACE: "copy",
-        });
-        let name = copier(&to_volume);
-        let config = self.copier_config(image, &from_volume, &to_volume, owner);
-        let id = match self.engine.create(&name, &config) {
+        let owner = |kind: &str| {
+            json!({
+                labels::OWNER: self.controller_id,
+                labels::TASK: to,
+                labels::SCOPE: scope,
+                labels::TEMPLATE: source.template,
+                labels::SIZE: source.size,
+                labels::WORKSPACE: kind,
+            })
+        };
+        // The mark first, the workspace's volume second: never a volume without its mark
+        // until the copy is whole.
+        self.engine
+            .create_volume(&mark(&to_volume), &owner("copying"))
+            .map_err(engine_error)?;
+        let made = self
+            .engine
+            .create_volume(&to_volume, &owner("workspace"))
+            .map_err(engine_error)
+            .and_then(|_| {
+                let config = self.copier_config(image, &from_volume, &to_volume, &owner("copy"));
+                self.engine
+                    .create(&copier(&to_volume), &config)
+                    .map_err(|e| match e.status() {
+                        Some(409) => {
+                            BackendError::Rejected(format!("a copy to task {to:?} is under way"))
+                        }
+                        Some(404) => {
+                            BackendError::ImageNotFound(format!("{image} (WORKSPACE_COPY_IMAGE)"))
+                        }
+                        _ => engine_error(e),
+                    })
+            });
+        let id = match made {
             Ok(id) => id,
-            Err(e) if e.status() == Some(409) => {
-                return Err(BackendError::Rejected(format!(
-                    "a copy to task {to:?} is under way"
-                )))
+            // Another copy to the task made its container first: its mark and volume are its.
+            Err(e @ BackendError::Rejected(_)) => return Err(e),
+            Err(e) => {
+                self.settle(&to_volume, false);
+                return Err(e);
             }
-            Err(e) if e.status() == Some(404) => {
-                return Err(BackendError::ImageNotFound(format!(
-                    "{image} (WORKSPACE_COPY_IMAGE)"
-                )))
-            }
-            Err(e) => return Err(engine_error(e)),
         };
         progress.step(&format!("copying the workspace of task {from:?}"));
-        let ended = self
-            .engine
-            .start(&id)
-            .and_then(|()| self.engine.wait(&id, COPY_TIMEOUT));
-        match ended {
-            Ok(0) => {}
-            Ok(code) => {
-                let said = self
-                    .engine
-                    .logs(&id, 3)
-                    .map(|l| l.text.trim().replace('\n', "; "))
-                    .unwrap_or_default();
-                self.discard_copy(&id, Some(&to_volume));
-                return Err(BackendError::Internal(format!(
-                    "the copy of task {from:?}'s workspace failed (exit {code}): {said}"
-                )));
-            }
-            Err(e) => {
-                self.discard_copy(&id, Some(&to_volume));
-                return Err(engine_error(e));
-            }
+        if let Err(e) = self.run_copier(&id, from) {
+            self.settle(&to_volume, false);
+            return Err(e);
         }
-        // Whole: the container goes, and with it the mark of an unfinished copy.
-        self.engine.remove(&id).map_err(engine_error)?;
         self.stamp(&to_volume, scope, to)?;
+        self.settle(&to_volume, true);
         progress.step("the workspace is copied");
         self.find(scope, to)
     }
@@ -177,7 +196,7 @@ impl Copies for DockerBackend {
         let volume = workspace::name(&self.controller_id, scope, task);
         Ok(self
             .engine
-            .inspect(&copier(&volume))
+            .volume(&mark(&volume))
             .map_err(engine_error)?
             .is_some())
     }
@@ -185,46 +204,45 @@ impl Copies for DockerBackend {
     fn tidy(&self) -> Result<usize, BackendError> {
         let selectors = [
             format!("{}={}", labels::OWNER, self.controller_id),
-            format!("{}=copy", labels::WORKSPACE),
+            format!("{}=copying", labels::WORKSPACE),
         ];
-        let listing = self.engine.list(&selectors).map_err(engine_error)?;
-        let now = crate::time::now_millis() as i64 / 1000;
+        let marks = self.engine.volumes(&selectors).map_err(engine_error)?;
+        let now = crate::time::now_millis();
         let mut settled = 0;
-        for c in listing.containers().map_err(engine_error)? {
-            let Some(owned) = c
-                .labels
-                .clone()
-                .and_then(|l| labels::owned_workspace(l, &self.controller_id))
-            else {
+        for m in marks {
+            let l = m.labels.unwrap_or_default();
+            let get = |k: &str| l.get(k).cloned().unwrap_or_default();
+            let (task, scope) = (get(labels::TASK), get(labels::SCOPE));
+            let volume = workspace::name(&self.controller_id, &scope, &task);
+            if mark(&volume) != m.name {
                 continue;
-            };
-            let volume = workspace::name(&self.controller_id, &owned.scope, &owned.task);
-            let finished = match c.state.as_ref() {
-                "running" | "paused" | "restarting" | "removing" => continue,
-                "created" if now - c.created < START_GRACE_SECS => continue,
-                "exited" => self
-                    .engine
-                    .inspect(&c.id)
-                    .map_err(engine_error)?
-                    .and_then(|i| i.state)
-                    .is_some_and(|s| s.exit_code == 0),
+            }
+            let young = crate::time::parse_rfc3339_millis(&m.created_at)
+                .is_none_or(|at| now.saturating_sub(at) < START_GRACE_MS);
+            let state = self
+                .engine
+                .inspect(&copier(&volume))
+                .map_err(engine_error)?
+                .and_then(|i| i.state)
+                .map(|s| (s.status, s.exit_code));
+            let whole = match state.as_ref().map(|(s, code)| (s.as_str(), *code)) {
+                Some(("running" | "paused" | "restarting" | "removing", _)) => continue,
+                Some(("created", _)) | None if young => continue,
+                Some(("exited", 0)) => true,
                 _ => false,
             };
-            if finished {
-                log::info!(
-                    "the copy to task {:?}'s workspace finished while no controller waited: done",
-                    owned.task
-                );
-                self.discard_copy(&c.id, None);
-                self.stamp(&volume, &owned.scope, &owned.task)?;
+            if whole {
+                log::info!("the copy to task {task:?}'s workspace finished while no controller waited: done");
+                self.stamp(&volume, &scope, &task)?;
             } else {
                 log::info!(
-                    "the copy to task {:?}'s workspace was cut off ({}): removed",
-                    owned.task,
-                    c.state
+                    "the copy to task {task:?}'s workspace was cut off ({}): removed",
+                    state.map_or("no copy container".to_string(), |(s, code)| format!(
+                        "{s}, exit {code}"
+                    ))
                 );
-                self.discard_copy(&c.id, Some(&volume));
             }
+            self.settle(&volume, whole);
             settled += 1;
         }
         Ok(settled)

@@ -27,6 +27,12 @@ pub(super) fn name(controller_id: &str, scope: &str, task: &str) -> String {
     )
 }
 
+/// The mark of an unfinished copy into workspace volume `volume` (`copy.rs`): a volume that
+/// has one is no workspace yet.
+pub(super) fn copy_mark(volume: &str) -> String {
+    format!("{volume}-copying")
+}
+
 impl DockerBackend {
     /// Makes the task's workspace volume, or finds the one its earlier workers had, and
     /// stamps its use; whether it is new. A volume of that name that is not this task's is
@@ -134,6 +140,7 @@ impl Workspaces for DockerBackend {
             .volumes(&labels::owner_selector(&self.controller_id))
             .map_err(engine_error)?;
         let mut stamps: HashMap<String, u64> = HashMap::new();
+        let mut copying = std::collections::HashSet::new();
         let mut spaces = Vec::new();
         for v in volumes {
             let l = v.labels.unwrap_or_default();
@@ -145,6 +152,9 @@ impl Workspaces for DockerBackend {
                         let latest = stamps.entry(of.to_string()).or_default();
                         *latest = (*latest).max(at);
                     }
+                }
+                Some("copying") => {
+                    copying.insert(v.name);
                 }
                 Some("workspace") => spaces.push(TaskWorkspace {
                     task: get(labels::TASK),
@@ -161,6 +171,8 @@ impl Workspaces for DockerBackend {
                 _ => {}
             }
         }
+        // A copy not yet whole is no workspace yet.
+        spaces.retain(|s| !copying.contains(&copy_mark(&s.name)));
         for s in &mut spaces {
             s.last_used = stamps
                 .remove(&s.name)
