@@ -34,6 +34,7 @@ mod k8s_suspend;
 mod lifetime;
 mod load;
 mod local_e2e;
+mod local_fork;
 mod local_support;
 mod local_suspend;
 mod mcp;
