@@ -211,6 +211,18 @@ fn skills() -> Value {
             vec![example(json!({"operation": "templates"}))],
         ),
         skill(
+            "workspaces",
+            "Task workspaces",
+            "workspaces lists the task workspaces of the caller's scope (the files a task's workers share, which outlive them). copy_workspace makes task's workspace a copy of from_task's (files, modes, links; from_task's untouched; same scope; from_task's worker, if any, stopped or suspended), so its first worker starts from those files; create's from_task does the same before the worker. delete_workspace deletes one, refused while a worker of the task exists.",
+            &["workspaces", "fork"],
+            vec![
+                example(json!({"operation": "workspaces"})),
+                example(json!({"operation": "copy_workspace", "from_task": "fix-login-bug", "task": "fix-login-bug-plan-b"})),
+                example(json!({"operation": "create", "task": "fix-login-bug-plan-c", "template": "coder", "from_task": "fix-login-bug"})),
+                example(json!({"operation": "delete_workspace", "task": "fix-login-bug-plan-b"})),
+            ],
+        ),
+        skill(
             "logs",
             "A worker's output",
             "Returns the last lines (tail, default 200, at most 10000) of the output of a worker this controller owns, at most 1 MiB; truncated says when that bound cut them.",

@@ -205,6 +205,7 @@ fn agent_card_v1_shape_and_validators() {
             json!("suspend"),
             json!("watch"),
             json!("templates"),
+            json!("workspaces"),
             json!("logs")
         ]
     );

@@ -52,7 +52,7 @@ async def main(base, token, binding):
         interfaces = [(i.protocol_binding, i.url, i.protocol_version) for i in card.supported_interfaces]
         check(interfaces == [("JSONRPC", f"{base}/a2a", "1.0"), ("HTTP+JSON", f"{base}/a2a/rest", "1.0")],
               f"card interfaces: {interfaces}")
-        check([s.id for s in card.skills] == ["create", "list", "stop", "renew", "suspend", "watch", "templates", "logs"], "skills")
+        check([s.id for s in card.skills] == ["create", "list", "stop", "renew", "suspend", "watch", "templates", "workspaces", "logs"], "skills")
         check("bearer" in card.security_schemes, "bearer scheme")
         check(card.capabilities.streaming, "streaming")
 
