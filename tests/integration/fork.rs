@@ -327,3 +327,23 @@ fn a_copy_cut_off_by_a_killed_controller_is_never_handed_out_and_is_removed() {
     );
     assert_eq!(tell(&url_c, &token_c, "workspace read notes.txt"), "whole");
 }
+
+#[test]
+fn check_says_whether_the_copy_image_is_on_the_engine() {
+    let Some(socket) = docker_socket() else {
+        return;
+    };
+    let present = format!("-workspace-copy-image={}", copy_image());
+    let args = crate::templates::engine_args(&socket, &present);
+    let (code, out, err) = crate::cli_client::check(&args, &crate::cli_client::CHECK_ENV);
+    assert_eq!(code, Some(0), "{out}{err}");
+    let said = format!("WORKSPACE_COPY_IMAGE {} is present", copy_image());
+    assert!(out.contains(&said), "{out}");
+    let args = crate::templates::engine_args(&socket, "-workspace-copy-image=a2a-no-such:1");
+    let (code, out, err) = crate::cli_client::check(&args, &crate::cli_client::CHECK_ENV);
+    assert_eq!(code, Some(1), "{out}{err}");
+    assert!(
+        format!("{out}{err}").contains("WORKSPACE_COPY_IMAGE a2a-no-such:1 is not on the engine"),
+        "{out}{err}"
+    );
+}

@@ -48,12 +48,33 @@ impl DockerBackend {
     /// Validation's second step ([`Check`]).
     pub(super) fn findings(&self, asked: Check<'_>) -> Vec<Finding> {
         match asked {
-            Check::Engine => vec![Finding::of_health(Backend::health(self))],
+            Check::Engine => {
+                let health = Finding::of_health(Backend::health(self));
+                let copies = health.ok.then(|| self.copy_image_finding()).flatten();
+                std::iter::once(health).chain(copies).collect()
+            }
             Check::Template(t) => vec![self.template_finding(t)],
             // An image present that does not say it speaks the activation contract stops
             // startup for a pooled template (one not there yet is `check`'s to say).
             Check::Startup(t) => self.startup_refusals(t),
         }
+    }
+
+    /// `WORKSPACE_COPY_IMAGE`, when set, is on the engine (a copy never pulls it).
+    fn copy_image_finding(&self) -> Option<Finding> {
+        let image = self.container.copy_image.as_deref()?;
+        Some(match self.engine.image_present(image) {
+            Ok(true) => Finding::ok(format!(
+                "workspace copies: WORKSPACE_COPY_IMAGE {image} is present"
+            )),
+            Ok(false) => Finding::failed(format!(
+                "WORKSPACE_COPY_IMAGE {image} is not on the engine: every workspace copy would fail (build it with scripts/build-image.sh a2a-worker-controller {image})"
+            )),
+            Err(e) => Finding::failed(format!(
+                "WORKSPACE_COPY_IMAGE {image} could not be looked up: {}",
+                engine_error(e)
+            )),
+        })
     }
 
     /// The image is on the engine (creates never pull: a missing image fails every create).
