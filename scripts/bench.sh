@@ -17,6 +17,13 @@
 #   connections against none (docker_bench_watch, run with the docker benchmarks).
 #   pool: creates from a warm pool of 4 against cold creates of the same image, a burst of 2N
 #   against N, two replicas racing for one task (pool::docker_bench_pool, with the docker ones).
+#   pool demand: a bursty schedule (0.5 creates/s, then 1.5/s, BENCH_DEMAND_SECONDS each,
+#   default 60; members that take 3 s to listen) against a pool of {min 0, max 8} that follows
+#   the demand, then a fixed pool of the same average: the creates served from the pool, and
+#   how soon it held its min again (pool_demand::docker_bench_pool_demand, with the docker ones).
+#   fork: copy_workspace of a 200 MB workspace against cp -a between the same kind of volumes
+#   in a short-lived container (the host's own cp in an image; fork::docker_bench_fork, with
+#   the docker ones; BENCH_FORK_ROUNDS, default 5, BENCH_FORK_MIB, default 200).
 #   suspend: resume → ready against a cold create, the memory a suspend gives back, renew against
 #   a list of one worker (docker_suspend::docker_bench_suspend, with the docker ones;
 #   BENCH_SUSPEND_ROUNDS, default 10), and resume against a cold create on the Kubernetes

@@ -124,11 +124,10 @@ pub enum ClaimError {
     Task(BackendError),
 }
 
-/// The worker a claim of `member` made for `spec`, reached at `a2a_url`: owned exactly like
-/// one created cold (its creation time is the member's).
+/// The worker a claim made for `spec`, reached at `a2a_url`: owned exactly like one created
+/// cold (its creation time is the claim's, as its `claimed-at` label says).
 pub fn claimed_worker(
     kind: super::BackendKind,
-    member: &PoolMember,
     spec: &super::CreateSpec,
     a2a_url: String,
 ) -> super::Worker {
@@ -139,7 +138,7 @@ pub fn claimed_worker(
             &spec.worker_id,
             &spec.task,
             super::WorkerState::Running,
-            crate::time::rfc3339_secs(member.created_ms / 1000),
+            crate::time::rfc3339_secs(crate::time::now_millis() / 1000),
         )
         .expiring(spec.expires_at)
         .tagged(spec.metadata.clone())
@@ -241,12 +240,7 @@ fn claim_unredacted<S: ClaimSteps>(
     let bound = steps.bind(member, spec)?;
     steps.commit(member, spec, bound)?;
     spec.progress.step("ready");
-    Ok(claimed_worker(
-        super::Backend::kind(steps),
-        member,
-        spec,
-        a2a_url,
-    ))
+    Ok(claimed_worker(super::Backend::kind(steps), spec, a2a_url))
 }
 
 /// `POST <base>/activate` until the member answers or `timeout` passes: a member that is

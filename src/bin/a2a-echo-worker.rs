@@ -9,7 +9,8 @@
 //! `--exit-code=N` exits at once with N; `--no-listen` runs without ever answering;
 //! `--grow-after=MS` serves, then MS milliseconds later takes memory without end (until a
 //! memory limit has it killed); `--hang-activation` (a pool member) never answers its
-//! activation.
+//! activation; `--listen-after=MS` waits MS milliseconds before it listens (an agent image
+//! that loads its runtime first).
 //!
 //! With `A2A_WORKSPACE` (a template's workspace), two text commands reach its files, so tests
 //! can see a task's workspace outlive its worker: `workspace write NAME TEXT` writes TEXT to
@@ -309,6 +310,7 @@ fn print_lines(n: usize, width: usize) {
 #[derive(Default)]
 struct Args {
     no_listen: bool,
+    listen_after: Option<std::time::Duration>,
     grow_after: Option<std::time::Duration>,
     hang_activation: bool,
     print: usize,
@@ -334,6 +336,11 @@ fn parse_args() -> Result<Args, ExitCode> {
             .and_then(|n| n.parse().ok())
         {
             args.grow_after = Some(std::time::Duration::from_millis(ms));
+        } else if let Some(ms) = arg
+            .strip_prefix("--listen-after=")
+            .and_then(|n| n.parse().ok())
+        {
+            args.listen_after = Some(std::time::Duration::from_millis(ms));
         } else if arg == "--hang-activation" {
             args.hang_activation = true;
         } else if arg == "--no-listen" {
@@ -405,6 +412,9 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Some(wait) = args.listen_after {
+        std::thread::sleep(wait);
+    }
     if args.no_listen {
         eprintln!("a2a-echo-worker: running without listening, as asked");
         wait_for_signal();

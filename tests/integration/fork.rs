@@ -347,3 +347,140 @@ fn check_says_whether_the_copy_image_is_on_the_engine() {
         "{out}{err}"
     );
 }
+
+/// An image holding the host's own `cp` (GNU coreutils) and the libraries it links: the
+/// baseline's copy, in a container of its own as the controller's copy is. `None` off Linux
+/// (or without `ldd`), said by the caller.
+fn cp_image(socket: &Path) -> Option<String> {
+    let tag = "a2a-bench-cp:dev".to_string();
+    let ldd = std::process::Command::new("ldd")
+        .arg("/usr/bin/cp")
+        .output()
+        .ok()?;
+    let dir = std::env::temp_dir().join(format!("a2a-bench-cp-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut files = vec!["/usr/bin/cp".to_string()];
+    for line in String::from_utf8_lossy(&ldd.stdout).lines() {
+        // `libc.so.6 => /lib/.../libc.so.6 (0x...)`, or `/lib64/ld-linux-x86-64.so.2 (0x...)`.
+        let path = line
+            .split("=>")
+            .last()?
+            .split_whitespace()
+            .next()?
+            .to_string();
+        if path.starts_with('/') {
+            files.push(path);
+        }
+    }
+    for f in &files {
+        let to = dir.join(f.trim_start_matches('/'));
+        std::fs::create_dir_all(to.parent()?).ok()?;
+        std::fs::copy(f, &to).ok()?;
+    }
+    std::fs::write(dir.join("Dockerfile"), "FROM scratch\nCOPY . /\n").ok()?;
+    docker_cli(
+        socket,
+        &["build", "-q", "-t", &tag, &dir.display().to_string()],
+        None,
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    Some(tag)
+}
+
+/// scripts/bench.sh: a copy of a 200 MB workspace (one 200 MiB file and a few small ones)
+/// through `copy_workspace` against `cp -a` between the same two kinds of volume in a
+/// short-lived container of its own (`docker run --rm`: a container's start is the floor),
+/// p50 of BENCH_FORK_ROUNDS (default 5), interleaved.
+#[test]
+#[ignore]
+fn docker_bench_fork() {
+    let Some(socket) = docker_socket() else {
+        return;
+    };
+    let Some(cp) = cp_image(&socket) else {
+        println!("BENCH fork: skipped (no ldd here to build the cp -a baseline's image)");
+        return;
+    };
+    let rounds = rounds("BENCH_FORK_ROUNDS", 5).max(1);
+    let mib = crate::support::rounds("BENCH_FORK_MIB", 200);
+    let id = controller_id("bench-fork");
+    let _volumes = VolumeCleanup(socket.clone(), id.clone());
+    let _cleanup = Cleanup::new(&socket, &id);
+    let (file, callers) = setup("bench-fork");
+    let p = start(&socket, &id, &file, &callers);
+    let (url, token, base) = worker(
+        &p,
+        json!({"operation": "create", "task": "base", "template": "coder"}),
+    );
+    assert_eq!(
+        tell(&url, &token, &format!("workspace fill big.bin {mib}")),
+        "filled big.bin"
+    );
+    for i in 0..20 {
+        tell(
+            &url,
+            &token,
+            &format!("workspace write small-{i}.txt some text {i}"),
+        );
+    }
+    reply_data(&control_as(
+        p.addr,
+        ALICE,
+        json!({"operation": "stop", "worker_id": base}),
+    ));
+    let source = reply_data(&control_as(
+        p.addr,
+        ALICE,
+        json!({"operation": "workspaces"}),
+    ))["workspaces"][0]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    for i in 0..rounds {
+        let task = format!("copy {i}");
+        let started = std::time::Instant::now();
+        reply_data(&control_as(
+            p.addr,
+            ALICE,
+            json!({"operation": "copy_workspace", "from_task": "base", "task": task}),
+        ));
+        ours.push(started.elapsed());
+        reply_data(&control_as(
+            p.addr,
+            ALICE,
+            json!({"operation": "delete_workspace", "task": task}),
+        ));
+        let target = format!("{id}-bench-cp-{i}");
+        let started = std::time::Instant::now();
+        docker_cli(
+            &socket,
+            &[
+                "run",
+                "--rm",
+                "--network",
+                "none",
+                "-v",
+                &format!("{source}:/from:ro"),
+                "-v",
+                &format!("{target}:/to"),
+                &cp,
+                "/usr/bin/cp",
+                "-a",
+                "/from/.",
+                "/to/",
+            ],
+            None,
+        );
+        theirs.push(started.elapsed());
+        docker_cli(&socket, &["volume", "rm", "-f", &target], None);
+    }
+    let (a, b) = (p50(ours), p50(theirs));
+    println!("BENCH fork: copy_workspace p50 {a:?}, cp -a in a container p50 {b:?} ({rounds} rounds, {mib} MiB)");
+    println!(
+        "ROW|copy of a {mib} MB workspace (1 file of {mib} MiB + 20 small), Docker, p50 of {rounds}|{:.1} ms ÷ cp -a in a short-lived container {:.1} ms = ×{:.2}|≤ ×1.3",
+        a.as_secs_f64() * 1000.0,
+        b.as_secs_f64() * 1000.0,
+        a.as_secs_f64() / b.as_secs_f64()
+    );
+}

@@ -517,3 +517,66 @@ fn a_k8s_image_without_the_contract_keeps_no_members() {
     );
     assert!(members(&api, &id).is_empty());
 }
+
+#[test]
+fn a_k8s_pool_follows_the_demand_and_a_claimed_pod_says_when_it_was_claimed() {
+    if !configured() {
+        return;
+    }
+    let pki = Pki::new("k8s-demand");
+    let standin = running_standin(&pki);
+    let api = api(&standin, &pki);
+    let id = controller_id("k8s-demand");
+    let dir = test_dir("k8s-demand");
+    let file = dir.join("templates.json");
+    write_templates(
+        &file,
+        json!({"warm": {"image": "a2a-echo-worker:dev", "pool": {"min": 0, "max": 3}}}),
+    );
+    let flag = format!("-worker-templates-file={}", file.display());
+    let p = start(
+        &standin,
+        &pki,
+        &id,
+        &[
+            &flag,
+            "-pool-demand-window=20s",
+            "-pool-member-start=10s",
+            "-pool-idle-after=10s",
+        ],
+    );
+    let wanted = |n: u32| {
+        let line = format!("a2a_pool_wanted{{template=\"warm\"}} {n}\n");
+        wait_until(&format!("a pool wanted of {n}"), PATIENCE, || {
+            p.get("/metrics").text().contains(&line)
+        });
+    };
+    wanted(0);
+    assert!(members(&api, &id).is_empty());
+    // Two cold creates ask for two members (2 in 20 s × 10 s is one, plus one; max 3).
+    create(&p, "one", "warm");
+    create(&p, "two", "warm");
+    wanted(2);
+    wait_members(&api, &id, 2);
+    wait_ready_here(&p, 2);
+    let before = a2a_worker_controller::time::now_millis() / 1000;
+    let made = create(&p, "three", "warm");
+    let wid = made["worker"]["worker_id"].as_str().unwrap();
+    assert!(was_pooled(&api, wid), "served from the pool");
+    let pod = pod_of(&api, wid);
+    let claimed: u64 = label(&pod, "a2a-worker-controller/claimed-at")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("a claimed-at label: {pod}"));
+    assert!(claimed / 1000 >= before, "claimed now: {claimed}");
+    let created = a2a_worker_controller::time::parse_rfc3339_millis(
+        made["worker"]["created_at"].as_str().unwrap(),
+    )
+    .unwrap();
+    assert!(
+        (created / 1000).abs_diff(claimed / 1000) <= 1,
+        "created_at is the claim: {created} vs {claimed}"
+    );
+    // Nobody creates for the idle period: back to min.
+    wanted(0);
+    wait_members(&api, &id, 0);
+}

@@ -58,6 +58,20 @@ pub fn members(socket: &Path, id: &str) -> Vec<(String, String)> {
     v
 }
 
+/// How many unclaimed members controller `id` has, in any state.
+pub fn member_count(socket: &Path, id: &str) -> usize {
+    let prefix = format!("{}-pool-", &id[..id.len().min(20)]);
+    ps(
+        socket,
+        id,
+        "a2a-worker-controller/pool-member",
+        "{{.Names}}",
+    )
+    .lines()
+    .filter(|l| l.starts_with(&prefix))
+    .count()
+}
+
 /// Every container of controller id `id` (members, pooled and cold workers).
 fn all_containers(socket: &Path, id: &str) -> Vec<String> {
     let out = ps(

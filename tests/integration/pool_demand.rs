@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::docker_support::*;
-use crate::pool::{create, members, wait_members, was_pooled};
+use crate::pool::{create, member_count, members, wait_members, was_pooled};
 use crate::support::*;
 use crate::templates::{test_dir, write_templates};
 
@@ -75,22 +75,7 @@ fn a_pool_grows_under_a_burst_within_its_max_across_replicas_and_sinks_after() {
         let _done = Done(&done);
         s.spawn(|| {
             while !done.load(Ordering::SeqCst) {
-                let all = docker_cli(
-                    &socket,
-                    &[
-                        "ps",
-                        "-a",
-                        "--filter",
-                        &format!("label=a2a-worker-controller/owner={id}"),
-                        "--filter",
-                        "label=a2a-worker-controller/pool-member",
-                        "--format",
-                        "{{.Names}}",
-                    ],
-                    None,
-                );
-                let prefix = format!("{}-pool-", &id[..id.len().min(20)]);
-                let n = all.lines().filter(|l| l.starts_with(&prefix)).count();
+                let n = member_count(&socket, &id);
                 most.fetch_max(n, Ordering::SeqCst);
                 std::thread::sleep(Duration::from_millis(100));
             }
@@ -204,4 +189,150 @@ fn a_shrink_never_removes_a_member_being_claimed() {
         .and_then(|r| r.split(':').next())
         .unwrap();
     assert_ne!(removed, claimed, "the shrink took the member being claimed");
+}
+
+/// What one run of the bursty schedule gave.
+struct Run {
+    creates: usize,
+    pooled: usize,
+    /// Unclaimed members, on average over the steady and burst phases.
+    held: f64,
+    /// How long after the last create the pool held `min` (0) members; `None`: it never did
+    /// within the wait.
+    sank: Option<Duration>,
+}
+
+/// The schedule: quiet 5 s, then one create every 2 s for `phase`, then three times that rate
+/// for `phase`, then quiet (until the pool is back at 0 members, at most `idle` + 60 s).
+fn bursty_run(
+    socket: &std::path::Path,
+    tag: &str,
+    pool: serde_json::Value,
+    phase: Duration,
+    idle: Duration,
+) -> Run {
+    let id = controller_id(tag);
+    let _cleanup = Cleanup::new(socket, &id);
+    let _volumes = crate::templates::VolumeCleanup(socket.to_path_buf(), id.clone());
+    let dir = test_dir(tag);
+    let file = dir.join("templates.json");
+    write_templates(
+        &file,
+        json!({"warm": {"image": worker_image(), "pool": pool}}),
+    );
+    let flags = [
+        format!("-worker-templates-file={}", file.display()),
+        "-pool-demand-window=30s".to_string(),
+        "-pool-member-start=2s".to_string(),
+        format!("-pool-idle-after={}s", idle.as_secs()),
+        "-max-workers=1000".to_string(),
+    ];
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let p = Proc::start(socket, &id, &flags);
+    std::thread::sleep(Duration::from_secs(5));
+    let done = AtomicBool::new(false);
+    let (samples, sum) = (AtomicUsize::new(0), AtomicUsize::new(0));
+    let mut creates = 0;
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !done.load(Ordering::SeqCst) {
+                sum.fetch_add(member_count(socket, &id), Ordering::SeqCst);
+                samples.fetch_add(1, Ordering::SeqCst);
+                std::thread::sleep(Duration::from_millis(250));
+            }
+        });
+        let begun = std::time::Instant::now();
+        let mut next = Duration::ZERO;
+        while next < phase * 2 {
+            let at = begun + next;
+            if let Some(wait) = at.checked_duration_since(std::time::Instant::now()) {
+                std::thread::sleep(wait);
+            }
+            let p = &p;
+            let task = format!("burst {creates}");
+            s.spawn(move || create(p, &task, "warm"));
+            creates += 1;
+            next += if next < phase {
+                Duration::from_secs(2)
+            } else {
+                Duration::from_millis(667)
+            };
+        }
+        done.store(true, Ordering::SeqCst);
+    });
+    let last = std::time::Instant::now();
+    let mut sank = None;
+    let deadline = last + idle + Duration::from_secs(60);
+    while std::time::Instant::now() < deadline {
+        if member_count(socket, &id) == 0 {
+            sank = Some(last.elapsed());
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let cold = docker_cli(
+        socket,
+        &[
+            "ps",
+            "-a",
+            "-q",
+            "--filter",
+            &format!("label=a2a-worker-controller/owner={id}"),
+            "--filter",
+            "label=a2a-worker-controller/worker-id",
+        ],
+        None,
+    )
+    .lines()
+    .count();
+    Run {
+        creates,
+        pooled: creates - cold,
+        held: sum.load(Ordering::SeqCst) as f64 / samples.load(Ordering::SeqCst).max(1) as f64,
+        sank,
+    }
+}
+
+/// scripts/bench.sh: the bursty schedule (quiet, one create every 2 s for a phase, three times
+/// that rate for a phase, quiet; BENCH_DEMAND_SECONDS per phase, default 60), with members
+/// that take 3 s to listen (an agent image loading its runtime), against a pool of
+/// `{min: 0, max: 8}` that follows the demand (window 30 s, a member's start 3 s, idle 30 s),
+/// then against a fixed pool holding the same average number of members: the creates served
+/// from the pool, and how soon after the last create the pool held its min again.
+#[test]
+#[ignore]
+fn docker_bench_pool_demand() {
+    let Some(socket) = docker_socket() else {
+        return;
+    };
+    let phase = Duration::from_secs(rounds("BENCH_DEMAND_SECONDS", 60) as u64);
+    let idle = Duration::from_secs(30);
+    let demand = bursty_run(
+        &socket,
+        "bench-demand",
+        json!({"min": 0, "max": 8}),
+        phase,
+        idle,
+    );
+    let fixed_size = demand.held.round().max(1.0) as u32;
+    let fixed = bursty_run(&socket, "bench-fixed", json!(fixed_size), phase, idle);
+    let pct = |r: &Run| 100.0 * r.pooled as f64 / r.creates.max(1) as f64;
+    println!(
+        "BENCH pool demand: {}/{} creates pooled ({:.1} %), {:.2} members held on average, min again {:?} after the last create; fixed pool of {fixed_size}: {}/{} ({:.1} %), {:.2} held",
+        demand.pooled, demand.creates, pct(&demand), demand.held, demand.sank,
+        fixed.pooled, fixed.creates, pct(&fixed), fixed.held
+    );
+    println!(
+        "ROW|bursty load ({}s at 0.5/s, {}s at 1.5/s; members ready 3 s after start), Docker: creates served from the pool|{{0, 8}} after the demand: {:.1} % ({}/{}), {:.2} members held on average; fixed pool of {fixed_size}: {:.1} % ({}/{}), {:.2} held|≥ 90 % after the demand, against the fixed pool of the same average",
+        phase.as_secs(), phase.as_secs(), pct(&demand), demand.pooled, demand.creates, demand.held,
+        pct(&fixed), fixed.pooled, fixed.creates, fixed.held
+    );
+    println!(
+        "ROW|members held after the idle period (POOL_IDLE_AFTER {}s standing for an hour)|{}|min (0)",
+        idle.as_secs(),
+        match demand.sank {
+            Some(t) => format!("0, {:.1} s after the last create", t.as_secs_f64()),
+            None => "not 0 within the idle period + 60 s".to_string(),
+        }
+    );
 }

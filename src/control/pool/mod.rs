@@ -19,7 +19,7 @@
 //!   and the key's id are in each member's labels; members of another revision or key, of a
 //!   template gone or no longer pooled, or beyond N, are removed, and their slots refilled.
 //! - **In the background.** One thread looks every second (at once after a claim), removes
-//!   ended members and claims that did not finish, and refills free slots two at a time; an
+//!   ended members and claims that did not finish, and refills free slots, up to eight at a time; an
 //!   engine that refuses backs the template off (1 s doubling to 60 s), said once per streak.
 
 use std::collections::{HashMap, HashSet};
@@ -44,8 +44,10 @@ use crate::token::{self};
 
 /// How often the pool looks at its members without being asked.
 const LOOK_EVERY: Duration = Duration::from_secs(1);
-/// How many members are started at once (per pass).
-const STARTS_AT_ONCE: usize = 2;
+/// How many members are started at once (per pass), at most: a pass waits for its starts, so
+/// a pool refills at most this many per member start (a burst against slow-starting members
+/// needs several at once; the engine's own work is the bound).
+const STARTS_AT_ONCE: usize = 8;
 /// The longest back-off after the engine refused a member.
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
 /// How long a claim that did not finish (or a member made and never started) is left to its

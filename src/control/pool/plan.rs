@@ -390,7 +390,7 @@ mod tests {
         );
         let p = wanted.iter().next().unwrap();
         assert!(decided.to_start(p, 2).is_empty());
-        // Grown again: the free slots are filled lowest first, two at a time at most.
+        // Grown again: the free slots are filled lowest first, at most as many as asked at once.
         let wanted = Wanted::of(&templates, "ctl", |_| 6);
         let decided = plan(members, "key", &wanted, &seen(now));
         assert!(decided.remove.is_empty());
