@@ -1,6 +1,7 @@
 //! A workspace's files copied for another task (a fork): files with their contents, modes and
 //! owners, directories with theirs, symbolic links as links — never followed, so a link that
-//! points out of the workspace copies nothing from out there. A leaf: the local backend copies
+//! points out of the workspace copies nothing from out there; sockets, FIFOs and device nodes,
+//! which hold no contents, are left out. A leaf: the local backend copies
 //! directories with [`copy_tree`], and the controller's `copy-files` subcommand (what the
 //! Docker backend's short-lived copy container runs) copies one volume into another with
 //! [`copy_into`].
@@ -8,7 +9,7 @@
 //! [`copy_tree`] makes the copy beside its destination under a name that marks it unfinished
 //! and renames it into place when whole, so a copy cut off halfway (the controller killed) is
 //! never taken for a workspace; [`remove_unfinished`] clears what such a copy left. (A volume
-//! cannot be renamed: there the copy container itself marks the copy unfinished.)
+//! cannot be renamed: there a mark volume says the copy is unfinished.)
 
 use std::fs;
 use std::io;
@@ -25,6 +26,8 @@ pub struct Copied {
     pub bytes: u64,
     pub links: u64,
     pub dirs: u64,
+    /// Sockets, FIFOs and device nodes, which hold no files' contents: left out.
+    pub skipped: u64,
 }
 
 /// Copies the directory `from` to `to`, which must not exist. `nonce` names the unfinished
@@ -129,13 +132,8 @@ fn copy_entries(from: &Path, to: &Path, copied: &mut Copied) -> io::Result<()> {
             )?;
             copied.files += 1;
         } else {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!(
-                    "{} is neither a file, a directory nor a link: not copied",
-                    source.display()
-                ),
-            ));
+            // A socket an agent's tool left, a FIFO, a device node: nothing to copy.
+            copied.skipped += 1;
         }
     }
     Ok(())
@@ -229,8 +227,12 @@ mod tests {
         symlink("../..", src.join("up")).unwrap();
         fs::set_permissions(&src, fs::Permissions::from_mode(0o751)).unwrap();
         fs::create_dir_all(&dst).unwrap();
+        // A socket left by a tool in the workspace holds nothing to copy: left out.
+        let _socket = std::os::unix::net::UnixListener::bind(src.join("tool.sock")).unwrap();
         let copied = copy_into(&src, &dst).unwrap();
         assert_eq!((copied.files, copied.links, copied.dirs), (1, 1, 1));
+        assert_eq!(copied.skipped, 1);
+        assert!(!dst.join("tool.sock").exists());
         assert_eq!(fs::read_to_string(dst.join("sub/a")).unwrap(), "a");
         assert_eq!(fs::read_link(dst.join("up")).unwrap(), Path::new("../.."));
         assert_eq!(mode(&dst), 0o751);

@@ -24,6 +24,13 @@ fn pool_line(
         .pools
         .ok_or_else(|| format!("the {} backend keeps no warm pools", backend.kind()))?;
     let members = pools.members().map_err(|e| e.to_string())?;
+    let creates = if pooled.iter().any(|t| t.pool.follows_demand()) {
+        crate::control::pool::demand::creates(backend).map_err(|e| e.to_string())?
+    } else {
+        HashMap::new()
+    };
+    let rule = crate::control::pool::demand::Rule::of(&settings.pool_demand);
+    let now = crate::time::now_millis();
     let sizes: Vec<String> = pooled
         .iter()
         .map(|t| {
@@ -32,9 +39,13 @@ fn pool_line(
                 .filter(|m| m.template == t.name && m.state == crate::backend::MemberState::Ready)
                 .count();
             if t.pool.follows_demand() {
+                let times = creates.get(&t.name).map_or(&[][..], |v| v.as_slice());
                 format!(
-                    "{} keeps {} to {} after the demand ({ready} ready now)",
-                    t.name, t.pool.min, t.pool.max
+                    "{} keeps {} to {} after the demand, {} now ({ready} ready now)",
+                    t.name,
+                    t.pool.min,
+                    t.pool.max,
+                    rule.wanted(t.pool, times, now)
                 )
             } else {
                 format!("{} keeps {} ({ready} ready now)", t.name, t.pool)

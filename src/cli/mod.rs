@@ -163,8 +163,8 @@ fn copy_files(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> u8 {
         Ok(c) => {
             let _ = writeln!(
                 out,
-                "copied {} files ({} bytes), {} directories, {} links",
-                c.files, c.bytes, c.dirs, c.links
+                "copied {} files ({} bytes), {} directories, {} links; {} sockets, FIFOs or devices left out",
+                c.files, c.bytes, c.dirs, c.links, c.skipped
             );
             0
         }

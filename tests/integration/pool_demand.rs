@@ -91,6 +91,15 @@ fn a_pool_grows_under_a_burst_within_its_max_across_replicas_and_sinks_after() {
         wait_wanted(&p, 3);
         wait_wanted(&q, 3);
         wait_members(&socket, &id, 3);
+        // `check` gives the size the rule gives now, from what the engine lists.
+        let mut args = crate::templates::engine_args(&socket, &format!("-controller-id={id}"));
+        args.extend(flags.iter().map(|f| f.to_string()));
+        let (code, out, err) = crate::cli_client::check(&args, &crate::cli_client::CHECK_ENV);
+        assert_eq!(code, Some(0), "{out}{err}");
+        assert!(
+            out.contains("warm keeps 0 to 3 after the demand, 3 now (3 ready now)"),
+            "{out}"
+        );
         crate::pool::wait_ready_here(&q, 3);
         // The next create is served from the pool.
         let made = create(&q, "after the burst", "warm");

@@ -16,6 +16,9 @@
 
 use std::time::Duration;
 
+use std::collections::HashMap;
+
+use crate::backend::{Backend, BackendError};
 pub use crate::settings::templates::PoolSize as Bounds;
 use crate::settings::PoolDemand;
 
@@ -65,6 +68,18 @@ impl Rule {
         need.saturating_add(self.headroom)
             .clamp(bounds.min, bounds.max)
     }
+}
+
+/// When each template's workers were created (a worker from the pool: claimed), as the engine
+/// lists them, in Unix milliseconds, by template: what [`Rule::wanted`] reads.
+pub fn creates(backend: &dyn Backend) -> Result<HashMap<String, Vec<u64>>, BackendError> {
+    let mut creates: HashMap<String, Vec<u64>> = HashMap::new();
+    for w in backend.list()? {
+        if let Some(ms) = crate::time::parse_rfc3339_millis(&w.created_at) {
+            creates.entry(w.template).or_default().push(ms);
+        }
+    }
+    Ok(creates)
 }
 
 fn millis(d: Duration) -> u64 {

@@ -323,7 +323,7 @@ impl Pool {
         let members = self.engine()?.members()?;
         self.lock().found_members = Some(!members.is_empty());
         let creates = if templates.all().any(|t| t.pool.follows_demand()) {
-            self.creates()?
+            demand::creates(self.backend.as_ref())?
         } else {
             HashMap::new()
         };
@@ -384,18 +384,6 @@ impl Pool {
             started |= self.refill(p.template, &p.revision, free);
         }
         Ok(started)
-    }
-
-    /// When each template's workers were created (a worker from the pool: claimed), as the
-    /// engine lists them, in Unix milliseconds.
-    fn creates(&self) -> Result<HashMap<String, Vec<u64>>, BackendError> {
-        let mut creates: HashMap<String, Vec<u64>> = HashMap::new();
-        for w in self.backend.list()? {
-            if let Some(ms) = crate::time::parse_rfc3339_millis(&w.created_at) {
-                creates.entry(w.template).or_default().push(ms);
-            }
-        }
-        Ok(creates)
     }
 
     /// Starts members of template `t` in the slots `free`, unless it is backing off; whether
