@@ -179,6 +179,13 @@ impl Raw {
                 .transpose()?,
             api_url,
             egress_policy: String::new(),
+            clone_storage_classes: self
+                .get("K8S_CLONE_STORAGE_CLASSES")
+                .split(',')
+                .map(str::trim)
+                .filter(|c| !c.is_empty())
+                .map(str::to_string)
+                .collect(),
         };
         if k.api_url.is_some() {
             if k.ca_file.is_none() {

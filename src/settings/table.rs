@@ -385,6 +385,12 @@ pub(super) const SPECS: &[Spec] = &[
     s(K8s, "K8S_CLIENT_KEY_FILE", "", "client key for K8S_API_URL"),
     s(
         K8s,
+        "K8S_CLONE_STORAGE_CLASSES",
+        "",
+        "comma-separated storage classes whose CSI driver clones a claim from another (dataSource): a workspace of one is copied by a clone (copy_workspace, create's from_task); the API cannot say which can",
+    ),
+    s(
+        K8s,
         "K8S_POD_TEMPLATE",
         "",
         "JSON file merged into every worker pod",

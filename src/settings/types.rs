@@ -266,6 +266,9 @@ pub struct K8sSettings {
     pub replica: Option<ReplicaSettings>,
     /// `EGRESS_NETWORK`: the NetworkPolicy that fences workers (checked, never made).
     pub egress_policy: String,
+    /// `K8S_CLONE_STORAGE_CLASSES`: the storage classes whose provisioner clones a claim from
+    /// another (`dataSource`): a workspace of one of them is copied by a clone.
+    pub clone_storage_classes: Vec<String>,
 }
 
 /// One replica of several: its own pod IP, and the label selector of all of them.

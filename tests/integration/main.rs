@@ -27,6 +27,7 @@ mod k8s_client;
 mod k8s_e2e;
 mod k8s_egress;
 mod k8s_faults;
+mod k8s_fork;
 mod k8s_manifests;
 mod k8s_pool;
 mod k8s_support;

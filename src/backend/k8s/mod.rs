@@ -10,6 +10,7 @@
 //! - `watch`: following one pod until it is ready, failed or gone;
 //! - `check`: what `check` and startup ask the API (access reviews, a dry-run create);
 //! - `pool`: warm pools (member pods, claims bound by a gated binding pod);
+//! - `copy`: workspace copies, a claim cloned from another (`dataSource`);
 //! - `refusals`: the API's refusals as the seam's errors.
 //!
 //! Stopping follows the real API's graceful deletion: `DELETE` answers with the pod still
@@ -22,6 +23,7 @@ pub(crate) mod api;
 mod check;
 mod claim;
 mod config;
+mod copy;
 mod create;
 mod fence;
 mod lifetime;
@@ -440,7 +442,7 @@ impl Backend for K8sBackend {
             pools: Some(self),
             renewal: Some(self),
             suspension: Some(self),
-            copies: None,
+            copies: Some(self),
         }
     }
 }
