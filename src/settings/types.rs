@@ -195,8 +195,10 @@ impl OnExpiry {
     }
 }
 
-/// The selected backend and its settings.
+/// The selected backend and its settings. Made once at startup and kept whole: the size
+/// between its variants costs nothing, so they are not boxed.
 #[derive(Debug, Clone)]
+#[allow(clippy::large_enum_variant)]
 pub enum BackendSettings {
     Docker {
         container: ContainerSettings,
