@@ -346,7 +346,7 @@ impl Copies for FakeBackend {
         self.check_up()?;
         let mut spaces = lock(&self.workspaces);
         if spaces.iter().any(|w| w.scope == scope && w.task == to) {
-            return Err(BackendError::Rejected(format!(
+            return Err(BackendError::Refused(format!(
                 "task {to:?} has a workspace already"
             )));
         }

@@ -319,6 +319,10 @@ pub enum BackendError {
     Rejected(String),
     /// The engine's own quota is exhausted (a Kubernetes ResourceQuota).
     Capacity(String),
+    /// What the controller cannot do in the state it finds, or as it is set up (a workspace
+    /// copy without a copy image, of a storage class that does not clone, to a task that has
+    /// one by now): the whole sentence.
+    Refused(String),
     /// Anything else the engine refused.
     Internal(String),
 }
@@ -337,6 +341,7 @@ impl fmt::Display for BackendError {
             BackendError::NotReady(why) => write!(f, "worker did not become ready: {why}"),
             BackendError::Rejected(why) => write!(f, "the cluster rejected the worker: {why}"),
             BackendError::Capacity(why) => write!(f, "no capacity for the worker: {why}"),
+            BackendError::Refused(why) => f.write_str(why),
             BackendError::Internal(why) => write!(f, "backend error: {why}"),
         }
     }
@@ -359,6 +364,7 @@ impl BackendError {
             BackendError::NotReady(s) => BackendError::NotReady(f(s)),
             BackendError::Rejected(s) => BackendError::Rejected(f(s)),
             BackendError::Capacity(s) => BackendError::Capacity(f(s)),
+            BackendError::Refused(s) => BackendError::Refused(f(s)),
             BackendError::Internal(s) => BackendError::Internal(f(s)),
             other @ (BackendError::WorkerExists { .. } | BackendError::NotFound) => other,
         }

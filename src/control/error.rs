@@ -71,6 +71,7 @@ impl From<BackendError> for ControlError {
             BackendError::NotReady(_) => ControlError::new(ErrorCode::NotReady, message),
             BackendError::Rejected(_) => ControlError::new(ErrorCode::RejectedByCluster, message),
             BackendError::Capacity(_) => ControlError::new(ErrorCode::Capacity, message),
+            BackendError::Refused(_) => ControlError::new(ErrorCode::InvalidState, message),
             BackendError::Internal(_) => ControlError::new(ErrorCode::Internal, message),
         }
     }

@@ -1,6 +1,6 @@
-//! Tasks that start from another task's files on Kubernetes (the stand-in, which decodes a
-//! claim's `dataSource` by the API's own schema; no recording of a real provisioner's clone
-//! yet): a workspace of a storage class named in `K8S_CLONE_STORAGE_CLASSES` is copied as a
+//! Tasks that start from another task's files on Kubernetes (the stand-in, answering a claim's
+//! `dataSource` as a real kube-apiserver 1.36.2 did in rec s55-fork-clone.txt; no real CSI
+//! driver's clone): a workspace of a storage class named in `K8S_CLONE_STORAGE_CLASSES` is copied as a
 //! claim whose `dataSource` is the source claim (same class, size and access modes, the new
 //! task's labels), which the new task's pod mounts; another class is refused in one line; the
 //! control layer's refusals are the same as on every backend.
@@ -87,10 +87,10 @@ fn a_k8s_workspace_is_copied_as_a_clone_of_its_claim() {
     assert_eq!(copied["workspace"]["size"], "2Gi");
     let all = claims(&api, &id);
     let (source, clone) = (claim_of(&all, "base"), claim_of(&all, "fork"));
-    assert_eq!(
-        clone["spec"]["dataSource"],
-        json!({"kind": "PersistentVolumeClaim", "name": source["metadata"]["name"]})
-    );
+    // Stored as the real API server stores it (rec s55-fork-clone.txt): dataSourceRef beside.
+    let from = json!({"apiGroup": null, "kind": "PersistentVolumeClaim", "name": source["metadata"]["name"]});
+    assert_eq!(clone["spec"]["dataSource"], from);
+    assert_eq!(clone["spec"]["dataSourceRef"], from);
     assert_eq!(clone["spec"]["storageClassName"], "csi-clone");
     assert_eq!(clone["spec"]["resources"]["requests"]["storage"], "2Gi");
     assert_eq!(clone["spec"]["accessModes"], source["spec"]["accessModes"]);
@@ -135,7 +135,7 @@ fn a_k8s_workspace_is_copied_as_a_clone_of_its_claim() {
     gone(&p);
     let e = p.expect_failure(
         json!({"operation": "copy_workspace", "from_task": "plain", "task": "plain copy"}),
-        "rejected_by_cluster",
+        "invalid_state",
     );
     assert!(
         e["message"].as_str().unwrap().contains(

@@ -40,7 +40,7 @@ What it mimics, and from where:
 | the garbage collector: a pod whose `ownerReferences` name a pod (by uid) that is gone is deleted in the background | kube-controller-manager garbagecollector (the real one removed a binding 0.1 s after its member, 2026-12-02) |
 | --run-workers PATH: the kubelet runs each bound pod as a real process of PATH with its container's environment, listening on a loopback address of its own (`LISTEN=127.0.N.M:port`, the pod's `podIP`); Ready when its readiness probe's httpGet answers 200; an image named `...no-contract...` runs it as a plain worker that ignores a pool member's variables (an image without the activation contract); a process that exits ends the container (exit code, phase Failed or Succeeded); a deletion sends SIGTERM and is confirmed when the process has exited (SIGKILL after the grace period) | a real kubelet's pod lifecycle (rec node/s29-*.json) |
 | secrets (a suspended worker's record): create 201 (`stringData` folded into base64 `data`, the custom `type` kept), 409 `secrets "x" already exists`, get 200 / 404, list by label, delete 200 with a `Status` `Success`; `deny secrets`: RBAC's 403 for every verb | rec tests/recordings/k8s-real/s42-suspend-records.txt, secret_*.{h,b} |
-| persistentvolumeclaims: create 201 (the `kubernetes.io/pvc-protection` finalizer, `volumeMode: Filesystem`, phase Pending), 409 `persistentvolumeclaims "x" already exists` (`object is being deleted: ...` while it goes), 422 without `spec.resources[storage]` or access modes, 400 strict decoding error; get / list by label; merge patch (415 `Unsupported Media Type` for another patch type); delete: a claim a pod uses stays with `deletionTimestamp` until no pod uses it, then 404 | rec s30-workspace-claims.txt |
+| persistentvolumeclaims: create 201 (the `kubernetes.io/pvc-protection` finalizer, `volumeMode: Filesystem`, phase Pending; a `dataSource` of kind PersistentVolumeClaim stored with `dataSourceRef` mirroring it, one of another kind dropped without a word — rec tests/recordings/k8s-real/s55-fork-clone.txt), 409 `persistentvolumeclaims "x" already exists` (`object is being deleted: ...` while it goes), 422 without `spec.resources[storage]` or access modes, 400 strict decoding error; get / list by label; merge patch (415 `Unsupported Media Type` for another patch type); delete: a claim a pod uses stays with `deletionTimestamp` until no pod uses it, then 404 | rec s30-workspace-claims.txt |
 | a provisioner (as a default StorageClass's, e.g. k3s local-path) binds a new claim on the next tick (phase Bound, capacity = request); `claims no-provisioner` leaves them Pending. The scheduler keeps a pod whose claim is missing (`0/1 nodes are available: persistentvolumeclaim "x" not found. not found`) or unbound (`... pod has unbound immediate PersistentVolumeClaims. not found`) Unschedulable | rec s30-workspace-claims.txt |
 | networkpolicies (networking.k8s.io): get 200 / 404 `networkpolicies.networking.k8s.io "x" not found` (a group resource names its group); 403 with `in API group "networking.k8s.io"` under `deny networkpolicies`; the policies are put by the `fence NAME` and `fence-ingress NAME` commands (one that fences `a2a-worker-controller/egress=fenced` pods' egress, one that limits ingress only) | rec tests/recordings/k8s-real/netpol_get404.b, netpol_get200.b, s40-egress.txt; RBAC as rec s13-rbac-a.txt |
 | RuntimeClass admission: a pod whose `runtimeClassName` is no RuntimeClass (none exist until `runtimeclass NAME`) is 403 `pods "x" is forbidden: pod rejected: RuntimeClass "NAME" not found`, on a dry run too | rec tests/recordings/k8s-real/create403runtimeclass.b, s40-egress.txt |
@@ -920,6 +920,18 @@ class Handler(BaseHTTPRequestHandler):
                 md.update({"namespace": ns, "uid": str(uuid.uuid4()), "creationTimestamp": rfc3339(),
                            "finalizers": ["kubernetes.io/pvc-protection"]})
                 spec.setdefault("volumeMode", "Filesystem")
+                source = spec.get("dataSource")
+                if source is not None:
+                    # As rec tests/recordings/k8s-real/claim_clone_*.b: a claim (or a snapshot)
+                    # is kept and mirrored into dataSourceRef; any other kind is dropped.
+                    group = source.get("apiGroup") or None
+                    if (source.get("kind"), group) in (("PersistentVolumeClaim", None),
+                                                       ("VolumeSnapshot", "snapshot.storage.k8s.io")):
+                        kept = {"apiGroup": group, "kind": source.get("kind"), "name": source.get("name")}
+                        spec["dataSource"] = kept
+                        spec.setdefault("dataSourceRef", dict(kept))
+                    else:
+                        del spec["dataSource"]
                 claim["status"] = {"phase": "Pending"}
                 if query.get("dryRun") == "All":
                     md["resourceVersion"] = ""

@@ -35,7 +35,7 @@ fn copier(volume: &str) -> String {
 impl DockerBackend {
     fn copy_image(&self) -> Result<&str, BackendError> {
         self.container.copy_image.as_deref().ok_or_else(|| {
-            BackendError::Rejected(
+            BackendError::Refused(
                 "workspaces cannot be copied: set WORKSPACE_COPY_IMAGE to the controller's own image (scripts/build-image.sh a2a-worker-controller TAG)".into(),
             )
         })
@@ -135,7 +135,7 @@ impl Copies for DockerBackend {
             .is_some()
             || self.unfinished(scope, to)?
         {
-            return Err(BackendError::Rejected(format!(
+            return Err(BackendError::Refused(format!(
                 "task {to:?} has a workspace already, or one being copied"
             )));
         }
@@ -164,7 +164,7 @@ impl Copies for DockerBackend {
                     .create(&copier(&to_volume), &config)
                     .map_err(|e| match e.status() {
                         Some(409) => {
-                            BackendError::Rejected(format!("a copy to task {to:?} is under way"))
+                            BackendError::Refused(format!("a copy to task {to:?} is under way"))
                         }
                         Some(404) => {
                             BackendError::ImageNotFound(format!("{image} (WORKSPACE_COPY_IMAGE)"))
@@ -175,7 +175,7 @@ impl Copies for DockerBackend {
         let id = match made {
             Ok(id) => id,
             // Another copy to the task made its container first: its mark and volume are its.
-            Err(e @ BackendError::Rejected(_)) => return Err(e),
+            Err(e @ BackendError::Refused(_)) => return Err(e),
             Err(e) => {
                 self.settle(&to_volume, false);
                 return Err(e);

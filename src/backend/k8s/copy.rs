@@ -87,7 +87,7 @@ impl Copies for K8sBackend {
         let source = self.stored_claim(&found.name)?;
         let class = source["spec"]["storageClassName"].as_str().unwrap_or("");
         if !self.k8s.clone_storage_classes.iter().any(|c| c == class) {
-            return Err(BackendError::Rejected(format!(
+            return Err(BackendError::Refused(format!(
                 "task {from:?}'s workspace is of storage class {}, which K8S_CLONE_STORAGE_CLASSES does not name as one that clones (copies by a Job are not built yet)",
                 if class.is_empty() { "(none named)" } else { class }
             )));
@@ -104,7 +104,7 @@ impl Copies for K8sBackend {
                 reason: Reason::AlreadyExists,
                 ..
             }) => {
-                return Err(BackendError::Rejected(format!(
+                return Err(BackendError::Refused(format!(
                     "task {to:?} has a workspace already"
                 )))
             }

@@ -187,7 +187,7 @@ impl Copies for Directories {
             .ok_or(BackendError::NotFound)?;
         let path = self.dir.join(&target);
         if path.exists() || self.record_path(&target).exists() {
-            return Err(BackendError::Rejected(format!(
+            return Err(BackendError::Refused(format!(
                 "task {to:?} has a workspace already"
             )));
         }
