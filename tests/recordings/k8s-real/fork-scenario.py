@@ -86,6 +86,7 @@ def phase(name):
 
 
 c = rk.Cluster(os.path.join(work, "cp"))
+p = None
 try:
     c.start(time.time() + 180)
     say(f"# a real kube-apiserver at {c.url} ({time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime())} UTC)")
@@ -168,8 +169,9 @@ try:
     while c.pods("a2a", "a2a-worker-controller/owner=realk8s-fork") and time.time() < deadline:
         time.sleep(0.2)
     control(port, {"operation": "copy_workspace", "from_task": "plain", "task": "plain copy"})
-    p.terminate()
-    p.wait(timeout=20)
 finally:
+    if p is not None:
+        p.terminate()
+        p.wait(timeout=20)
     c.stop()
     transcript.close()
