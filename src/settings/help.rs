@@ -2,7 +2,6 @@
 //! default, by section) and docs/settings.md (the same, as Markdown).
 
 use super::specs::{flag_of, Section, Spec};
-use super::table::SPECS;
 
 /// The `--help` text: every setting with its flag and default, grouped by section.
 pub fn help_text() -> String {
@@ -16,7 +15,7 @@ pub fn help_text() -> String {
     );
     for section in Section::ALL {
         out.push_str(&format!("\n{}:\n", section.title()));
-        for spec in SPECS.iter().filter(|s| s.section == section) {
+        for spec in super::table::all().filter(|s| s.section == section) {
             out.push_str(&format!(
                 "  -{:<27} {}\n      {}; default {}\n",
                 flag_of(spec.name),
@@ -65,7 +64,7 @@ pub fn settings_markdown() -> String {
             "\n## {}\n\n| setting | flag | default | |\n|---|---|---|---|\n",
             section.title()
         ));
-        for spec in SPECS.iter().filter(|s| s.section == section) {
+        for spec in super::table::all().filter(|s| s.section == section) {
             out.push_str(&format!(
                 "| `{}` | `-{}` | {} | {} |\n",
                 spec.name,

@@ -521,7 +521,7 @@ mod tests {
         let Command::Help(text) = parse(["--help".to_string()], Vec::new()).unwrap() else {
             panic!()
         };
-        for spec in table::SPECS {
+        for spec in table::all() {
             assert!(text.contains(spec.name), "{}", spec.name);
             assert!(text.contains(&format!("-{}", flag_of(spec.name))));
             if !spec.default.is_empty() {
