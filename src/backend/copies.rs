@@ -9,14 +9,13 @@ use super::{BackendError, Progress, TaskWorkspace};
 
 /// The engine's side of workspace copies.
 pub trait Copies: Send + Sync {
-    /// Makes the workspace of task `to` in `scope` a copy of task `from`'s (its files, modes,
-    /// owners and links; the source untouched), with the source's template and size, and
-    /// returns it as [`Workspaces::owned`](super::Workspaces::owned) would. Refuses when `from`
-    /// has no workspace ([`BackendError::NotFound`]) or `to` has one or is being copied to.
+    /// Makes the workspace of task `to` a copy of `source` (a workspace as
+    /// [`Workspaces::owned`](super::Workspaces::owned) listed it: its files, modes, owners and
+    /// links; the source untouched), in its scope, with its template and size, and returns the
+    /// new one as `owned` would. Refuses when `to` has one or is being copied to.
     fn copy(
         &self,
-        scope: &str,
-        from: &str,
+        source: &TaskWorkspace,
         to: &str,
         progress: &Progress,
     ) -> Result<TaskWorkspace, BackendError>;

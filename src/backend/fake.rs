@@ -338,28 +338,26 @@ impl Workspaces for FakeBackend {
 impl Copies for FakeBackend {
     fn copy(
         &self,
-        scope: &str,
-        from: &str,
+        source: &TaskWorkspace,
         to: &str,
         progress: &Progress,
     ) -> Result<TaskWorkspace, BackendError> {
         self.check_up()?;
         let mut spaces = lock(&self.workspaces);
-        if spaces.iter().any(|w| w.scope == scope && w.task == to) {
+        if spaces
+            .iter()
+            .any(|w| w.scope == source.scope && w.task == to)
+        {
             return Err(BackendError::Refused(format!(
                 "task {to:?} has a workspace already"
             )));
         }
-        let source = spaces
-            .iter()
-            .find(|w| w.scope == scope && w.task == from)
-            .ok_or(BackendError::NotFound)?;
         let copy = TaskWorkspace {
             task: to.to_string(),
             name: format!("{}-copy", source.name),
             ..source.clone()
         };
-        progress.step(&format!("copying the workspace of task {from:?}"));
+        progress.step(&format!("copying the workspace of task {:?}", source.task));
         spaces.push(copy.clone());
         Ok(copy)
     }

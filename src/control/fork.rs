@@ -93,29 +93,20 @@ impl Control {
         }
         let spaces = self.owned_workspaces().map_err(ControlError::from)?;
         let theirs: Vec<&TaskWorkspace> = spaces.iter().filter(|w| w.scope == scope).collect();
-        if !theirs.iter().any(|w| w.task == from) {
+        let Some(source) = theirs.iter().find(|w| w.task == from) else {
             return Err(ControlError::new(
                 ErrorCode::NotFound,
                 format!("task {from:?} has no workspace (in this caller's scope) to copy"),
             ));
-        }
-        if theirs.iter().any(|w| w.task == to) || copies.unfinished(scope, to)? {
+        };
+        // One being copied is not listed: the backend's copy refuses it.
+        if theirs.iter().any(|w| w.task == to) {
             return Err(wrong_state(format!(
                 "task {to:?} has a workspace already: delete it first (delete_workspace), or copy to a new task"
             )));
         }
-        if let Some(max) = caller.max_workspaces {
-            if theirs.len() >= max as usize {
-                return Err(ControlError::new(
-                    ErrorCode::Capacity,
-                    format!(
-                        "caller {}'s max_workspaces ({max}) reached in scope {}: delete a workspace first (delete_workspace)",
-                        caller.name, caller.scope
-                    ),
-                ));
-            }
-        }
-        let copied = copies.copy(scope, from, to, progress)?;
+        super::templates::room_among(caller, to, &spaces)?;
+        let copied = copies.copy(source, to, progress)?;
         log::info!("the workspace of task {from:?} was copied to task {to:?} (scope {scope})");
         Ok(copied)
     }

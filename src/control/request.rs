@@ -118,7 +118,8 @@ pub fn parse_request<'a>(
             template: valid_template(request.get("template"))?,
             from_task: match request.get("from_task") {
                 None | Some(Value::Null) => None,
-                v => Some(named_task(v, "create's from_task")?),
+                // Present: the "needs" line cannot be the answer.
+                v => Some(task_field(v, "create needs a from_task", "from_task")?),
             },
         }),
         "templates" => Ok(ControlRequest::Templates),
@@ -143,13 +144,15 @@ pub fn parse_request<'a>(
         }),
         "workspaces" => Ok(ControlRequest::Workspaces),
         "copy_workspace" => Ok(ControlRequest::CopyWorkspace {
-            from_task: named_task(request.get("from_task"), "copy_workspace's from_task")?,
-            task: named_task(request.get("task"), "copy_workspace")?,
+            from_task: task_field(
+                request.get("from_task"),
+                "copy_workspace needs a from_task",
+                "from_task",
+            )?,
+            task: task_field(request.get("task"), "copy_workspace needs a task", "task")?,
         }),
         "delete_workspace" => Ok(ControlRequest::DeleteWorkspace {
-            task: valid_task(request.get("task")).map_err(|e| {
-                ControlError::invalid(e.message.replace("create needs", "delete_workspace needs"))
-            })?,
+            task: task_field(request.get("task"), "delete_workspace needs a task", "task")?,
             scope: match request.get("scope") {
                 None | Some(Value::Null) => None,
                 Some(Value::String(s)) => Some(s.clone()),
@@ -182,18 +185,6 @@ pub fn parse_request<'a>(
 /// lines, labels and terminal titles).
 fn valid_task(v: Option<&Value>) -> Result<String, ControlError> {
     task_field(v, "create needs a task", "task")
-}
-
-/// A task named by `what` (`copy_workspace`, `create's from_task`): a field `from_task` when
-/// `what` says so, else `task`.
-fn named_task(v: Option<&Value>, what: &str) -> Result<String, ControlError> {
-    let field = if what.ends_with("from_task") {
-        "from_task"
-    } else {
-        "task"
-    };
-    let what = what.trim_end_matches("'s from_task");
-    task_field(v, &format!("{what} needs a {field}"), field)
 }
 
 /// A task name in field `field` of a request (`needs`: what a missing one is told).

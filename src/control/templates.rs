@@ -216,23 +216,38 @@ impl Control {
         task: &str,
         template: &Template,
     ) -> Result<(), ControlError> {
-        let (Some(max), Some(_)) = (caller.max_workspaces, &template.workspace) else {
-            return Ok(());
-        };
-        let spaces = self.owned_workspaces().map_err(ControlError::from)?;
-        let mine: Vec<&TaskWorkspace> = spaces.iter().filter(|w| w.scope == caller.scope).collect();
-        if mine.iter().any(|w| w.task == task) || mine.len() < max as usize {
+        if caller.max_workspaces.is_none() || template.workspace.is_none() {
             return Ok(());
         }
-        Err(ControlError::new(
-            ErrorCode::Capacity,
-            format!(
-                "caller {}'s max_workspaces ({max}) reached in scope {}: delete a workspace first (delete_workspace)",
-                caller.name, caller.scope
-            ),
-        ))
+        let spaces = self.owned_workspaces().map_err(ControlError::from)?;
+        room_among(caller, task, &spaces)
     }
+}
 
+/// Whether `caller`'s `max_workspaces` leaves room for task `task`'s workspace among `spaces`
+/// (a task that has one already takes no more).
+pub(super) fn room_among(
+    caller: &Caller,
+    task: &str,
+    spaces: &[TaskWorkspace],
+) -> Result<(), ControlError> {
+    let Some(max) = caller.max_workspaces else {
+        return Ok(());
+    };
+    let mine: Vec<&TaskWorkspace> = spaces.iter().filter(|w| w.scope == caller.scope).collect();
+    if mine.iter().any(|w| w.task == task) || mine.len() < max as usize {
+        return Ok(());
+    }
+    Err(ControlError::new(
+        ErrorCode::Capacity,
+        format!(
+            "caller {}'s max_workspaces ({max}) reached in scope {}: delete a workspace first (delete_workspace)",
+            caller.name, caller.scope
+        ),
+    ))
+}
+
+impl Control {
     /// Notes a stopped worker's workspace as used until now (its TTL counts from here).
     pub(super) fn released(&self, worker: &Worker) {
         let Some(spaces) = self.backend.abilities().workspaces else {

@@ -256,18 +256,11 @@ fn a_copy_cut_off_by_a_killed_controller_is_never_handed_out_and_is_removed() {
         })
     });
     let copier = || {
-        docker_cli(
+        crate::pool::ps(
             &socket,
-            &[
-                "ps",
-                "-a",
-                "-q",
-                "--filter",
-                &format!("label=a2a-worker-controller/owner={id}"),
-                "--filter",
-                "label=a2a-worker-controller/workspace=copy",
-            ],
-            None,
+            &id,
+            "a2a-worker-controller/workspace=copy",
+            "{{.ID}}",
         )
         .trim()
         .to_string()

@@ -79,15 +79,20 @@ fn oidc_flags(issuer: &str) -> Vec<String> {
     ]
 }
 
-#[test]
-fn signed_access_tokens_of_the_issuer_and_nothing_else() {
-    let Some(python) = python() else { return };
-    let issuer = Issuer::start(&python, &[]);
+/// A controller that takes `issuer`'s tokens.
+fn controller_of(issuer: &Issuer) -> Controller {
     let mut b = Builder::default();
     for f in oidc_flags(issuer.issuer()) {
         b = b.flag(&f);
     }
-    let c = b.start();
+    b.start()
+}
+
+#[test]
+fn signed_access_tokens_of_the_issuer_and_nothing_else() {
+    let Some(python) = python() else { return };
+    let issuer = Issuer::start(&python, &[]);
+    let c = controller_of(&issuer);
     // Rotation: the issuer publishes a new key; a token naming its kid makes one JWKS fetch
     // and is accepted. Another unseen kid within the minute makes no fetch (refused).
     let fetched = |i: &Issuer| i.get("/hits")["hits"].as_u64().unwrap();
@@ -210,11 +215,7 @@ fn an_issuer_that_cannot_be_trusted_or_reached_stops_startup() {
 fn an_oidc_caller_reaches_mcp_as_it_reaches_a2a() {
     let Some(python) = python() else { return };
     let issuer = Issuer::start(&python, &[]);
-    let mut b = Builder::default();
-    for f in oidc_flags(issuer.issuer()) {
-        b = b.flag(&f);
-    }
-    let c = b.start();
+    let c = controller_of(&issuer);
     let created = crate::mcp::call_modern(
         c.addr,
         &issuer.token("rs256"),

@@ -18,7 +18,7 @@ use crate::support::*;
 use crate::templates::{test_dir, write_templates};
 
 /// `docker ps -a` of controller `id`'s containers that carry label `label`, as `format`.
-fn ps(socket: &Path, id: &str, label: &str, format: &str) -> String {
+pub fn ps(socket: &Path, id: &str, label: &str, format: &str) -> String {
     docker_cli(
         socket,
         &[

@@ -296,21 +296,9 @@ fn bursty_run(
         }
         std::thread::sleep(Duration::from_millis(500));
     }
-    let cold = docker_cli(
-        socket,
-        &[
-            "ps",
-            "-a",
-            "-q",
-            "--filter",
-            &format!("label=a2a-worker-controller/owner={id}"),
-            "--filter",
-            "label=a2a-worker-controller/worker-id",
-        ],
-        None,
-    )
-    .lines()
-    .count();
+    let cold = crate::pool::ps(socket, &id, "a2a-worker-controller/worker-id", "{{.ID}}")
+        .lines()
+        .count();
     Run {
         creates,
         pooled: creates - cold,

@@ -117,15 +117,14 @@ impl DockerBackend {
 impl Copies for DockerBackend {
     fn copy(
         &self,
-        scope: &str,
-        from: &str,
+        source: &TaskWorkspace,
         to: &str,
         progress: &Progress,
     ) -> Result<TaskWorkspace, BackendError> {
         let image = self.copy_image()?;
-        let source = self.find(scope, from)?;
+        let (scope, from) = (source.scope.as_str(), source.task.as_str());
         let (from_volume, to_volume) = (
-            workspace::name(&self.controller_id, scope, from),
+            source.name.as_str(),
             workspace::name(&self.controller_id, scope, to),
         );
         if self
@@ -159,7 +158,7 @@ impl Copies for DockerBackend {
             .create_volume(&to_volume, &owner("workspace"))
             .map_err(engine_error)
             .and_then(|_| {
-                let config = self.copier_config(image, &from_volume, &to_volume, &owner("copy"));
+                let config = self.copier_config(image, from_volume, &to_volume, &owner("copy"));
                 self.engine
                     .create(&copier(&to_volume), &config)
                     .map_err(|e| match e.status() {

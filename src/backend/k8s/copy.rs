@@ -20,26 +20,6 @@ use super::K8sBackend;
 use crate::backend::{labels, BackendError, Copies, Progress, TaskWorkspace, Workspaces};
 
 impl K8sBackend {
-    /// The source claim as stored (its spec: class, size, access modes).
-    fn stored_claim(&self, name: &str) -> Result<Value, BackendError> {
-        let path = format!(
-            "/api/v1/namespaces/{}/persistentvolumeclaims/{name}",
-            self.namespace
-        );
-        let (_, body) = self
-            .api
-            .call(Method::Get, &path, None)
-            .map_err(|e| match e {
-                ApiError::Status {
-                    reason: Reason::NotFound,
-                    ..
-                } => BackendError::NotFound,
-                e => api_error(e),
-            })?;
-        serde_json::from_slice(&body)
-            .map_err(|e| BackendError::Internal(format!("unexpected claim {name}: {e}")))
-    }
-
     /// The clone of claim `source` (as stored) for task `to` in `scope`.
     fn clone_manifest(&self, source: &Value, scope: &str, to: &str, class: &str) -> Value {
         let meta = &source["metadata"];
@@ -78,13 +58,12 @@ impl K8sBackend {
 impl Copies for K8sBackend {
     fn copy(
         &self,
-        scope: &str,
-        from: &str,
+        found: &TaskWorkspace,
         to: &str,
         progress: &Progress,
     ) -> Result<TaskWorkspace, BackendError> {
-        let found = self.find(scope, from)?;
-        let source = self.stored_claim(&found.name)?;
+        let (scope, from) = (found.scope.as_str(), found.task.as_str());
+        let source: Value = self.claim_as(&found.name)?.ok_or(BackendError::NotFound)?;
         let class = source["spec"]["storageClassName"].as_str().unwrap_or("");
         if !self.k8s.clone_storage_classes.iter().any(|c| c == class) {
             return Err(BackendError::Refused(format!(
@@ -93,10 +72,7 @@ impl Copies for K8sBackend {
             )));
         }
         let body = self.clone_manifest(&source, scope, to, class);
-        let path = format!(
-            "/api/v1/namespaces/{}/persistentvolumeclaims?fieldValidation=Strict",
-            self.namespace
-        );
+        let path = format!("{}?fieldValidation=Strict", self.claims_path());
         progress.step(&format!("cloning the workspace of task {from:?}"));
         match self.api.call(Method::Post, &path, Some(&body)) {
             Ok(_) => {}

@@ -81,7 +81,7 @@ pub fn manifest(controller_id: &str, namespace: &str, spec: &CreateSpec) -> Opti
 }
 
 impl K8sBackend {
-    fn claims_path(&self) -> String {
+    pub(super) fn claims_path(&self) -> String {
         format!(
             "/api/v1/namespaces/{}/persistentvolumeclaims",
             self.namespace
@@ -193,6 +193,15 @@ impl K8sBackend {
     }
 
     fn claim(&self, name: &str) -> Result<Option<Claim>, BackendError> {
+        self.claim_as::<Claim>(name)
+    }
+
+    /// Claim `name` as stored, read as `T` (the fields used, or the whole object); `None` when
+    /// there is none.
+    pub(super) fn claim_as<T: serde::de::DeserializeOwned>(
+        &self,
+        name: &str,
+    ) -> Result<Option<T>, BackendError> {
         match self
             .api
             .call(Method::Get, &format!("{}/{name}", self.claims_path()), None)

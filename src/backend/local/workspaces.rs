@@ -175,16 +175,12 @@ impl Workspaces for Directories {
 impl Copies for Directories {
     fn copy(
         &self,
-        scope: &str,
-        from: &str,
+        source: &TaskWorkspace,
         to: &str,
         progress: &Progress,
     ) -> Result<TaskWorkspace, BackendError> {
-        let (source, target) = (Directories::name(scope, from), Directories::name(scope, to));
-        let record = self
-            .read(&source)
-            .filter(|r| r.scope == scope && r.task == from && self.dir.join(&source).is_dir())
-            .ok_or(BackendError::NotFound)?;
+        let (scope, from) = (source.scope.as_str(), source.task.as_str());
+        let target = Directories::name(scope, to);
         let path = self.dir.join(&target);
         if path.exists() || self.record_path(&target).exists() {
             return Err(BackendError::Refused(format!(
@@ -194,7 +190,7 @@ impl Copies for Directories {
         let nonce = crate::token::random_hex(8)
             .map_err(|e| BackendError::Internal(format!("the random generator failed: {e}")))?;
         progress.step(&format!("copying the workspace of task {from:?}"));
-        crate::fork::copy_tree(&self.dir.join(&source), &path, &nonce).map_err(|e| {
+        crate::fork::copy_tree(Path::new(&source.name), &path, &nonce).map_err(|e| {
             BackendError::Internal(format!(
                 "the workspace of task {from:?} could not be copied to {}: {e}",
                 path.display()
@@ -204,14 +200,24 @@ impl Copies for Directories {
         let copied = Record {
             task: to.to_string(),
             scope: scope.to_string(),
+            template: source.template.clone(),
+            size: source.size.clone(),
             created_at: now.clone(),
             last_used: now,
-            ..record
         };
         self.write(&target, &copied).map_err(|e| {
             BackendError::Internal(format!("the workspace record of {target}: {e}"))
         })?;
-        self.find(scope, to)
+        Ok(TaskWorkspace {
+            task: copied.task,
+            scope: copied.scope,
+            template: copied.template,
+            size: copied.size,
+            created_at: copied.created_at,
+            last_used: copied.last_used,
+            in_use: false,
+            name: path.display().to_string(),
+        })
     }
 
     /// A copy is renamed into place whole: the place is never half a copy.

@@ -19,7 +19,7 @@ use std::time::Duration;
 use std::collections::HashMap;
 
 use crate::backend::{Backend, BackendError};
-pub use crate::settings::templates::PoolSize as Bounds;
+use crate::settings::templates::PoolSize;
 use crate::settings::PoolDemand;
 
 /// How demand turns into a size.
@@ -49,7 +49,7 @@ impl Rule {
     /// The members wanted now (`now_ms`), given when the recent claims happened (milliseconds
     /// since the epoch, in any order; a claim stamped after `now_ms`, by a replica whose clock
     /// runs ahead, counts as now).
-    pub fn wanted(&self, bounds: Bounds, claims_ms: &[u64], now_ms: u64) -> u32 {
+    pub fn wanted(&self, bounds: PoolSize, claims_ms: &[u64], now_ms: u64) -> u32 {
         if bounds.max <= bounds.min {
             return bounds.min;
         }
@@ -109,17 +109,20 @@ mod tests {
     #[test]
     fn a_fixed_pool_wants_its_size_whatever_the_demand() {
         let now = 10_000 * S;
-        assert_eq!(rule().wanted(Bounds::fixed(4), &[], now), 4);
+        assert_eq!(rule().wanted(PoolSize::fixed(4), &[], now), 4);
         assert_eq!(
-            rule().wanted(Bounds::fixed(4), &claims(600, 60, now), now),
+            rule().wanted(PoolSize::fixed(4), &claims(600, 60, now), now),
             4
         );
-        assert_eq!(rule().wanted(Bounds::fixed(0), &claims(6, 60, now), now), 0);
+        assert_eq!(
+            rule().wanted(PoolSize::fixed(0), &claims(6, 60, now), now),
+            0
+        );
     }
 
     #[test]
     fn the_size_follows_the_claim_rate_times_a_start_plus_headroom() {
-        let (b, now) = (Bounds { min: 0, max: 8 }, 10_000 * S);
+        let (b, now) = (PoolSize { min: 0, max: 8 }, 10_000 * S);
         // One claim every 2 s, a start of 2 s: one claim per start, and one more held.
         assert_eq!(rule().wanted(b, &claims(30, 60, now), now), 2);
         // Three times the rate (a burst): three per start.
@@ -128,25 +131,25 @@ mod tests {
         assert_eq!(rule().wanted(b, &claims(1, 1, now), now), 2);
         // Never beyond max, never below min.
         assert_eq!(rule().wanted(b, &claims(1_000, 60, now), now), 8);
-        let floor = Bounds { min: 3, max: 8 };
+        let floor = PoolSize { min: 3, max: 8 };
         assert_eq!(rule().wanted(floor, &claims(1, 1, now), now), 3);
     }
 
     #[test]
     fn with_no_claim_for_the_idle_period_the_pool_sinks_to_its_minimum() {
-        let (b, now) = (Bounds { min: 0, max: 8 }, 10_000 * S);
+        let (b, now) = (PoolSize { min: 0, max: 8 }, 10_000 * S);
         assert_eq!(rule().wanted(b, &[], now), 0);
         // The last claim 9 minutes ago: outside the window, inside the idle period: the
         // headroom stays.
         assert_eq!(rule().wanted(b, &[now - 540 * S], now), 1);
         assert_eq!(rule().wanted(b, &[now - 600 * S], now), 0);
-        let floor = Bounds { min: 2, max: 8 };
+        let floor = PoolSize { min: 2, max: 8 };
         assert_eq!(rule().wanted(floor, &[now - 3_600 * S], now), 2);
     }
 
     #[test]
     fn replicas_reading_the_same_claims_want_the_same_size() {
-        let (b, now) = (Bounds { min: 0, max: 8 }, 10_000 * S);
+        let (b, now) = (PoolSize { min: 0, max: 8 }, 10_000 * S);
         let mut seen = claims(45, 60, now);
         let one = rule().wanted(b, &seen, now);
         seen.reverse();
