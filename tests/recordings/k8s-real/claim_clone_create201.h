@@ -1,9 +1,9 @@
 HTTP/1.1 201
-Audit-Id: 29d5df2d-4a1c-4c50-89eb-23aa86722469
+Audit-Id: 40c719cc-b312-4562-bc7d-50895375d663
 Cache-Control: no-cache, private
 Content-Type: application/json
-X-Kubernetes-Pf-Flowschema-Uid: 57df4fc2-8153-4b01-92d5-95e11bdaffaf
-X-Kubernetes-Pf-Prioritylevel-Uid: 19f72e82-744b-4c91-8f01-13011eac3825
-Date: Sun, 06 Dec 2026 14:07:16 GMT
+X-Kubernetes-Pf-Flowschema-Uid: 69c21f4d-7acc-40b3-838b-0ec80c8262de
+X-Kubernetes-Pf-Prioritylevel-Uid: ee439018-525b-48b7-b091-6af37abcd127
+Date: Sun, 06 Dec 2026 14:33:13 GMT
 Content-Length: 1016
 Connection: close

@@ -1,9 +1,9 @@
 HTTP/1.1 201
-Audit-Id: 6a588113-9c99-4952-af27-44bd0d463e63
+Audit-Id: 0a6e481b-2ea1-42af-91e0-c8606480c20c
 Cache-Control: no-cache, private
 Content-Type: application/json
-X-Kubernetes-Pf-Flowschema-Uid: 57df4fc2-8153-4b01-92d5-95e11bdaffaf
-X-Kubernetes-Pf-Prioritylevel-Uid: 19f72e82-744b-4c91-8f01-13011eac3825
-Date: Sun, 06 Dec 2026 14:07:16 GMT
+X-Kubernetes-Pf-Flowschema-Uid: 69c21f4d-7acc-40b3-838b-0ec80c8262de
+X-Kubernetes-Pf-Prioritylevel-Uid: ee439018-525b-48b7-b091-6af37abcd127
+Date: Sun, 06 Dec 2026 14:33:13 GMT
 Content-Length: 1019
 Connection: close

@@ -1,9 +1,9 @@
 HTTP/1.1 201
-Audit-Id: fcb73ad1-53fd-450a-b8c7-57917ea31a8f
+Audit-Id: 5c71f059-8740-4a5c-bbc5-8c3654b871cc
 Cache-Control: no-cache, private
 Content-Type: application/json
-X-Kubernetes-Pf-Flowschema-Uid: 57df4fc2-8153-4b01-92d5-95e11bdaffaf
-X-Kubernetes-Pf-Prioritylevel-Uid: 19f72e82-744b-4c91-8f01-13011eac3825
-Date: Sun, 06 Dec 2026 14:07:16 GMT
+X-Kubernetes-Pf-Flowschema-Uid: 69c21f4d-7acc-40b3-838b-0ec80c8262de
+X-Kubernetes-Pf-Prioritylevel-Uid: ee439018-525b-48b7-b091-6af37abcd127
+Date: Sun, 06 Dec 2026 14:33:13 GMT
 Content-Length: 1018
 Connection: close

@@ -7,67 +7,20 @@ controller's Role (create, strict; the stored object; a source that does not exi
 smaller than its source), what the PersistentVolume controller then does with such a claim, and
 the controller's copy_workspace / refusals against it. Writes $WORK/rec/s55-fork-clone.txt and
 the raw answers.   fork-scenario.py WORK CONTROLLER_BINARY REPO"""
-import json, os, subprocess, sys, time, urllib.request, ssl
+import json, os, sys, time
 
-sys.path.insert(0, "/work/shared/reference/k8s-real/node")
-os.environ.setdefault("REALK8S_BIN", "/tmp/realk8s/bin126")
-import realk8s_env as rk  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from recording import Recording, enter_netns  # noqa: E402
 
-rk.enter_private_netns()
-if rk.in_private_netns():
-    rk.loopback_up()
+enter_netns()
 work, binary, repo = sys.argv[1], sys.argv[2], sys.argv[3]
-rec = os.path.join(work, "rec")
-os.makedirs(rec, exist_ok=True)
-transcript = open(os.path.join(rec, "s55-fork-clone.txt"), "w")
+recording = Recording(work, "s55-fork-clone.txt")
+c, say, raw = recording.cluster, recording.say, recording.raw
 AUTH = "realk8s-fork-token-0123456789abcd"
 
 
-def say(*parts):
-    line = " ".join(str(p) for p in parts)
-    print(line, flush=True)
-    transcript.write(line + "\n")
-    transcript.flush()
-
-
-def raw(name, method, path, body=None, token=None, ctype="application/json"):
-    """One raw call as the Role; headers and body saved as NAME.h / NAME.b."""
-    ctx = ssl.create_default_context(cafile=c.ca_file)
-    headers = {"Content-Type": ctype, "Accept": "application/json", "Authorization": f"Bearer {token}"}
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(c.url + path, data=data, method=method, headers=headers)
-    try:
-        with urllib.request.urlopen(req, context=ctx, timeout=10) as r:
-            code, hdrs, out = r.status, r.headers, r.read()
-    except urllib.error.HTTPError as e:
-        code, hdrs, out = e.code, e.headers, e.read()
-    if name:
-        with open(os.path.join(rec, name + ".h"), "w") as f:
-            f.write(f"HTTP/1.1 {code}\n" + "".join(f"{k}: {v}\n" for k, v in hdrs.items()))
-        with open(os.path.join(rec, name + ".b"), "wb") as f:
-            f.write(out)
-    say(f"$ {method} {path}  -> {code}")
-    say("  " + out.decode("utf-8", "replace")[:900])
-    return code, out
-
-
 def control(port, data):
-    body = json.dumps({"jsonrpc": "2.0", "id": "1", "method": "SendMessage", "params": {"message": {
-        "messageId": "1", "role": "ROLE_USER", "parts": [{"data": data}]}}}).encode()
-    req = urllib.request.Request(f"http://127.0.0.1:{port}/a2a", data=body, method="POST", headers={
-        "Authorization": f"Bearer {AUTH}", "Content-Type": "application/json"})
-    task = json.loads(urllib.request.urlopen(req, timeout=120).read())["result"]["task"]
-    state = task["status"]["state"]
-    if state == "TASK_STATE_COMPLETED":
-        out = task["artifacts"][0]["parts"][0]["data"]
-    else:
-        out = task["status"]["message"]["parts"][1]["data"]
-    shown = json.dumps(out)
-    if "token" in out:
-        shown = shown.replace(out["token"], "<the worker's token>")
-    say(f"$ {data['operation']} {json.dumps({k: v for k, v in data.items() if k != 'operation'})} -> {state}")
-    say("  " + shown[:900])
-    return state, out
+    return recording.control(port, AUTH, data)
 
 
 def claim(name, size="1Gi", klass="csi-clone", source=None):
@@ -85,19 +38,11 @@ def phase(name):
     return got.get("status", {}).get("phase"), got.get("spec", {}).get("volumeName")
 
 
-c = rk.Cluster(os.path.join(work, "cp"))
 p = None
 try:
     c.start(time.time() + 180)
     say(f"# a real kube-apiserver at {c.url} ({time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime())} UTC)")
-    for f in ["00-namespace.yaml", "10-serviceaccount.yaml", "20-role.yaml", "30-rolebinding.yaml"]:
-        r = c.kubectl("apply", "-f", os.path.join(repo, "scripts/k8s", f))
-        say(f"$ kubectl apply -f scripts/k8s/{f}\n  {r.stdout.strip()} {r.stderr.strip()}")
-    token = c.kubectl("-n", "a2a", "create", "token", "a2a-worker-controller", "--duration=1h").stdout.strip()
-    token_file = os.path.join(work, "sa-token")
-    with open(token_file, "w") as f:
-        f.write(token)
-    os.chmod(token_file, 0o600)
+    token, token_file = recording.deploy(repo, work)
 
     say("\n## static volumes of class csi-clone (and slow), a node")
     for i, klass in enumerate(["csi-clone"] * 10 + ["slow"] * 3):
@@ -130,22 +75,9 @@ try:
     with open(templates, "w") as f:
         json.dump({"templates": {"coder": {"workspace": {"size": "1Gi", "storage_class": "csi-clone"}},
                                  "plain": {"workspace": {"size": "1Gi", "storage_class": "slow"}}}}, f)
-    port = rk.free_port()
-    env = dict(os.environ, A2A_AUTH_TOKEN=AUTH, RUST_LOG="info")
-    argv = [binary, f"-listen=127.0.0.1:{port}", f"-a2a-public-url=http://127.0.0.1:{port}",
-            "-backend=k8s", f"-k8s-api-url={c.url}", f"-k8s-ca-file={c.ca_file}",
-            f"-k8s-token-file={token_file}", "-k8s-namespace=a2a", "-worker-image=a2a-echo-worker:dev",
-            "-controller-id=realk8s-fork", f"-worker-templates-file={templates}",
-            "-k8s-clone-storage-classes=csi-clone", "-worker-ready-timeout=60s"]
-    log = open(os.path.join(work, "controller.log"), "w")
-    p = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1)
-            break
-        except Exception:
-            time.sleep(0.2)
+    p, port = recording.controller(binary, work, token_file, AUTH, "realk8s-fork",
+                           [f"-worker-templates-file={templates}", "-k8s-clone-storage-classes=csi-clone",
+                            "-worker-ready-timeout=60s"])
 
     say("\n## the controller: copy_workspace by clone, and its refusals")
     _, made = control(port, {"operation": "create", "task": "base", "template": "coder"})
@@ -173,5 +105,4 @@ finally:
     if p is not None:
         p.terminate()
         p.wait(timeout=20)
-    c.stop()
-    transcript.close()
+    recording.close()

@@ -1,1 +1,1 @@
-{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Success","details":{"name":"probe-record","kind":"secrets","uid":"356e0e44-2a25-40c8-9256-26ebc2f779b9"}}
+{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Success","details":{"name":"probe-record","kind":"secrets","uid":"3bb81fce-3372-4f28-99d9-113fff708e67"}}

@@ -1,9 +1,9 @@
 HTTP/1.1 404
-Audit-Id: f5d97302-1b9e-4a58-9b31-4ef9cd8fc852
+Audit-Id: 662ff579-9e43-46f4-97d4-33f17fa984c1
 Cache-Control: no-cache, private
 Content-Type: application/json
-X-Kubernetes-Pf-Flowschema-Uid: db8c7c7e-9002-41c2-98e4-b69dbe961756
-X-Kubernetes-Pf-Prioritylevel-Uid: b37e0b74-52f5-4df8-936c-6518cac3a90d
-Date: Sun, 06 Dec 2026 08:09:11 GMT
+X-Kubernetes-Pf-Flowschema-Uid: 96a522a7-9ed9-44d2-b508-fbdec194a63c
+X-Kubernetes-Pf-Prioritylevel-Uid: 88ec6c06-a93b-495f-9461-59a09dc066bd
+Date: Sun, 06 Dec 2026 14:33:42 GMT
 Content-Length: 198
 Connection: close

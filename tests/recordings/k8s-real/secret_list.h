@@ -1,9 +1,9 @@
 HTTP/1.1 200
-Audit-Id: e96875d0-931c-4393-90c8-8c6e3a21b67c
+Audit-Id: a97e3258-6150-44b9-b6ad-2c3b71bc7d2b
 Cache-Control: no-cache, private
 Content-Type: application/json
-X-Kubernetes-Pf-Flowschema-Uid: db8c7c7e-9002-41c2-98e4-b69dbe961756
-X-Kubernetes-Pf-Prioritylevel-Uid: b37e0b74-52f5-4df8-936c-6518cac3a90d
-Date: Sun, 06 Dec 2026 08:09:11 GMT
+X-Kubernetes-Pf-Flowschema-Uid: 96a522a7-9ed9-44d2-b508-fbdec194a63c
+X-Kubernetes-Pf-Prioritylevel-Uid: 88ec6c06-a93b-495f-9461-59a09dc066bd
+Date: Sun, 06 Dec 2026 14:33:42 GMT
 Content-Length: 854
 Connection: close
