@@ -127,6 +127,24 @@ fn a_k8s_workspace_is_copied_as_a_clone_of_its_claim() {
         source["metadata"]["name"]
     );
 
+    // As the real server did (rec claim_clone_bad_kind.b): a dataSource of a kind the API does
+    // not clone from is stored without it, and no error.
+    let odd = json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "odd-source"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}},
+                 "dataSource": {"kind": "Pod", "name": "x"}}});
+    let (status, body) = api
+        .call(
+            a2a_worker_controller::testing::K8sMethod::Post,
+            &format!("/api/v1/namespaces/{NS}/persistentvolumeclaims?fieldValidation=Strict"),
+            Some(&odd),
+        )
+        .unwrap();
+    let stored: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(status, 201);
+    assert!(stored["spec"]["dataSource"].is_null(), "{stored}");
+    assert!(stored["spec"]["dataSourceRef"].is_null(), "{stored}");
+
     // A storage class the operator has not named as one that clones: one line.
     let plain = reply_data(
         &p.control(json!({"operation": "create", "task": "plain", "template": "plain"})),
