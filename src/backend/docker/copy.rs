@@ -64,7 +64,8 @@ impl DockerBackend {
 
     /// Removes what a copy into `volume` made: its container (by name, when there is one),
     /// with `whole` the volume it was making too, and then its mark.
-    fn settle(&self, volume: &str, whole: bool) {
+    /// Whether all of it went (what did not is said, and the next pass tries again).
+    fn settle(&self, volume: &str, whole: bool) -> bool {
         if let Err(e) = self.engine.remove(&copier(volume)) {
             log::warn!(
                 "the copy container of {volume} could not be removed: {}",
@@ -81,15 +82,19 @@ impl DockerBackend {
                         "the unfinished copy {volume} could not be removed: {}",
                         engine_error(e)
                     );
-                    return;
+                    return false;
                 }
             }
         }
-        if let Err(e) = self.engine.remove_volume(&mark(volume)) {
-            log::warn!(
-                "the mark of the copy into {volume} could not be removed: {}",
-                engine_error(e)
-            );
+        match self.engine.remove_volume(&mark(volume)) {
+            Ok(_) => true,
+            Err(e) => {
+                log::warn!(
+                    "the mark of the copy into {volume} could not be removed: {}",
+                    engine_error(e)
+                );
+                false
+            }
         }
     }
 
@@ -231,8 +236,14 @@ impl Copies for DockerBackend {
                 _ => false,
             };
             if whole {
-                log::info!("the copy to task {task:?}'s workspace finished while no controller waited: done");
                 self.stamp(&volume, &scope, &task)?;
+            }
+            // Said once it is done: a caller may take the task's workspace from then on.
+            if !self.settle(&volume, whole) {
+                continue;
+            }
+            if whole {
+                log::info!("the copy to task {task:?}'s workspace finished while no controller waited: done");
             } else {
                 log::info!(
                     "the copy to task {task:?}'s workspace was cut off ({}): removed",
@@ -241,7 +252,6 @@ impl Copies for DockerBackend {
                     ))
                 );
             }
-            self.settle(&volume, whole);
             settled += 1;
         }
         Ok(settled)
