@@ -28,6 +28,9 @@ pub struct Copied {
     pub dirs: u64,
     /// Sockets, FIFOs and device nodes, which hold no files' contents: left out.
     pub skipped: u64,
+    /// Entries whose owner could not be kept (a copy made by a user other than root, as on
+    /// Kubernetes: they belong to that user, which is the workers' own).
+    pub owners_not_kept: u64,
 }
 
 /// Copies the directory `from` to `to`, which must not exist. `nonce` names the unfinished
@@ -52,19 +55,26 @@ pub fn copy_tree(from: &Path, to: &Path, nonce: &str) -> io::Result<Copied> {
     Ok(copied)
 }
 
+/// What a filesystem such as ext4 keeps at its root: not a task's file, never copied, and
+/// allowed in a fresh volume that is otherwise empty.
+const FILESYSTEMS_OWN: &str = "lost+found";
+
 /// Copies what the directory `from` holds into the directory `into`, which must exist and be
-/// empty (a fresh volume's mount point), then gives `into` the mode and owner of `from`.
+/// empty (a fresh volume's mount point; a block volume's `lost+found` aside), then gives
+/// `into` the mode and owner of `from`.
 pub fn copy_into(from: &Path, into: &Path) -> io::Result<Copied> {
     let meta = directory(from)?;
-    if fs::read_dir(into)?.next().is_some() {
-        return Err(io::Error::new(
-            io::ErrorKind::AlreadyExists,
-            format!("{} is not empty", into.display()),
-        ));
+    for entry in fs::read_dir(into)? {
+        if entry?.file_name() != FILESYSTEMS_OWN {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!("{} is not empty", into.display()),
+            ));
+        }
     }
     let mut copied = Copied::default();
-    copy_entries(from, into, &mut copied)?;
-    finish_dir(&meta, into)?;
+    copy_entries(from, into, &mut copied, Some(FILESYSTEMS_OWN))?;
+    finish_dir(&meta, into, &mut copied)?;
     Ok(copied)
 }
 
@@ -81,18 +91,26 @@ fn directory(from: &Path) -> io::Result<fs::Metadata> {
 }
 
 /// Gives `target` the owner of `source` when they differ (a copy made as root: a copy made by
-/// the files' own user changes nothing). The link itself, never what it points to.
-fn keep_owner(source: &fs::Metadata, target: &Path) -> io::Result<()> {
+/// the files' own user changes nothing). The link itself, never what it points to. Not
+/// permitted (a copy made by another user than root, which may not give files away) is
+/// counted, not an error: the entry keeps the copier's owner.
+fn keep_owner(source: &fs::Metadata, target: &Path, copied: &mut Copied) -> io::Result<()> {
     let made = fs::symlink_metadata(target)?;
-    if (made.uid(), made.gid()) != (source.uid(), source.gid()) {
-        lchown(target, Some(source.uid()), Some(source.gid()))?;
+    if (made.uid(), made.gid()) == (source.uid(), source.gid()) {
+        return Ok(());
     }
-    Ok(())
+    match lchown(target, Some(source.uid()), Some(source.gid())) {
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+            copied.owners_not_kept += 1;
+            Ok(())
+        }
+        other => other,
+    }
 }
 
 /// A filled directory's owner, then its mode (last, so a read-only directory was still filled).
-fn finish_dir(meta: &fs::Metadata, to: &Path) -> io::Result<()> {
-    keep_owner(meta, to)?;
+fn finish_dir(meta: &fs::Metadata, to: &Path, copied: &mut Copied) -> io::Result<()> {
+    keep_owner(meta, to, copied)?;
     fs::set_permissions(
         to,
         fs::Permissions::from_mode(meta.permissions().mode() & 0o7777),
@@ -104,27 +122,35 @@ fn copy_dir(from: &Path, to: &Path, copied: &mut Copied) -> io::Result<()> {
     let meta = directory(from)?;
     fs::create_dir(to)?;
     fs::set_permissions(to, fs::Permissions::from_mode(0o700))?;
-    copy_entries(from, to, copied)?;
+    copy_entries(from, to, copied, None)?;
     copied.dirs += 1;
-    finish_dir(&meta, to)
+    finish_dir(&meta, to, copied)
 }
 
-/// Copies the entries of directory `from` into directory `to`.
-fn copy_entries(from: &Path, to: &Path, copied: &mut Copied) -> io::Result<()> {
+/// Copies the entries of directory `from` into directory `to`, but the one named `except`.
+fn copy_entries(
+    from: &Path,
+    to: &Path,
+    copied: &mut Copied,
+    except: Option<&str>,
+) -> io::Result<()> {
     for entry in fs::read_dir(from)? {
         let entry = entry?;
+        if except.is_some_and(|name| entry.file_name() == name) {
+            continue;
+        }
         let (source, target) = (entry.path(), to.join(entry.file_name()));
         let kind = entry.file_type()?;
         if kind.is_symlink() {
             symlink(fs::read_link(&source)?, &target)?;
-            keep_owner(&fs::symlink_metadata(&source)?, &target)?;
+            keep_owner(&fs::symlink_metadata(&source)?, &target, copied)?;
             copied.links += 1;
         } else if kind.is_dir() {
             copy_dir(&source, &target, copied)?;
         } else if kind.is_file() {
             copied.bytes += fs::copy(&source, &target)?;
             let meta = fs::symlink_metadata(&source)?;
-            keep_owner(&meta, &target)?;
+            keep_owner(&meta, &target, copied)?;
             // A change of owner clears set-id bits: the mode again, after it.
             fs::set_permissions(
                 &target,
@@ -239,6 +265,22 @@ mod tests {
         // Never onto files already there.
         let again = copy_into(&src, &dst).unwrap_err();
         assert_eq!(again.kind(), io::ErrorKind::AlreadyExists);
+        // A block volume's own lost+found: allowed in the fresh volume, never copied.
+        let (ext4, fresh) = (root.join("ext4"), root.join("fresh"));
+        fs::create_dir_all(ext4.join("lost+found")).unwrap();
+        fs::create_dir_all(fresh.join("lost+found")).unwrap();
+        fs::write(ext4.join("lost+found/#1234"), "a filesystem's own").unwrap();
+        fs::write(ext4.join("task.txt"), "the task's").unwrap();
+        let copied = copy_into(&ext4, &fresh).unwrap();
+        assert_eq!((copied.files, copied.dirs), (1, 0));
+        assert!(fs::read_dir(fresh.join("lost+found"))
+            .unwrap()
+            .next()
+            .is_none());
+        assert_eq!(
+            fs::read_to_string(fresh.join("task.txt")).unwrap(),
+            "the task's"
+        );
         fs::remove_dir_all(&root).unwrap();
     }
 

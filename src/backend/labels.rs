@@ -50,6 +50,12 @@ pub const TOKEN_HASH: &str = "a2a-worker-controller/token-hash";
 /// On a worker from a warm pool: when it was claimed (Unix milliseconds), which is when it
 /// became its task's worker: its `created_at`, and what a pool that follows the demand counts.
 pub const CLAIMED_AT: &str = "a2a-worker-controller/claimed-at";
+/// On a Kubernetes workspace claim being filled by a copy Job: when the copy began (Unix
+/// seconds). While it is there the claim is no workspace: not listed, never mounted.
+pub const COPYING: &str = "a2a-worker-controller/copying";
+/// On a Kubernetes copy Job and its pod: the controller id whose copy it is (not
+/// [`OWNER`], which would make its pod a worker).
+pub const COPY: &str = "a2a-worker-controller/copy";
 /// A caller's metadata key `k` is the label (Docker) or annotation (Kubernetes) `META + k`.
 pub const META: &str = "a2a-worker-controller.meta/";
 

@@ -149,8 +149,9 @@ fn connect(given: &Given, env: &HashMap<String, String>, watch: bool) -> Result<
     Ok(Client::new(&url, token, timeout))
 }
 
-/// `copy-files FROM_DIR INTO_DIR`: what the Docker backend's copy container runs (as root,
-/// so owners are kept); a summary line, or one line why not (exit 1; 2 for a usage error).
+/// `copy-files FROM_DIR INTO_DIR`: what the Docker backend's copy container (as root, so
+/// owners are kept) and the Kubernetes backend's copy Job (as the workers' user) run; a
+/// summary line, or one line why not (exit 1; 2 for a usage error).
 fn copy_files(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> u8 {
     let [from, into] = args else {
         let _ = writeln!(
@@ -163,8 +164,8 @@ fn copy_files(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> u8 {
         Ok(c) => {
             let _ = writeln!(
                 out,
-                "copied {} files ({} bytes), {} directories, {} links; {} sockets, FIFOs or devices left out",
-                c.files, c.bytes, c.dirs, c.links, c.skipped
+                "copied {} files ({} bytes), {} directories, {} links; {} sockets, FIFOs or devices left out; {} entries the copier's own (their owner not kept: not root)",
+                c.files, c.bytes, c.dirs, c.links, c.skipped, c.owners_not_kept
             );
             0
         }

@@ -235,8 +235,9 @@ pub struct ContainerSettings {
     pub nano_cpus: Option<i64>,
     /// Fenced workers' proxy and key (`EGRESS_PROXY_URL`); `None`: no worker is fenced.
     pub fence: Option<Fence>,
-    /// `WORKSPACE_COPY_IMAGE`: the image whose `copy-workspace` subcommand copies a workspace
-    /// (the controller's own); `None`: copies are refused.
+    /// `WORKSPACE_COPY_IMAGE`: the image whose `copy-files` subcommand copies a workspace (the
+    /// controller's own), in a container (Docker) or a Job (Kubernetes, a class that does not
+    /// clone); `None`: such copies are refused.
     pub copy_image: Option<String>,
 }
 

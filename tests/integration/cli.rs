@@ -80,3 +80,78 @@ fn refusals_are_one_line_naming_the_setting() {
     );
     assert!(e.contains("LOCAL_WEZTERM"));
 }
+
+/// Whether this test runs as root (only root can make files of another user to copy).
+fn as_root() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
+}
+
+/// What the Kubernetes copy Job does: `copy-files` run by the workers' user (not root, who
+/// may not give files away), reading through the workers' group. Every file, mode and link is
+/// copied; the entries are the copier's own, and the summary says how many.
+#[test]
+fn copy_files_as_a_user_other_than_root_copies_what_its_group_reads_and_counts_the_owners_not_kept()
+{
+    use std::fs;
+    use std::os::unix::fs::{chown, lchown, symlink, MetadataExt, PermissionsExt};
+    if !as_root() || !std::path::Path::new("/usr/bin/setpriv").exists() {
+        eprintln!("skipped: needs root and setpriv (util-linux) to copy as another user");
+        return;
+    }
+    // Under /tmp, which every user may pass through (the suite's own TMPDIR may not be).
+    let root =
+        std::path::Path::new("/tmp").join(format!("a2a-copy-as-user-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&root);
+    let (src, dst) = (root.join("src"), root.join("dst"));
+    fs::create_dir_all(src.join("sub")).unwrap();
+    fs::create_dir_all(&dst).unwrap();
+    fs::set_permissions(&root, fs::Permissions::from_mode(0o755)).unwrap();
+    fs::write(src.join("notes"), "half done").unwrap();
+    fs::write(src.join("sub/deep"), "deeper").unwrap();
+    symlink("../..", src.join("up")).unwrap();
+    // The workers' files: another user's, readable by the group the copier runs in.
+    for (path, mode) in [
+        (src.join("notes"), 0o640),
+        (src.join("sub/deep"), 0o640),
+        (src.join("sub"), 0o750),
+        (src.clone(), 0o750),
+    ] {
+        chown(&path, Some(1234), Some(65534)).unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(mode)).unwrap();
+    }
+    lchown(src.join("up"), Some(1234), Some(65534)).unwrap();
+    chown(&dst, Some(65534), Some(65534)).unwrap();
+
+    let out = Command::new("/usr/bin/setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(env!("CARGO_BIN_EXE_a2a-worker-controller"))
+        .arg("copy-files")
+        .args([&src, &dst])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{said} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        said.contains("copied 2 files (15 bytes), 1 directories, 1 links")
+            && said.contains("5 entries the copier's own"),
+        "{said}"
+    );
+    assert_eq!(fs::read_to_string(dst.join("sub/deep")).unwrap(), "deeper");
+    assert_eq!(
+        fs::read_link(dst.join("up")).unwrap().to_str(),
+        Some("../..")
+    );
+    let meta = |p: &std::path::Path| fs::symlink_metadata(p).unwrap();
+    assert_eq!(meta(&dst.join("notes")).mode() & 0o7777, 0o640);
+    assert_eq!(meta(&dst.join("sub")).mode() & 0o7777, 0o750);
+    assert_eq!(meta(&dst).mode() & 0o7777, 0o750);
+    assert_eq!(meta(&dst.join("notes")).uid(), 65534);
+    // The source is untouched.
+    assert_eq!(meta(&src.join("notes")).uid(), 1234);
+    fs::remove_dir_all(&root).unwrap();
+}

@@ -257,11 +257,12 @@ fn create_list_stop_and_tokens_stay_in_the_pod_environment() {
     // claims only for a template with a workspace (workspaces_are_claims_made_before_the_pod_and_reused);
     // pods are patched only by a warm pool's claims (k8s_pool records that call); the
     // NetworkPolicy is read only for a fenced template (k8s_egress records that call); a
-    // suspended worker's record is made and deleted only by suspend and resume (k8s_suspend).
+    // suspended worker's record is made and deleted only by suspend and resume (k8s_suspend);
+    // Jobs only by a workspace copy of a class that does not clone (k8s_fork).
     assert_manifests_ok(&check_manifests(
         &record,
         &format!(
-            "{},patch,list events,get networkpolicies,create secrets,delete secrets,{}",
+            "{},patch,list events,get networkpolicies,create secrets,delete secrets,create jobs,get jobs,delete jobs,{}",
             verbs.join(","),
             ["create", "get", "list", "patch", "delete"]
                 .map(|v| format!("{v} persistentvolumeclaims"))

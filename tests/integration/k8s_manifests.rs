@@ -19,8 +19,10 @@ use crate::k8s_support::{check_manifests, configured};
 /// What the backend asks of the API: on pods create, get (name collisions), list, watch
 /// (readiness), delete, patch (a warm pool's claim); get on pods/log (the logs operation); list on events (a not-ready
 /// worker's probe failure, `k8s_faults` records it); on claims create, get, list, patch, delete
-/// (task workspaces); get on networkpolicies (the fence of workers whose egress is not open).
-pub const VERBS: &str = "create,get,list,watch,delete,patch,get pods/log,list events,create persistentvolumeclaims,get persistentvolumeclaims,list persistentvolumeclaims,patch persistentvolumeclaims,delete persistentvolumeclaims,get networkpolicies,create secrets,get secrets,list secrets,delete secrets";
+/// (task workspaces); get on networkpolicies (the fence of workers whose egress is not open);
+/// create, get, list and delete on secrets (suspended workers' records); create, get and delete
+/// on jobs (workspace copies of a storage class that does not clone).
+pub const VERBS: &str = "create,get,list,watch,delete,patch,get pods/log,list events,create persistentvolumeclaims,get persistentvolumeclaims,list persistentvolumeclaims,patch persistentvolumeclaims,delete persistentvolumeclaims,get networkpolicies,create secrets,get secrets,list secrets,delete secrets,create jobs,get jobs,delete jobs";
 
 /// The `workspace` case's template: the settings' default with a workspace of 2Gi.
 fn workspace_template(case: &str, mut t: Template) -> Template {

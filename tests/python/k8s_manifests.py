@@ -70,6 +70,8 @@ def main(manifest_dir, pod_dir, verbs):
     worker_port = int(value("WORKER_PORT") or "9090")
     check(deployment["spec"]["replicas"] >= 2, "the Deployment runs fewer than 2 replicas")
     check(value("BACKEND") == "k8s", "the Deployment does not set BACKEND=k8s")
+    check(value("WORKSPACE_COPY_IMAGE") == container["image"],
+          "WORKSPACE_COPY_IMAGE is not the controller's own image (copy Jobs run its copy-files)")
     token_file = value("A2A_AUTH_TOKEN_FILE") or ""
     mounts = {m["mountPath"]: m["name"] for m in container.get("volumeMounts", [])}
     volumes = {v["name"]: v for v in pod_spec.get("volumes", [])}

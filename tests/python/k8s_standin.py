@@ -45,19 +45,24 @@ What it mimics, and from where:
 | networkpolicies (networking.k8s.io): get 200 / 404 `networkpolicies.networking.k8s.io "x" not found` (a group resource names its group); 403 with `in API group "networking.k8s.io"` under `deny networkpolicies`; the policies are put by the `fence NAME` and `fence-ingress NAME` commands (one that fences `a2a-worker-controller/egress=fenced` pods' egress, one that limits ingress only) | rec tests/recordings/k8s-real/netpol_get404.b, netpol_get200.b, s40-egress.txt; RBAC as rec s13-rbac-a.txt |
 | RuntimeClass admission: a pod whose `runtimeClassName` is no RuntimeClass (none exist until `runtimeclass NAME`) is 403 `pods "x" is forbidden: pod rejected: RuntimeClass "NAME" not found`, on a dry run too | rec tests/recordings/k8s-real/create403runtimeclass.b, s40-egress.txt |
 
+| jobs (batch/v1): create 201 with the defaults the real server filled in (parallelism, completions, a `controller-uid` selector, the template's job labels, `completionMode`, `podReplacementPolicy`, the pod template's defaults), `Warning: 299 - "would violate PodSecurity ..."` for a template the namespace's `restricted` level refuses (the Job is stored; its pods never are: `FailedCreate` events), 409 `jobs.batch "x" already exists`, 400 strict decoding error; get 200 / 404 `jobs.batch "x" not found`; delete with `propagationPolicy=Background` 200 with a `Status` `Success` (group `batch`), its pods deleted by the garbage collector; delete without one: the Job answered with `finalizers: ["orphan"]`, its pods kept without owner; `deny jobs`: RBAC's 403 in API group "batch" | rec tests/recordings/k8s-real/s56-copy-job.txt, job_*.{h,b} |
+| the Job controller: one pod `<job>-xxxxx` (`generateName`, the job labels, a controller owner reference, the `batch.kubernetes.io/job-tracking` finalizer); its pod Succeeded: conditions `SuccessCriteriaMet` and `Complete` (`CompletionsReached`), `succeeded` 1, `completionTime`; Failed: `FailureTarget` and `Failed` (`BackoffLimitExceeded`, `Job has reached the specified backoff limit`), `failed` 1; past `activeDeadlineSeconds`: `Failed` `DeadlineExceeded` and its pod deleted | rec job_get_complete.b, job_get_failed.b, s56-copy-job.txt; pkg/controller/job |
+| --volumes DIR: each bound claim is the directory DIR/NS/NAME (a clone, `dataSource` a claim, starts as a copy of its source, as a CSI driver's clone); the kubelet gives a process the directories of its pod's claims where its container's arguments or environment name a mount path. --run-copies PATH: a Job's pod runs as a real process of PATH with its container's arguments (its output is the pod's log; its exit ends the pod), unless `hold-copies on` (then it waits, Running without a process, until `hold-copies off`) | a real kubelet's volume mounts |
+
 Unknown fields are found with the official OpenAPI-derived schemas that kubernetes-validate
 ships (v1.36 strict), the same the manifest test validates with.
 
 Commands on stdin, one per line, each answered `ok` on stdout once applied: `node-down`,
 `node-up`, `schedulable`, `outage SECONDS`, `throttle N`, `deny VERB,...` (`-` for none),
 `psa restricted|privileged`, `quota pods=N`, `quota memory`, `quota none`, `expire N`,
-`claims provisioner|no-provisioner`, `fence NAME [NS]`, `fence-ingress NAME [NS]` (namespace `a2a` unless given), `runtimeclass NAME`.
+`claims provisioner|no-provisioner`, `fence NAME [NS]`, `fence-ingress NAME [NS]` (namespace `a2a` unless given), `runtimeclass NAME`,
+`hold-copies on|off`.
 The stand-in exits
 when stdin closes.
 
 Usage: k8s_standin.py --cert F --key F --ca F [--token-file F] [--deny VERB,...] [--ready-after S]
     [--confirm-after S] [--schedulable-after S] [--throttle-once] [--psa LEVEL] [--record DIR]
-    [--log-lines N] [--run-workers PATH]
+    [--log-lines N] [--run-workers PATH] [--run-copies PATH] [--volumes DIR]
 Prints `listening https://127.0.0.1:PORT` once it serves.
 """
 
@@ -66,8 +71,11 @@ import base64
 import copy
 import json
 import os
+import random
 import re
+import shutil
 import signal
+import string
 import socket
 import subprocess
 import urllib.request
@@ -84,6 +92,7 @@ SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-
 PODS = re.compile(r"^/api/v1/namespaces/([^/]+)/(pods|events)(?:/([^/]+)(/log)?)?$")
 POLICIES = re.compile(r"^/apis/networking\.k8s\.io/v1/namespaces/([^/]+)/networkpolicies(?:/([^/]+))?$")
 CLAIMS = re.compile(r"^/api/v1/namespaces/([^/]+)/persistentvolumeclaims(?:/([^/]+))?$")
+JOBS = re.compile(r"^/apis/batch/v1/namespaces/([^/]+)/jobs(?:/([^/]+))?$")
 SECRETS = re.compile(r"^/api/v1/namespaces/([^/]+)/secrets(?:/([^/]+))?$")
 NODE = "standin-node"
 HISTORY = 2000  # events kept for watches from a resourceVersion
@@ -306,6 +315,11 @@ class Store:
         self.claims = {}  # (ns, name) -> PersistentVolumeClaim
         self.secrets = {}  # (ns, name) -> Secret
         self.policies = {}  # (ns, name) -> NetworkPolicy
+        self.jobs = {}  # (ns, name) -> Job
+        self.job_pods = {}  # (ns, job name) -> the name of its pod
+        self.outputs = {}  # pod uid -> what a copy Job's process printed (--run-copies)
+        self.hold_copies = False
+        self.state = None  # the State (PodSecurity for the Job controller's pods), set by main
         self.runtime_classes = set()
         self.provisioner = True
         self.meta = {}  # uid -> {"bound": t, "deleted": t, ...}
@@ -392,7 +406,8 @@ class Store:
         c = spec["containers"][0]
         port = ((c.get("ports") or [{}])[0]).get("containerPort", 9090)
         ip = self.free_address(port)
-        env = {e["name"]: e.get("value", "") for e in c.get("env") or [] if e.get("name")}
+        mounts = self.mounts(pod, c)
+        env = {e["name"]: self.mapped(e.get("value", ""), mounts) for e in c.get("env") or [] if e.get("name")}
         env["LISTEN"] = f"{ip}:{port}"
         if "no-contract" in c.get("image", ""):
             # an image that does not speak the activation contract: it ignores a member's
@@ -401,7 +416,7 @@ class Store:
                 env.pop(k, None)
             env.setdefault("A2A_PUBLIC_URL", f"http://{ip}:{port}")
             env.setdefault("INTERACTIVE_AUTH_TOKEN", "no-contract-" + md["uid"])
-        proc = subprocess.Popen([self.opts.run_workers] + list(c.get("args") or []), env=env,
+        proc = subprocess.Popen([self.opts.run_workers] + [self.mapped(a, mounts) for a in c.get("args") or []], env=env,
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                 preexec_fn=die_with_parent)
         self.procs[md["uid"]] = proc
@@ -474,11 +489,46 @@ class Store:
                 if not self.claim_users(ns, name):
                     del self.claims[(ns, name)]
                     self.bump()
+                    if self.claim_dir(ns, name):
+                        shutil.rmtree(self.claim_dir(ns, name), ignore_errors=True)
             elif self.provisioner and c["status"].get("phase") == "Pending":
                 storage = c["spec"]["resources"]["requests"]["storage"]
                 c["status"] = {"phase": "Bound", "accessModes": c["spec"]["accessModes"], "capacity": {"storage": storage}}
                 c["spec"]["volumeName"] = f"pvc-{c['metadata']['uid']}"
                 c["metadata"]["resourceVersion"] = self.bump()
+                self.provision(ns, name, c)
+
+    def claim_dir(self, ns, name):
+        """--volumes: the directory that is claim `name`'s volume."""
+        return os.path.join(self.opts.volumes, ns, name) if self.opts.volumes else None
+
+    def provision(self, ns, name, claim):
+        """--volumes: a bound claim's directory; a clone starts as a copy of its source's."""
+        target = self.claim_dir(ns, name)
+        if not target:
+            return
+        source = claim["spec"].get("dataSource") or {}
+        origin = self.claim_dir(ns, source.get("name", "")) if source.get("kind") == "PersistentVolumeClaim" else None
+        shutil.rmtree(target, ignore_errors=True)
+        if origin and os.path.isdir(origin):
+            shutil.copytree(origin, target, symlinks=True)
+        else:
+            os.makedirs(target)
+
+    def mounts(self, pod, c):
+        """--volumes: mount path -> directory, for container `c`'s claim volumes."""
+        ns = pod["metadata"]["namespace"]
+        by_volume = {v["name"]: v["persistentVolumeClaim"]["claimName"] for v in pod["spec"].get("volumes") or []
+                     if isinstance(v.get("persistentVolumeClaim"), dict)}
+        return {m["mountPath"]: self.claim_dir(ns, by_volume[m["name"]]) for m in c.get("volumeMounts") or []
+                if m.get("name") in by_volume and self.claim_dir(ns, by_volume[m["name"]])}
+
+    @staticmethod
+    def mapped(value, mounts):
+        for path, where in mounts.items():
+            if value == path or value.startswith(path.rstrip("/") + "/"):
+                return where + value[len(path.rstrip("/")):]
+        return value
 
     def claim_trouble(self, pod):
         """Why the scheduler cannot place a pod for its claims, or None."""
@@ -491,10 +541,148 @@ class Store:
                 return "0/1 nodes are available: pod has unbound immediate PersistentVolumeClaims. not found"
         return None
 
+    def job_event(self, job, reason, message):
+        md = job["metadata"]
+        if any(e["involvedObject"].get("uid") == md["uid"] and e["message"] == message for e in self.events):
+            return
+        self.events.append({"kind": "Event", "apiVersion": "v1", "type": "Warning", "reason": reason,
+                            "message": message, "lastTimestamp": rfc3339(), "count": 1,
+                            "metadata": {"name": f"{md['name']}.{uuid.uuid4().hex[:16]}", "namespace": md["namespace"]},
+                            "involvedObject": {"kind": "Job", "name": md["name"], "namespace": md["namespace"], "uid": md["uid"]}})
+
+    def job_pod(self, job):
+        """The pod the Job controller makes from a Job's template (rec job_pods_list.b)."""
+        md = job["metadata"]
+        tmpl = copy.deepcopy(job["spec"]["template"])
+        suffix = "".join(random.choice(string.ascii_lowercase + string.digits) for _ in range(5))
+        meta = tmpl.setdefault("metadata", {})
+        meta.update({"name": f"{md['name']}-{suffix}", "generateName": f"{md['name']}-", "namespace": md["namespace"],
+                     "uid": str(uuid.uuid4()), "generation": 1, "creationTimestamp": rfc3339(),
+                     "finalizers": ["batch.kubernetes.io/job-tracking"],
+                     "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": md["name"], "uid": md["uid"],
+                                          "controller": True, "blockOwnerDeletion": True}]})
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": tmpl.get("spec", {}),
+               "status": {"phase": "Pending", "qosClass": "Burstable"}}
+        pod["spec"].setdefault("serviceAccountName", "default")
+        return pod
+
+    def finish_job(self, job, ok, reason, message):
+        st, t = job["status"], rfc3339()
+        cond = lambda kind: {"type": kind, "status": "True", "lastProbeTime": t, "lastTransitionTime": t,
+                             "reason": reason, "message": message}
+        st.pop("active", None)
+        st.update(ready=0, terminating=0, uncountedTerminatedPods={})
+        if ok:
+            st.update(conditions=[cond("SuccessCriteriaMet"), cond("Complete")], succeeded=1, completionTime=t)
+        else:
+            st.update(conditions=[cond("FailureTarget"), cond("Failed")], failed=1)
+        job["metadata"]["resourceVersion"] = self.bump()
+
+    def tick_jobs(self, now):
+        """The Job controller (backoffLimit 0, one completion: what copy Jobs ask for)."""
+        for (ns, name), job in list(self.jobs.items()):
+            st = job["status"]
+            if any(c["type"] in ("Complete", "Failed") for c in st.get("conditions", [])):
+                continue
+            pod_name = self.job_pods.get((ns, name))
+            if pod_name is None:
+                pod = self.job_pod(job)
+                if self.state is not None and self.state.psa == "restricted" and restricted_violations(pod):
+                    self.job_event(job, "FailedCreate", f'Error creating: pods "{pod["metadata"]["name"]}" is forbidden: '
+                                   'violates PodSecurity "restricted:latest": ' + ", ".join(restricted_violations(pod)))
+                    continue
+                self.put(pod, "ADDED")
+                self.job_pods[(ns, name)] = pod["metadata"]["name"]
+                st.update(startTime=rfc3339(), active=1, ready=0, terminating=0, uncountedTerminatedPods={})
+                self.meta.setdefault(job["metadata"]["uid"], {})["started"] = now
+                job["metadata"]["resourceVersion"] = self.bump()
+                continue
+            pod = self.pods.get((ns, pod_name))
+            phase = pod["status"].get("phase") if pod else None
+            deadline = job["spec"].get("activeDeadlineSeconds")
+            started = self.meta.get(job["metadata"]["uid"], {}).get("started", now)
+            if phase == "Succeeded":
+                self.finish_job(job, True, "CompletionsReached", "Reached expected number of succeeded pods")
+            elif phase == "Failed" or pod is None or pod["metadata"].get("deletionTimestamp"):
+                self.finish_job(job, False, "BackoffLimitExceeded", "Job has reached the specified backoff limit")
+            elif deadline is not None and now - started > deadline:
+                self.finish_job(job, False, "DeadlineExceeded", "Job was active longer than specified deadline")
+                self.begin_deletion(pod, pod["spec"].get("terminationGracePeriodSeconds", 30))
+
+    def delete_job_pods(self, ns, name, orphan):
+        """The garbage collector on a deleted Job: its pods deleted (a finished one at once),
+        or, orphaned, kept without their owner."""
+        uid = self.jobs[(ns, name)]["metadata"]["uid"]
+        for pod in list(self.pods.values()):
+            if not any(o.get("uid") == uid for o in pod["metadata"].get("ownerReferences") or []):
+                continue
+            if orphan:
+                pod["metadata"].pop("ownerReferences", None)
+                self.put(pod)
+            elif pod["status"].get("phase") in ("Succeeded", "Failed") or not pod["spec"].get("nodeName"):
+                pod["metadata"]["deletionTimestamp"] = rfc3339()
+                self.remove(pod)
+            elif not pod["metadata"].get("deletionTimestamp"):
+                self.begin_deletion(pod, pod["spec"].get("terminationGracePeriodSeconds", 30))
+        del self.jobs[(ns, name)]
+        self.job_pods.pop((ns, name), None)
+        self.bump()
+
+    def run_copy(self, pod, m):
+        """--run-copies: a Job's pod as a real process, its claims' directories at its mount
+        paths; `hold-copies on` keeps it Running without one."""
+        md, spec, st = pod["metadata"], pod["spec"], pod["status"]
+        c = spec["containers"][0]
+        if m.get("kubelet") == "copy" or (self.hold_copies and m.get("kubelet") == "held"):
+            return
+        started = rfc3339()
+        st.update(phase="Running", podIP="10.42.0.6", startTime=st.get("startTime", started), conditions=[
+            {"type": "PodReadyToStartContainers", "status": "True"}, {"type": "Initialized", "status": "True"},
+            {"type": "Ready", "status": "True"}, {"type": "ContainersReady", "status": "True"},
+            {"type": "PodScheduled", "status": "True"}])
+        st["containerStatuses"] = [{"name": c.get("name", "copy"), "ready": True, "restartCount": 0, "started": True,
+                                    "image": c.get("image", ""), "imageID": "", "state": {"running": {"startedAt": started}}}]
+        self.put(pod)
+        if self.hold_copies:
+            m["kubelet"] = "held"
+            return
+        m["kubelet"] = "copy"
+        mounts = self.mounts(pod, c)
+        proc = subprocess.Popen([self.opts.run_copies] + [self.mapped(a, mounts) for a in c.get("args") or []],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                preexec_fn=die_with_parent)
+        self.procs[md["uid"]] = proc
+        threading.Thread(target=self.follow_copy, args=((md["namespace"], md["name"]), md["uid"], proc),
+                         daemon=True).start()
+
+    def follow_copy(self, key, uid, proc):
+        """A copy's process to its end: its output is the pod's log, its exit ends the pod."""
+        out = proc.stdout.read()
+        code = proc.wait()
+        code = code if code >= 0 else 128 - code
+        with self.lock:
+            self.outputs[uid] = out.decode("utf-8", "replace")
+            pod = self.pods.get(key)
+            if not pod or pod["metadata"]["uid"] != uid:
+                return
+            if pod["metadata"].get("deletionTimestamp"):
+                self.remove(pod)
+                return
+            st = pod["status"]
+            why = "PodCompleted" if code == 0 else "PodFailed"
+            st["containerStatuses"][0].update(ready=False, started=False, state={"terminated": {
+                "exitCode": code, "reason": "Completed" if code == 0 else "Error",
+                "startedAt": st.get("startTime"), "finishedAt": rfc3339()}})
+            st["phase"] = "Succeeded" if code == 0 else "Failed"
+            st["conditions"] = [c for c in st["conditions"] if c["type"] not in ("Ready", "ContainersReady")] + [
+                {"type": "Ready", "status": "False", "reason": why}, {"type": "ContainersReady", "status": "False", "reason": why}]
+            self.put(pod)
+
     def tick(self):
         """One step of the scheduler, the kubelet and the node controller."""
         now = time.monotonic()
         self.tick_claims()
+        self.tick_jobs(now)
         self.collect_garbage()
         if not self.schedulable and now >= self.schedulable_at and self.opts.schedulable_after is not None:
             self.schedulable = True
@@ -545,6 +733,10 @@ class Store:
                     ready.pop("reason", None)
                     ready.pop("message", None)
                     self.put(pod)
+                continue
+            if self.opts.run_copies and any(o.get("kind") == "Job" for o in md.get("ownerReferences") or []):
+                if st.get("phase") not in ("Succeeded", "Failed"):
+                    self.run_copy(pod, m)
                 continue
             if m.get("oom_at") and now >= m["oom_at"] and st.get("phase") == "Running":
                 # rec node/s29-oom-pod.json: the container terminated OOMKilled (137), the pod
@@ -683,6 +875,8 @@ class Handler(BaseHTTPRequestHandler):
             return "events" in deny
         if resource == "persistentvolumeclaims":
             return "claims" in deny
+        if resource == "jobs":
+            return "jobs" in deny
         return verb in deny or (resource == "pods/log" and "log" in deny)
 
     def handle_any(self, method):
@@ -704,6 +898,9 @@ class Handler(BaseHTTPRequestHandler):
         sm = SECRETS.match(url.path)
         if sm:
             return self.secrets(method, user, unquote(sm.group(1)), sm.group(2) and unquote(sm.group(2)), query, raw)
+        jm = JOBS.match(url.path)
+        if jm:
+            return self.jobs(method, user, unquote(jm.group(1)), jm.group(2) and unquote(jm.group(2)), query, raw)
         cm = CLAIMS.match(url.path)
         if cm:
             return self.claims(method, user, unquote(cm.group(1)), cm.group(2) and unquote(cm.group(2)), query, raw)
@@ -873,6 +1070,91 @@ class Handler(BaseHTTPRequestHandler):
                 del store.secrets[(ns, name)]
                 return self.send_json(200, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
                                             "details": {"name": name, "kind": "secrets", "uid": secret["metadata"]["uid"]}})
+        return self.send_json(*status(405, "MethodNotAllowed", "the server does not allow this method on the requested resource"))
+
+    def jobs(self, method, user, ns, name, query, raw):
+        """jobs (batch/v1), as rec tests/recordings/k8s-real/s56-copy-job.txt answered."""
+        store, state = self.server.store, self.server.state
+        verb = {"GET": "get" if name else "list", "POST": "create", "DELETE": "delete"}.get(method, "")
+        if "jobs" in state.deny:
+            target = f'jobs.batch "{name}"' if name else "jobs.batch"
+            return self.send_json(*status(403, "Forbidden",
+                f'{target} is forbidden: User "{user}" cannot {verb} resource "jobs" in API group "batch" in the namespace "{ns}"',
+                {"name": name or "", "group": "batch", "kind": "jobs"}))
+        gone = lambda n: status(404, "NotFound", f'jobs.batch "{n}" not found', {"name": n, "group": "batch", "kind": "jobs"})
+        with store.lock:
+            if method == "POST" and not name:
+                try:
+                    job = json.loads(raw)
+                except ValueError as e:
+                    return self.send_json(*status(400, "BadRequest", f"invalid JSON: {e}"))
+                unknown = self.server.schema.unknown(job, {"$ref": "#/$defs/io.k8s.api.batch.v1.Job"})
+                if unknown and query.get("fieldValidation") == "Strict":
+                    return self.send_json(*status(400, "BadRequest",
+                        'Job in version "v1" cannot be handled as a Job: strict decoding error: '
+                        + ", ".join(f'unknown field "{u}"' for u in unknown)))
+                md = job.setdefault("metadata", {})
+                jname = md.get("name", "")
+                if (ns, jname) in store.jobs:
+                    return self.send_json(*status(409, "AlreadyExists", f'jobs.batch "{jname}" already exists',
+                                                  {"name": jname, "group": "batch", "kind": "jobs"}))
+                uid = str(uuid.uuid4())
+                md.update({"namespace": ns, "uid": uid, "generation": 1, "creationTimestamp": rfc3339()})
+                spec = job.setdefault("spec", {})
+                job_labels = {"batch.kubernetes.io/controller-uid": uid, "batch.kubernetes.io/job-name": jname,
+                              "controller-uid": uid, "job-name": jname}
+                for k, v in (("parallelism", 1), ("completions", 1), ("backoffLimit", 6),
+                             ("selector", {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}),
+                             ("manualSelector", False), ("completionMode", "NonIndexed"), ("suspend", False),
+                             ("podReplacementPolicy", "TerminatingOrFailed")):
+                    spec.setdefault(k, v)
+                tmpl = spec.setdefault("template", {})
+                tmpl.setdefault("metadata", {}).setdefault("labels", {}).update(job_labels)
+                pod_spec = tmpl.setdefault("spec", {})
+                pod_spec.setdefault("terminationGracePeriodSeconds", 30)
+                pod_spec.setdefault("dnsPolicy", "ClusterFirst")
+                pod_spec.setdefault("schedulerName", "default-scheduler")
+                for c in pod_spec.get("containers") or []:
+                    c.setdefault("terminationMessagePath", "/dev/termination-log")
+                    c.setdefault("terminationMessagePolicy", "File")
+                    c.setdefault("imagePullPolicy", "IfNotPresent")
+                job["status"] = {}
+                warnings = []
+                if state.psa == "restricted":
+                    found = restricted_violations({"spec": pod_spec})
+                    if found:
+                        warnings.append(("Warning", '299 - "would violate PodSecurity \\"restricted:latest\\": '
+                                         + ", ".join(found).replace('"', '\\"') + '"'))
+                md["resourceVersion"] = store.bump()
+                store.jobs[(ns, jname)] = job
+                return self.send_json(201, job, warnings)
+            if method == "GET" and not name:
+                try:
+                    reqs = parse_selector(query.get("labelSelector", ""))
+                except SelectorError as e:
+                    return self.send_json(*status(400, "BadRequest", str(e)))
+                items = [j for (jns, _), j in sorted(store.jobs.items()) if jns == ns
+                         and labels_match(j["metadata"].get("labels", {}), reqs)]
+                return self.send_json(200, {"kind": "JobList", "apiVersion": "batch/v1",
+                                            "metadata": {"resourceVersion": str(store.version)}, "items": items})
+            job = store.jobs.get((ns, name))
+            if job is None:
+                return self.send_json(*gone(name))
+            if method == "GET":
+                return self.send_json(200, job)
+            if method == "DELETE":
+                policy = query.get("propagationPolicy")
+                if raw:
+                    policy = (json.loads(raw) or {}).get("propagationPolicy", policy)
+                answer = copy.deepcopy(job)
+                store.delete_job_pods(ns, name, orphan=policy not in ("Background", "Foreground"))
+                if policy in ("Background", "Foreground"):
+                    return self.send_json(200, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                                                "details": {"name": name, "group": "batch", "kind": "jobs",
+                                                            "uid": job["metadata"]["uid"]}})
+                answer["metadata"].update(deletionTimestamp=rfc3339(), deletionGracePeriodSeconds=0,
+                                          finalizers=["orphan"], generation=answer["metadata"].get("generation", 1) + 1)
+                return self.send_json(200, answer)
         return self.send_json(*status(405, "MethodNotAllowed", "the server does not allow this method on the requested resource"))
 
     def claims(self, method, user, ns, name, query, raw):
@@ -1134,6 +1416,11 @@ class Handler(BaseHTTPRequestHandler):
             self.send_response(204)
             self.end_headers()
             return None
+        said = self.server.store.outputs.get(pod["metadata"]["uid"])
+        if said is not None:
+            lines = said.splitlines(keepends=True)
+            n = int(query.get("tailLines", len(lines)))
+            return self.send_text(200, "".join(lines[-n:] if n > 0 else []))
         if not self.server.store.node_up:
             tail = f"?tailLines={query['tailLines']}" if "tailLines" in query else ""
             return self.send_json(*status(500, "InternalError",
@@ -1328,8 +1615,11 @@ def main():
     p.add_argument("--record")
     p.add_argument("--log-lines", type=int, default=0)
     p.add_argument("--run-workers")
+    p.add_argument("--run-copies")
+    p.add_argument("--volumes")
     opts = p.parse_args()
     store, state, schema = Store(opts), State(opts), Schema()
+    store.state = state
     holder = [serve(opts, 0, store, state, schema)]
 
     def ticker():
@@ -1371,6 +1661,8 @@ def main():
                                  "resourceVersion": str(store.bump()), "creationTimestamp": rfc3339()},
                     "spec": {"podSelector": {"matchLabels": {"a2a-worker-controller/egress": "fenced"}},
                              "policyTypes": types}}
+            elif cmd == "hold-copies":
+                store.hold_copies = arg == "on"
             elif cmd == "runtimeclass":
                 store.runtime_classes.add(arg)
             elif cmd == "quota":

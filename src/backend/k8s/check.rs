@@ -105,7 +105,32 @@ impl K8sBackend {
                 ))),
             }
         }
+        out.extend(self.copy_job_finding());
         out
+    }
+
+    /// With `WORKSPACE_COPY_IMAGE` set, whether the Role lets copy Jobs run (create, get and
+    /// delete jobs in group batch).
+    fn copy_job_finding(&self) -> Option<Finding> {
+        let image = self.container.copy_image.as_deref()?;
+        for verb in ["create", "get", "delete"] {
+            match self.may_in("batch", verb, "jobs", "") {
+                Ok((true, _)) => {}
+                Ok((false, why)) => {
+                    return Some(Finding::failed(format!(
+                        "may not {verb} jobs: a workspace copy of a storage class that does not clone fails{why}"
+                    )))
+                }
+                Err(e) => {
+                    return Some(Finding::failed(format!(
+                        "cannot ask whether it may {verb} jobs: {e}"
+                    )))
+                }
+            }
+        }
+        Some(Finding::ok(format!(
+            "workspace copies by a Job of {image}: may create, get and delete jobs"
+        )))
     }
 
     /// Whether the controller may `verb` `resource` in its namespace, and RBAC's reason.
@@ -115,8 +140,19 @@ impl K8sBackend {
         resource: &str,
         sub: &str,
     ) -> Result<(bool, String), BackendError> {
-        let mut attributes =
-            json!({"namespace": self.namespace, "verb": verb, "resource": resource});
+        self.may_in("", verb, resource, sub)
+    }
+
+    /// [`Self::may`] for a resource of API group `group` (`""`: the core group).
+    fn may_in(
+        &self,
+        group: &str,
+        verb: &str,
+        resource: &str,
+        sub: &str,
+    ) -> Result<(bool, String), BackendError> {
+        let mut attributes = json!({"namespace": self.namespace, "verb": verb,
+            "group": group, "resource": resource});
         if !sub.is_empty() {
             attributes["subresource"] = json!(sub);
         }

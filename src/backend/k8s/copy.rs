@@ -1,15 +1,14 @@
-//! Workspace copies on Kubernetes: the new task's claim is a clone of the source's — a
-//! PersistentVolumeClaim whose `dataSource` is the source claim, of the same storage class and
-//! size — where the operator has said the storage class's driver clones
-//! (`K8S_CLONE_STORAGE_CLASSES`: no API object a namespaced Role may read says it; a CSI
-//! driver advertises cloning to its provisioner only). The provisioner fills the volume before
-//! the claim binds, and a pod that mounts it waits for the binding: no worker is handed half a
-//! copy, so nothing is marked unfinished and nothing is left to tidy. The Role needs nothing
-//! beyond what workspaces take (create and get on persistentvolumeclaims).
+//! Workspace copies on Kubernetes. The new task's claim is made beside the source's, of the
+//! same storage class, size and access modes, with the new task's labels; how it is filled
+//! depends on the class:
 //!
-//! Another storage class is refused with one line: a copy by a Job of the controller's image is
-//! not built yet (the namespace's PodSecurity `restricted` forbids the root a copy that keeps
-//! owners needs, so such a Job would copy as the workers' user).
+//! - a class the operator names in `K8S_CLONE_STORAGE_CLASSES` clones: the claim's
+//!   `dataSource` is the source claim (no API object a namespaced Role may read says which
+//!   classes clone; a CSI driver advertises cloning to its provisioner only). The provisioner
+//!   fills the volume before the claim binds, and a pod that mounts it waits for the binding:
+//!   no worker is handed half a copy, so nothing is marked and nothing is left to tidy;
+//! - any other class is filled by a copy Job (`copy_job`), the claim marked unfinished until
+//!   the Job has succeeded.
 
 use serde_json::{json, Value};
 
@@ -19,11 +18,20 @@ use super::workspace::claim_name;
 use super::K8sBackend;
 use crate::backend::{labels, BackendError, Copies, Progress, TaskWorkspace, Workspaces};
 
+/// How the new claim is filled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Fill {
+    /// By the storage class's driver, from the source claim (`dataSource`).
+    Clone,
+    /// By a copy Job; the claim carries the `copying` mark until it is done.
+    Job,
+}
+
 impl K8sBackend {
-    /// The clone of claim `source` (as stored) for task `to` in `scope`.
-    fn clone_manifest(&self, source: &Value, scope: &str, to: &str, class: &str) -> Value {
+    /// The claim of task `to` in `scope` copied from claim `source` (as stored).
+    pub(super) fn copy_manifest(&self, source: &Value, scope: &str, to: &str, fill: Fill) -> Value {
         let meta = &source["metadata"];
-        json!({
+        let mut claim = json!({
             "apiVersion": "v1",
             "kind": "PersistentVolumeClaim",
             "metadata": {
@@ -45,13 +53,37 @@ impl K8sBackend {
             "spec": {
                 "accessModes": source["spec"]["accessModes"],
                 "resources": {"requests": {"storage": source["spec"]["resources"]["requests"]["storage"]}},
-                "storageClassName": class,
-                "dataSource": {
-                    "kind": "PersistentVolumeClaim",
-                    "name": meta["name"],
-                },
             },
-        })
+        });
+        if let Some(class) = source["spec"]["storageClassName"].as_str() {
+            claim["spec"]["storageClassName"] = json!(class);
+        }
+        match fill {
+            Fill::Clone => {
+                claim["spec"]["dataSource"] =
+                    json!({"kind": "PersistentVolumeClaim", "name": meta["name"]});
+            }
+            Fill::Job => {
+                claim["metadata"]["annotations"][labels::COPYING] =
+                    json!((crate::time::now_millis() / 1000).to_string());
+            }
+        }
+        claim
+    }
+
+    /// Makes the new claim; one that is there already is the caller's refusal.
+    pub(super) fn make_copy_claim(&self, body: &Value, to: &str) -> Result<(), BackendError> {
+        let path = format!("{}?fieldValidation=Strict", self.claims_path());
+        match self.api.call(Method::Post, &path, Some(body)) {
+            Ok(_) => Ok(()),
+            Err(ApiError::Status {
+                reason: Reason::AlreadyExists,
+                ..
+            }) => Err(BackendError::Refused(format!(
+                "task {to:?} has a workspace already, or one being copied"
+            ))),
+            Err(e) => Err(api_error(e)),
+        }
     }
 }
 
@@ -65,36 +97,26 @@ impl Copies for K8sBackend {
         let (scope, from) = (found.scope.as_str(), found.task.as_str());
         let source: Value = self.claim_as(&found.name)?.ok_or(BackendError::NotFound)?;
         let class = source["spec"]["storageClassName"].as_str().unwrap_or("");
-        if !self.k8s.clone_storage_classes.iter().any(|c| c == class) {
-            return Err(BackendError::Refused(format!(
-                "task {from:?}'s workspace is of storage class {}, which K8S_CLONE_STORAGE_CLASSES does not name as one that clones (copies by a Job are not built yet)",
-                if class.is_empty() { "(none named)" } else { class }
-            )));
-        }
-        let body = self.clone_manifest(&source, scope, to, class);
-        let path = format!("{}?fieldValidation=Strict", self.claims_path());
-        progress.step(&format!("cloning the workspace of task {from:?}"));
-        match self.api.call(Method::Post, &path, Some(&body)) {
-            Ok(_) => {}
-            Err(ApiError::Status {
-                reason: Reason::AlreadyExists,
-                ..
-            }) => {
-                return Err(BackendError::Refused(format!(
-                    "task {to:?} has a workspace already"
-                )))
-            }
-            Err(e) => return Err(api_error(e)),
+        if self.k8s.clone_storage_classes.iter().any(|c| c == class) {
+            let body = self.copy_manifest(&source, scope, to, Fill::Clone);
+            progress.step(&format!("cloning the workspace of task {from:?}"));
+            self.make_copy_claim(&body, to)?;
+        } else {
+            self.copy_by_job(&source, scope, from, to, progress)?;
         }
         self.find(scope, to)
     }
 
-    /// A clone is filled before it binds, and no pod mounts it before: never half a copy.
-    fn unfinished(&self, _scope: &str, _task: &str) -> Result<bool, BackendError> {
-        Ok(false)
+    /// A clone is filled before it binds and no pod mounts it before; a claim a Job fills
+    /// carries the `copying` mark until the Job has succeeded.
+    fn unfinished(&self, scope: &str, task: &str) -> Result<bool, BackendError> {
+        let name = claim_name(&self.controller_id, scope, task);
+        Ok(self
+            .claim_as::<Value>(&name)?
+            .is_some_and(|c| !c["metadata"]["annotations"][labels::COPYING].is_null()))
     }
 
     fn tidy(&self) -> Result<usize, BackendError> {
-        Ok(0)
+        self.tidy_copy_jobs()
     }
 }

@@ -10,7 +10,8 @@
 //! - `watch`: following one pod until it is ready, failed or gone;
 //! - `check`: what `check` and startup ask the API (access reviews, a dry-run create);
 //! - `pool`: warm pools (member pods, claims bound by a gated binding pod);
-//! - `copy`: workspace copies, a claim cloned from another (`dataSource`);
+//! - `copy`: workspace copies, a claim cloned from another (`dataSource`), or filled by
+//!   `copy_job` (a Job of the controller's image, for classes that do not clone);
 //! - `refusals`: the API's refusals as the seam's errors.
 //!
 //! Stopping follows the real API's graceful deletion: `DELETE` answers with the pod still
@@ -24,6 +25,7 @@ mod check;
 mod claim;
 mod config;
 mod copy;
+mod copy_job;
 mod create;
 mod fence;
 mod lifetime;

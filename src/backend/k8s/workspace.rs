@@ -24,6 +24,16 @@ pub struct Claim {
     pub metadata: ClaimMeta,
 }
 
+impl Claim {
+    /// Whether a copy Job is filling it (`copy_job`): no workspace yet.
+    fn being_copied(&self) -> bool {
+        self.metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(labels::COPYING))
+    }
+}
+
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct ClaimMeta {
@@ -137,6 +147,12 @@ impl K8sBackend {
             if !self.is_workspace_of(&claim, &spec.scope, &spec.task) {
                 return Err(BackendError::Internal(format!(
                     "the claim name {name} is taken by a claim that is not this task's workspace"
+                )));
+            }
+            if claim.being_copied() {
+                return Err(BackendError::Refused(format!(
+                    "task {:?}'s workspace is still being copied; try again once the copy is done",
+                    spec.task
                 )));
             }
             if claim.metadata.deletion_timestamp.is_none() {
@@ -256,7 +272,7 @@ impl Workspaces for K8sBackend {
         Ok(list
             .items
             .into_iter()
-            .filter(|c| c.metadata.deletion_timestamp.is_none())
+            .filter(|c| c.metadata.deletion_timestamp.is_none() && !c.being_copied())
             .filter_map(|c| {
                 let owned = labels::owned_workspace(c.metadata.labels?, &self.controller_id)?;
                 let notes = c.metadata.annotations.unwrap_or_default();

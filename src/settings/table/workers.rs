@@ -101,6 +101,6 @@ pub(super) const SPECS: &[Spec] = &[
         Container,
         "WORKSPACE_COPY_IMAGE",
         "",
-        "the controller's own image (scripts/build-image.sh a2a-worker-controller TAG), which copies one task's workspace for another (copy_workspace, create's from_task) in a short-lived container; without it copies are refused (docker)",
+        "the controller's own image (scripts/build-image.sh a2a-worker-controller TAG), which copies one task's workspace for another (copy_workspace, create's from_task) in a short-lived container (docker) or a Job (k8s, a storage class K8S_CLONE_STORAGE_CLASSES does not name); without it such copies are refused",
     ),
 ];

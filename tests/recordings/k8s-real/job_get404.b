@@ -1,0 +1,1 @@
+{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"jobs.batch \"probe-copy\" not found","reason":"NotFound","details":{"name":"probe-copy","group":"batch","kind":"jobs"},"code":404}
