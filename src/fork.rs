@@ -28,9 +28,10 @@ pub struct Copied {
     pub dirs: u64,
     /// Sockets, FIFOs and device nodes, which hold no files' contents: left out.
     pub skipped: u64,
-    /// Entries whose owner could not be kept (a copy made by a user other than root, as on
-    /// Kubernetes: they belong to that user, which is the workers' own).
-    pub owners_not_kept: u64,
+    /// Entries whose owner or mode could not be kept (a copy made by a user other than root, as
+    /// on Kubernetes: they belong to that user, which is the workers' own; the destination's
+    /// root, a fresh volume's, may be root's own).
+    pub not_kept: u64,
 }
 
 /// Copies the directory `from` to `to`, which must not exist. `nonce` names the unfinished
@@ -101,7 +102,7 @@ fn keep_owner(source: &fs::Metadata, target: &Path, copied: &mut Copied) -> io::
     }
     match lchown(target, Some(source.uid()), Some(source.gid())) {
         Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
-            copied.owners_not_kept += 1;
+            copied.not_kept += 1;
             Ok(())
         }
         other => other,
@@ -109,12 +110,21 @@ fn keep_owner(source: &fs::Metadata, target: &Path, copied: &mut Copied) -> io::
 }
 
 /// A filled directory's owner, then its mode (last, so a read-only directory was still filled).
+/// A mode it may not set (a directory it does not own: a fresh volume's root, as a user other
+/// than root) is counted, not an error.
 fn finish_dir(meta: &fs::Metadata, to: &Path, copied: &mut Copied) -> io::Result<()> {
     keep_owner(meta, to, copied)?;
-    fs::set_permissions(
-        to,
-        fs::Permissions::from_mode(meta.permissions().mode() & 0o7777),
-    )
+    let mode = meta.permissions().mode() & 0o7777;
+    if fs::symlink_metadata(to)?.permissions().mode() & 0o7777 == mode {
+        return Ok(());
+    }
+    match fs::set_permissions(to, fs::Permissions::from_mode(mode)) {
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+            copied.not_kept += 1;
+            Ok(())
+        }
+        other => other,
+    }
 }
 
 /// Copies one directory, then its owner and mode.

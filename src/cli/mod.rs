@@ -164,8 +164,8 @@ fn copy_files(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> u8 {
         Ok(c) => {
             let _ = writeln!(
                 out,
-                "copied {} files ({} bytes), {} directories, {} links; {} sockets, FIFOs or devices left out; {} entries the copier's own (their owner not kept: not root)",
-                c.files, c.bytes, c.dirs, c.links, c.skipped, c.owners_not_kept
+                "copied {} files ({} bytes), {} directories, {} links; {} sockets, FIFOs or devices left out; {} entries' owner or mode not kept (the copier is not root)",
+                c.files, c.bytes, c.dirs, c.links, c.skipped, c.not_kept
             );
             0
         }
