@@ -133,6 +133,11 @@ impl Control {
                 String::new(),
             );
         }
+        // A create that capacity would refuse is refused before the copy, not after it (the
+        // place is taken again by the create itself; one taken meanwhile still removes the copy).
+        if let Err(e) = self.admit(caller) {
+            return (Outcome::Failed(e), String::new());
+        }
         if let Err(e) = self.fork(caller, from, &task, &progress) {
             return (Outcome::Failed(e), String::new());
         }

@@ -690,9 +690,10 @@ fn the_controller_image_is_small_unprivileged_and_labelled() {
     );
     let size = inspect[0]["Size"].as_u64().unwrap();
     eprintln!("controller image: {size} bytes");
-    // The target is 5 MB; since the MCP front door (+131 KB) the image is ~5.1 MB, recorded as
-    // not met in docs/performance.md. This guards against growing further unnoticed.
-    assert!(size <= 5_200_000, "the image is {size} bytes, over 5.2 MB");
+    // The target is 5 MB; since the MCP front door (+131 KB) the image is over it, recorded as
+    // not met in docs/performance.md (~5.23 MB with the Kubernetes copy Job). This guards
+    // against growing further unnoticed.
+    assert!(size <= 5_250_000, "the image is {size} bytes, over 5.25 MB");
 }
 
 /// A create streamed against the real engine: each step the Docker backend takes, in order,

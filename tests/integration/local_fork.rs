@@ -130,3 +130,54 @@ fn a_local_task_starts_from_a_copy_of_another_tasks_directory() {
         .log_text()
         .contains("1 workspace copies that were cut off were settled"));
 }
+
+/// A create from another task's files that `MAX_WORKERS` would refuse is refused before the
+/// copy: nothing is copied for it.
+#[test]
+fn a_create_from_another_task_at_max_workers_is_refused_before_any_copy() {
+    let wez = Wez::new("fork-full");
+    let _gui = wez.gui();
+    let spaces = wez.root.join("workspaces");
+    let file = wez.root.join("templates.json");
+    std::fs::write(
+        &file,
+        json!({"templates": {"coder": {"workspace": {"size": "1Gi"}}, "plain": {}}}).to_string(),
+    )
+    .unwrap();
+    let mut p = wez.prepared(&[
+        &format!("-worker-templates-file={}", file.display()),
+        &format!("-local-workspaces-dir={}", spaces.display()),
+        "-max-workers=1",
+    ]);
+    p.start_now();
+    let base = create(
+        &p,
+        json!({"operation": "create", "task": "base", "template": "coder"}),
+    );
+    std::fs::write(cwd_of(&wez, 0).join("notes"), "half done").unwrap();
+    reply_data(&p.control(json!({"operation": "stop", "worker_id": base["worker"]["worker_id"]})));
+    create(
+        &p,
+        json!({"operation": "create", "task": "busy", "template": "plain"}),
+    );
+    let e = p.expect_failure(
+        json!({"operation": "create", "task": "fork", "template": "coder", "from_task": "base"}),
+        "capacity",
+    );
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("MAX_WORKERS (1) reached"),
+        "{e}"
+    );
+    let listed = reply_data(&p.control(json!({"operation": "workspaces"})));
+    let tasks: Vec<&str> = listed["workspaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["task"].as_str().unwrap())
+        .collect();
+    assert_eq!(tasks, ["base"], "nothing was copied for the refused create");
+    assert!(!p.log_text().contains("was copied to task \"fork\""));
+}

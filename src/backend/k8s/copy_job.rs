@@ -41,6 +41,27 @@ const START_GRACE_SECS: u64 = 60;
 /// How often a copy's Job is looked at.
 const POLL: Duration = Duration::from_millis(500);
 
+/// The copy Job, but its names, image, user and labels (`copy_job_manifest` fills them in):
+/// one pod, never restarted, no capabilities, a read-only root, no service account token, the
+/// source read-only at `/from`, the new claim at `/to`. (Text, not `json!`: the same object in
+/// a fraction of the code.)
+const JOB: &str = r#"{
+  "apiVersion": "batch/v1", "kind": "Job", "metadata": {},
+  "spec": {"backoffLimit": 0, "template": {"metadata": {}, "spec": {
+    "restartPolicy": "Never", "automountServiceAccountToken": false, "enableServiceLinks": false,
+    "containers": [{
+      "name": "copy", "args": ["copy-files", "/from", "/to"],
+      "securityContext": {"allowPrivilegeEscalation": false, "privileged": false,
+        "readOnlyRootFilesystem": true, "runAsNonRoot": true, "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"}},
+      "resources": {"requests": {"cpu": "100m", "memory": "32Mi"},
+        "limits": {"cpu": "1", "memory": "256Mi"}},
+      "volumeMounts": [{"name": "from", "mountPath": "/from", "readOnly": true},
+        {"name": "to", "mountPath": "/to"}]}],
+    "volumes": [{"name": "from", "persistentVolumeClaim": {"readOnly": true}},
+      {"name": "to", "persistentVolumeClaim": {}}]}}}
+}"#;
+
 /// A Job as the API answers it (the fields used).
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
@@ -145,38 +166,19 @@ impl K8sBackend {
     /// The copy Job: `from` (a claim, read-only) into `to` (the new claim), as the workers'
     /// user, on the nodes the workers' template asks for.
     fn copy_job_manifest(&self, image: &str, name: &str, from: &str, to: &str) -> Value {
+        let mut job: Value = serde_json::from_str(JOB).unwrap_or_default();
+        job["metadata"]["name"] = json!(name);
+        job["metadata"]["namespace"] = json!(self.namespace);
         let mark = json!({labels::COPY: self.controller_id});
-        let mut spec = json!({
-            "restartPolicy": "Never",
-            "automountServiceAccountToken": false,
-            "enableServiceLinks": false,
-            "securityContext": workers_security(self.template.as_ref()),
-            "containers": [{
-                "name": "copy",
-                "image": image,
-                "args": ["copy-files", "/from", "/to"],
-                "securityContext": {
-                    "allowPrivilegeEscalation": false,
-                    "privileged": false,
-                    "readOnlyRootFilesystem": true,
-                    "runAsNonRoot": true,
-                    "capabilities": {"drop": ["ALL"]},
-                    "seccompProfile": {"type": "RuntimeDefault"},
-                },
-                "resources": {
-                    "requests": {"cpu": "100m", "memory": "32Mi"},
-                    "limits": {"cpu": "1", "memory": "256Mi"},
-                },
-                "volumeMounts": [
-                    {"name": "from", "mountPath": "/from", "readOnly": true},
-                    {"name": "to", "mountPath": "/to"},
-                ],
-            }],
-            "volumes": [
-                {"name": "from", "persistentVolumeClaim": {"claimName": from, "readOnly": true}},
-                {"name": "to", "persistentVolumeClaim": {"claimName": to}},
-            ],
-        });
+        job["metadata"]["labels"] = mark.clone();
+        job["spec"]["activeDeadlineSeconds"] = json!(COPY_TIMEOUT.as_secs());
+        let template = &mut job["spec"]["template"];
+        template["metadata"]["labels"] = mark;
+        let spec = &mut template["spec"];
+        spec["securityContext"] = workers_security(self.template.as_ref());
+        spec["containers"][0]["image"] = json!(image);
+        spec["volumes"][0]["persistentVolumeClaim"]["claimName"] = json!(from);
+        spec["volumes"][1]["persistentVolumeClaim"]["claimName"] = json!(to);
         for field in ["nodeSelector", "tolerations", "imagePullSecrets"] {
             if let Some(v) = self.template.as_ref().map(|t| &t["spec"][field]) {
                 if !v.is_null() {
@@ -184,16 +186,7 @@ impl K8sBackend {
                 }
             }
         }
-        json!({
-            "apiVersion": "batch/v1",
-            "kind": "Job",
-            "metadata": {"name": name, "namespace": self.namespace, "labels": mark},
-            "spec": {
-                "backoffLimit": 0,
-                "activeDeadlineSeconds": COPY_TIMEOUT.as_secs(),
-                "template": {"metadata": {"labels": mark}, "spec": spec},
-            },
-        })
+        job
     }
 
     /// Fills a new claim of task `to` from claim `source` by a copy Job, waiting for it; what
@@ -265,17 +258,7 @@ impl K8sBackend {
                 Outcome::Running => {}
             }
             let pod = self.copy_pods(job)?.into_iter().next();
-            let (started, text) = match pod.as_ref().map(Pod::progress) {
-                Some(PodProgress::ImageFailed(t)) => {
-                    return Err(BackendError::ImageNotFound(format!(
-                        "{t} (WORKSPACE_COPY_IMAGE, the copy Job {job})"
-                    )))
-                }
-                Some(PodProgress::Ready) => (true, "copying".to_string()),
-                Some(PodProgress::Waiting(t) | PodProgress::Unschedulable(t)) => (false, t),
-                Some(PodProgress::Failed(t) | PodProgress::Deleted(t)) => (true, t),
-                None => (false, "waiting for the Job's pod".into()),
-            };
+            let (started, text) = copy_pod_state(pod.as_ref(), job)?;
             if text != said {
                 progress.step(&format!("the copy Job {job}: {text}"));
                 said = text.clone();
@@ -463,6 +446,30 @@ impl K8sBackend {
     }
 }
 
+/// Whether a copy Job's pod has started, and what it is doing; a pod whose image cannot be
+/// pulled fails the copy. A pod that ended is the copy's end (the Job's conditions say which
+/// next), not a worker that failed to get ready.
+fn copy_pod_state(pod: Option<&Pod>, job: &str) -> Result<(bool, String), BackendError> {
+    let Some(pod) = pod else {
+        return Ok((false, "waiting for the Job's pod".into()));
+    };
+    match pod.status.phase.as_str() {
+        "Succeeded" => return Ok((true, "the copy ended".into())),
+        "Failed" => return Ok((true, "the copy failed".into())),
+        _ => {}
+    }
+    Ok(match pod.progress() {
+        PodProgress::ImageFailed(t) => {
+            return Err(BackendError::ImageNotFound(format!(
+                "{t} (WORKSPACE_COPY_IMAGE, the copy Job {job})"
+            )))
+        }
+        PodProgress::Ready => (true, "copying".into()),
+        PodProgress::Waiting(t) | PodProgress::Unschedulable(t) => (false, t),
+        PodProgress::Failed(t) | PodProgress::Deleted(t) => (true, t),
+    })
+}
+
 /// `e` with what was left of the copy said after it.
 fn annotate(e: BackendError, left: &str) -> BackendError {
     if left.is_empty() {
@@ -483,6 +490,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_copy_job_text_is_a_whole_job() {
+        let job: Value = serde_json::from_str(JOB).unwrap();
+        let pod = &job["spec"]["template"]["spec"];
+        assert_eq!(job["spec"]["backoffLimit"], 0);
+        assert_eq!(
+            pod["containers"][0]["args"],
+            json!(["copy-files", "/from", "/to"])
+        );
+        assert_eq!(pod["volumes"][0]["persistentVolumeClaim"]["readOnly"], true);
+        assert_eq!(pod["automountServiceAccountToken"], false);
+    }
+
+    #[test]
     fn the_copy_runs_as_the_workers_user_group_and_fs_group() {
         assert_eq!(
             workers_security(None),
@@ -497,6 +517,28 @@ mod tests {
             (&s["runAsUser"], &s["runAsGroup"], &s["fsGroup"]),
             (&json!(1001), &json!(3000), &json!(2000))
         );
+    }
+
+    #[test]
+    fn a_copy_pod_that_ended_is_the_copy_and_one_without_its_image_fails_it() {
+        let pod = |status: Value| -> Pod {
+            serde_json::from_value(json!({"metadata": {"name": "j-abcde"}, "status": status}))
+                .unwrap()
+        };
+        let ended = pod(json!({"phase": "Succeeded"}));
+        assert_eq!(
+            copy_pod_state(Some(&ended), "j").unwrap(),
+            (true, "the copy ended".to_string())
+        );
+        let pending = pod(
+            json!({"phase": "Pending", "containerStatuses": [{"name": "copy",
+            "state": {"waiting": {"reason": "ErrImagePull", "message": "not found"}}}]}),
+        );
+        assert!(matches!(
+            copy_pod_state(Some(&pending), "j"),
+            Err(BackendError::ImageNotFound(m)) if m.contains("WORKSPACE_COPY_IMAGE")
+        ));
+        assert!(!copy_pod_state(None, "j").unwrap().0);
     }
 
     #[test]
