@@ -373,6 +373,24 @@ fn a_k8s_workspace_of_a_class_that_cannot_clone_is_copied_by_a_job_whole_or_not_
     wait_until("the failed copy's Job gone", PATIENCE, || {
         copy_jobs(&api).is_empty()
     });
+
+    // A Job whose pod the cluster refuses (here a pod quota; PodSecurity alike, rec
+    // job_create_root): its FailedCreate event, at once, not after a timeout.
+    standin.send(&format!("quota pods={}", pods(&api).len()));
+    let e = q.expect_failure(
+        json!({"operation": "copy_workspace", "from_task": "base", "task": "over quota"}),
+        "invalid_state",
+    );
+    let why = e["message"].as_str().unwrap();
+    assert!(
+        why.contains("cannot make its pod: FailedCreate: Error creating: pods")
+            && why.contains("exceeded quota: q-pods"),
+        "{why}"
+    );
+    assert!(claims(&api, &id)
+        .iter()
+        .all(|c| c["metadata"]["annotations"]["a2a-worker-controller/task"] != "over quota"));
+    standin.send("quota none");
 }
 
 /// With WORKSPACE_COPY_IMAGE set, `check` asks whether the Role lets copy Jobs run, and says

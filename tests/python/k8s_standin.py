@@ -45,7 +45,7 @@ What it mimics, and from where:
 | networkpolicies (networking.k8s.io): get 200 / 404 `networkpolicies.networking.k8s.io "x" not found` (a group resource names its group); 403 with `in API group "networking.k8s.io"` under `deny networkpolicies`; the policies are put by the `fence NAME` and `fence-ingress NAME` commands (one that fences `a2a-worker-controller/egress=fenced` pods' egress, one that limits ingress only) | rec tests/recordings/k8s-real/netpol_get404.b, netpol_get200.b, s40-egress.txt; RBAC as rec s13-rbac-a.txt |
 | RuntimeClass admission: a pod whose `runtimeClassName` is no RuntimeClass (none exist until `runtimeclass NAME`) is 403 `pods "x" is forbidden: pod rejected: RuntimeClass "NAME" not found`, on a dry run too | rec tests/recordings/k8s-real/create403runtimeclass.b, s40-egress.txt |
 
-| jobs (batch/v1): create 201 with the defaults the real server filled in (parallelism, completions, a `controller-uid` selector, the template's job labels, `completionMode`, `podReplacementPolicy`, the pod template's defaults), `Warning: 299 - "would violate PodSecurity ..."` for a template the namespace's `restricted` level refuses (the Job is stored; its pods never are: `FailedCreate` events), 409 `jobs.batch "x" already exists`, 400 strict decoding error; get 200 / 404 `jobs.batch "x" not found`; delete with `propagationPolicy=Background` 200 with a `Status` `Success` (group `batch`), its pods deleted by the garbage collector; delete without one: the Job answered with `finalizers: ["orphan"]`, its pods kept without owner; `deny jobs`: RBAC's 403 in API group "batch" | rec tests/recordings/k8s-real/s56-copy-job.txt, job_*.{h,b} |
+| jobs (batch/v1): create 201 with the defaults the real server filled in (parallelism, completions, a `controller-uid` selector, the template's job labels, `completionMode`, `podReplacementPolicy`, the pod template's defaults), `Warning: 299 - "would violate PodSecurity ..."` for a template the namespace's `restricted` level refuses (the Job is stored; its pods never are: `FailedCreate` events, as for a pod over a `quota pods=N`), 409 `jobs.batch "x" already exists`, 400 strict decoding error; get 200 / 404 `jobs.batch "x" not found`; delete with `propagationPolicy=Background` 200 with a `Status` `Success` (group `batch`), its pods deleted by the garbage collector; delete without one: the Job answered with `finalizers: ["orphan"]`, its pods kept without owner; `deny jobs`: RBAC's 403 in API group "batch" | rec tests/recordings/k8s-real/s56-copy-job.txt, job_*.{h,b} |
 | the Job controller: one pod `<job>-xxxxx` (`generateName`, the job labels, a controller owner reference, the `batch.kubernetes.io/job-tracking` finalizer); its pod Succeeded: conditions `SuccessCriteriaMet` and `Complete` (`CompletionsReached`), `succeeded` 1, `completionTime`; Failed: `FailureTarget` and `Failed` (`BackoffLimitExceeded`, `Job has reached the specified backoff limit`), `failed` 1; past `activeDeadlineSeconds`: `Failed` `DeadlineExceeded` and its pod deleted | rec job_get_complete.b, job_get_failed.b, s56-copy-job.txt; pkg/controller/job |
 | --volumes DIR: each bound claim is the directory DIR/NS/NAME (a clone, `dataSource` a claim, starts as a copy of its source, as a CSI driver's clone); the kubelet gives a process the directories of its pod's claims where its container's arguments or environment name a mount path. --run-copies PATH: a Job's pod runs as a real process of PATH with its container's arguments (its output is the pod's log; its exit ends the pod), unless `hold-copies on` (then it waits, Running without a process, until `hold-copies off`) | a real kubelet's volume mounts |
 
@@ -543,8 +543,8 @@ class Store:
 
     def job_event(self, job, reason, message):
         md = job["metadata"]
-        if any(e["involvedObject"].get("uid") == md["uid"] and e["message"] == message for e in self.events):
-            return
+        if any(e["involvedObject"].get("uid") == md["uid"] and e["reason"] == reason for e in self.events):
+            return  # the real controller retries with backoff: one event stands for them here
         self.events.append({"kind": "Event", "apiVersion": "v1", "type": "Warning", "reason": reason,
                             "message": message, "lastTimestamp": rfc3339(), "count": 1,
                             "metadata": {"name": f"{md['name']}.{uuid.uuid4().hex[:16]}", "namespace": md["namespace"]},
@@ -591,6 +591,12 @@ class Store:
                     self.job_event(job, "FailedCreate", f'Error creating: pods "{pod["metadata"]["name"]}" is forbidden: '
                                    'violates PodSecurity "restricted:latest": ' + ", ".join(restricted_violations(pod)))
                     continue
+                if self.state is not None and self.state.quota_pods is not None:
+                    used = sum(1 for (pns, _) in self.pods if pns == ns)
+                    if used + 1 > self.state.quota_pods:
+                        self.job_event(job, "FailedCreate", f'Error creating: pods "{pod["metadata"]["name"]}" is forbidden: '
+                                       f'exceeded quota: q-pods, requested: pods=1, used: pods={used}, limited: pods={self.state.quota_pods}')
+                        continue
                 self.put(pod, "ADDED")
                 self.job_pods[(ns, name)] = pod["metadata"]["name"]
                 st.update(startTime=rfc3339(), active=1, ready=0, terminating=0, uncountedTerminatedPods={})

@@ -233,8 +233,9 @@ impl K8sBackend {
         }
     }
 
-    /// Waits for the Job to succeed or fail; a pod that cannot start (its image, no node
-    /// for it after the readiness timeout) fails the copy without waiting out the hour.
+    /// Waits for the Job to succeed or fail; a pod the Job controller may not make (its
+    /// `FailedCreate` event), or that cannot start (its image, no node for it after the
+    /// readiness timeout), fails the copy without waiting out the hour.
     fn wait_copy_job(
         &self,
         job: &str,
@@ -258,6 +259,18 @@ impl K8sBackend {
                 Outcome::Running => {}
             }
             let pod = self.copy_pods(job)?.into_iter().next();
+            if pod.is_none() {
+                // The Job controller could not make the pod (PodSecurity, a quota): its event
+                // says why, and it will not get better by waiting.
+                if let Some(why) = self
+                    .last_warning(job)
+                    .filter(|w| w.starts_with("FailedCreate"))
+                {
+                    return Err(BackendError::Refused(format!(
+                        "the copy Job {job} cannot make its pod: {why}"
+                    )));
+                }
+            }
             let (started, text) = copy_pod_state(pod.as_ref(), job)?;
             if text != said {
                 progress.step(&format!("the copy Job {job}: {text}"));
