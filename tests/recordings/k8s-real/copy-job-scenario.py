@@ -7,8 +7,8 @@ runs nothing: this script ends each copy Job's pod as a kubelet would (Succeeded
 Failed with exit 1 for a task named `broken`), so what is recorded is the API's side — the Job as
 stored, its status as the Job controller writes it, its deletion with and without
 `propagationPolicy=Background`, a Job whose pod PodSecurity refuses — and the controller's
-copy_workspace against it: a copy, a failed one, one cut off by killing the controller and
-finished by the next one's tidy. Writes $WORK/rec/s56-copy-job.txt and the raw answers.
+copy_workspace against it: a copy, a failed one, one whose pod a ResourceQuota refuses, one cut
+off by killing the controller and finished by the next one's tidy. Writes $WORK/rec/s56-copy-job.txt and the raw answers.
     copy-job-scenario.py WORK CONTROLLER_BINARY REPO"""
 import json, os, signal, sys, threading, time
 
@@ -184,6 +184,19 @@ try:
                        x["metadata"]["annotations"].get("a2a-worker-controller/copying"), x["status"].get("phase"))
                       for x in c.api("GET", C)[1].get("items", [])])
     _, forked = control({"operation": "create", "task": "fork", "template": "coder"})
+
+    say("\n## a copy whose pod a ResourceQuota refuses: the Job's FailedCreate, at once")
+    quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "q-pods", "namespace": NS},
+             "spec": {"hard": {"pods": "0"}}}
+    say("$ kubectl apply ResourceQuota q-pods (pods: 0; the pods running stay, no new one)\n  "
+        + c.kubectl("apply", "-f", "-", stdin=json.dumps(quota)).stdout.strip())
+    wait("the quota's status", lambda: c.api("GET", f"/api/v1/namespaces/{NS}/resourcequotas/q-pods")[1]
+         .get("status", {}).get("used"))
+    t0 = time.time()
+    control({"operation": "copy_workspace", "from_task": "base", "task": "over quota"})
+    say(f"  answered in {time.time() - t0:.1f} s; copy Jobs left:",
+        [j["metadata"]["name"] for j in c.api("GET", J)[1].get("items", [])])
+    c.kubectl("-n", NS, "delete", "resourcequota", "q-pods")
 
     say("\n## a copy cut off: the controller killed while its Job runs; the next one's tidy")
     threading.Thread(target=lambda: control({"operation": "copy_workspace", "from_task": "base", "task": "cut"}),

@@ -1,9 +1,9 @@
 HTTP/1.1 201
-Audit-Id: 2db306e6-ab1e-4c5b-b582-6898dcb0815b
+Audit-Id: d2b6e456-6db6-485c-a7f6-23672679be83
 Cache-Control: no-cache, private
 Content-Type: application/json
-X-Kubernetes-Pf-Flowschema-Uid: d053dbcc-08cb-4b36-8ff0-7eb9107100b3
-X-Kubernetes-Pf-Prioritylevel-Uid: 7b467ceb-58d3-4cee-a677-6fcf2b45c748
-Date: Sun, 06 Dec 2026 15:34:08 GMT
+X-Kubernetes-Pf-Flowschema-Uid: d4130ccd-2207-4579-9dc8-29d7b030530e
+X-Kubernetes-Pf-Prioritylevel-Uid: d68900e2-6496-467a-8e89-00081d4dcca4
+Date: Sun, 06 Dec 2026 16:45:40 GMT
 Connection: close
 Transfer-Encoding: chunked

@@ -1,9 +1,9 @@
 HTTP/1.1 200
-Audit-Id: 9ad2ef68-7dad-4be3-b5d0-c0e3ed6c1125
+Audit-Id: c6b13f3b-2638-4bd5-a212-0a54ec935392
 Cache-Control: no-cache, private
 Content-Type: application/json
-X-Kubernetes-Pf-Flowschema-Uid: d053dbcc-08cb-4b36-8ff0-7eb9107100b3
-X-Kubernetes-Pf-Prioritylevel-Uid: 7b467ceb-58d3-4cee-a677-6fcf2b45c748
-Date: Sun, 06 Dec 2026 15:34:10 GMT
+X-Kubernetes-Pf-Flowschema-Uid: d4130ccd-2207-4579-9dc8-29d7b030530e
+X-Kubernetes-Pf-Prioritylevel-Uid: d68900e2-6496-467a-8e89-00081d4dcca4
+Date: Sun, 06 Dec 2026 16:45:42 GMT
 Content-Length: 176
 Connection: close

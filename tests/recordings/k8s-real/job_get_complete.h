@@ -1,9 +1,9 @@
 HTTP/1.1 200
-Audit-Id: 773f636a-57e9-464d-b1bf-7d03fdfb14f7
+Audit-Id: 200a0f2e-e5da-4322-8dfa-dbdcb78f8ab2
 Cache-Control: no-cache, private
 Content-Type: application/json
-X-Kubernetes-Pf-Flowschema-Uid: d053dbcc-08cb-4b36-8ff0-7eb9107100b3
-X-Kubernetes-Pf-Prioritylevel-Uid: 7b467ceb-58d3-4cee-a677-6fcf2b45c748
-Date: Sun, 06 Dec 2026 15:34:10 GMT
+X-Kubernetes-Pf-Flowschema-Uid: d4130ccd-2207-4579-9dc8-29d7b030530e
+X-Kubernetes-Pf-Prioritylevel-Uid: d68900e2-6496-467a-8e89-00081d4dcca4
+Date: Sun, 06 Dec 2026 16:45:42 GMT
 Connection: close
 Transfer-Encoding: chunked
