@@ -68,6 +68,9 @@ function renderCounts(list) {
 
 function render() {
   const body = $('workers').tBodies[0];
+  // The rows are rebuilt (every second while a countdown runs): a button the keyboard is on is
+  // found again by its label and keeps the focus, or a keyboard user would lose their place.
+  const focused = body.contains(document.activeElement) ? document.activeElement.getAttribute('aria-label') : null;
   body.replaceChildren();
   const list = [...workers.values()].sort((a, b) => (a.created_at + a.worker_id).localeCompare(b.created_at + b.worker_id));
   $('empty').hidden = list.length > 0;
@@ -131,6 +134,10 @@ function render() {
     actions.append(button('Stop', 'Stop', () => stopWorker(w)));
     tr.append(actions);
     body.append(tr);
+  }
+  if (focused) {
+    const again = [...body.querySelectorAll('button')].find((b) => b.getAttribute('aria-label') === focused);
+    if (again) again.focus();
   }
 }
 

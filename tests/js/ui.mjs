@@ -163,7 +163,15 @@ await row().locator('td', { hasText: /^in (1 h 59|2 h 0) min$/ }).first().waitFo
 check(dialogs.length === 1 && dialogs[0].includes('Renew') && dialogs[0].includes('from-page'), `the renew prompt: ${dialogs}`);
 dialogs.length = 0;
 // Stop by the keyboard: the button reached and pressed with Enter, the confirmation accepted.
+// The rows are rebuilt every second while a countdown runs (the renewed worker has one): the
+// focus stays on the button through the next rebuild.
 await page.locator('tr', { hasText: 'from-page' }).getByRole('button', { name: 'Stop from-page' }).focus();
+await page.evaluate(() => new Promise((done) => {
+  const body = document.getElementById('workers').tBodies[0];
+  new MutationObserver((_, seen) => { seen.disconnect(); done(); }).observe(body, { childList: true });
+}));
+check(await page.evaluate(() => document.activeElement && document.activeElement.getAttribute('aria-label')) === 'Stop from-page',
+  'the focus stays on the Stop button through a rebuild of the rows');
 await page.keyboard.press('Enter');
 await page.locator('tr', { hasText: 'from-page' }).waitFor({ state: 'detached' });
 check(dialogs.length === 1 && dialogs[0].includes('from-page'), `the confirmation: ${dialogs}`);
