@@ -106,6 +106,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "backend::k8s::refusals",
             "backend::k8s::workspace",
             "backend::k8s::copy",
+            "backend::k8s::copy_by_job",
             "backend::k8s::copy_job",
             "backend::k8s::pool",
             "backend::k8s::claim",

@@ -111,9 +111,7 @@ impl Copies for K8sBackend {
     /// carries the `copying` mark until the Job has succeeded.
     fn unfinished(&self, scope: &str, task: &str) -> Result<bool, BackendError> {
         let name = claim_name(&self.controller_id, scope, task);
-        Ok(self
-            .claim_as::<Value>(&name)?
-            .is_some_and(|c| !c["metadata"]["annotations"][labels::COPYING].is_null()))
+        Ok(self.claim(&name)?.is_some_and(|c| c.being_copied()))
     }
 
     fn tidy(&self) -> Result<usize, BackendError> {

@@ -10,8 +10,9 @@
 //! - `watch`: following one pod until it is ready, failed or gone;
 //! - `check`: what `check` and startup ask the API (access reviews, a dry-run create);
 //! - `pool`: warm pools (member pods, claims bound by a gated binding pod);
-//! - `copy`: workspace copies, a claim cloned from another (`dataSource`), or filled by
-//!   `copy_job` (a Job of the controller's image, for classes that do not clone);
+//! - `copy`: workspace copies, a claim cloned from another (`dataSource`), or filled by a
+//!   Job of the controller's image for classes that do not clone (`copy_job`: the Job;
+//!   `copy_by_job`: the copy from start to end, and what a cut-off one left);
 //! - `refusals`: the API's refusals as the seam's errors.
 //!
 //! Stopping follows the real API's graceful deletion: `DELETE` answers with the pod still
@@ -25,6 +26,7 @@ mod check;
 mod claim;
 mod config;
 mod copy;
+mod copy_by_job;
 mod copy_job;
 mod create;
 mod fence;
@@ -129,6 +131,25 @@ impl K8sBackend {
             .call(Method::Get, &format!("{}/{name}", self.pods_path()), None)
         {
             Ok((_, body)) => Pod::parse(&body).map(Some).map_err(BackendError::Internal),
+            Err(ApiError::Status {
+                reason: Reason::NotFound,
+                ..
+            }) => Ok(None),
+            Err(e) => Err(api_error(e)),
+        }
+    }
+
+    /// The object at `path` read as `T` (the fields used, or the whole object; `what` names it
+    /// in an error); `None` when there is none.
+    fn get_as<T: serde::de::DeserializeOwned>(
+        &self,
+        path: &str,
+        what: &str,
+    ) -> Result<Option<T>, BackendError> {
+        match self.api.call(Method::Get, path, None) {
+            Ok((_, body)) => serde_json::from_slice(&body)
+                .map(Some)
+                .map_err(|e| BackendError::Internal(format!("unexpected {what}: {e}"))),
             Err(ApiError::Status {
                 reason: Reason::NotFound,
                 ..

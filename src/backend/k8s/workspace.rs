@@ -26,7 +26,7 @@ pub struct Claim {
 
 impl Claim {
     /// Whether a copy Job is filling it (`copy_job`): no workspace yet.
-    fn being_copied(&self) -> bool {
+    pub(super) fn being_copied(&self) -> bool {
         self.metadata
             .annotations
             .as_ref()
@@ -181,7 +181,7 @@ impl K8sBackend {
     }
 
     /// Deletes claim `name`; gone already counts as deleted.
-    fn delete_claim_named(&self, name: &str) -> Result<(), ApiError> {
+    pub(super) fn delete_claim_named(&self, name: &str) -> Result<(), ApiError> {
         match self.api.call(
             Method::Delete,
             &format!("{}/{name}", self.claims_path()),
@@ -208,7 +208,7 @@ impl K8sBackend {
         }
     }
 
-    fn claim(&self, name: &str) -> Result<Option<Claim>, BackendError> {
+    pub(super) fn claim(&self, name: &str) -> Result<Option<Claim>, BackendError> {
         self.claim_as::<Claim>(name)
     }
 
@@ -218,43 +218,12 @@ impl K8sBackend {
         &self,
         name: &str,
     ) -> Result<Option<T>, BackendError> {
-        match self
-            .api
-            .call(Method::Get, &format!("{}/{name}", self.claims_path()), None)
-        {
-            Ok((_, body)) => serde_json::from_slice(&body)
-                .map(Some)
-                .map_err(|e| BackendError::Internal(format!("unexpected claim: {e}"))),
-            Err(ApiError::Status {
-                reason: Reason::NotFound,
-                ..
-            }) => Ok(None),
-            Err(e) => Err(api_error(e)),
-        }
+        self.get_as(&format!("{}/{name}", self.claims_path()), "claim")
     }
 
-    fn mark_used(&self, name: &str) -> Result<(), BackendError> {
-        let patch = json!({"metadata": {"annotations": {
-            labels::LAST_USED: (now_millis() / 1000).to_string()
-        }}});
-        match self.api.call(
-            Method::Patch,
-            &format!("{}/{name}", self.claims_path()),
-            Some(&patch),
-        ) {
-            Ok(_)
-            | Err(ApiError::Status {
-                reason: Reason::NotFound,
-                ..
-            }) => Ok(()),
-            Err(e) => Err(api_error(e)),
-        }
-    }
-}
-
-impl Workspaces for K8sBackend {
-    /// This controller's workspace claims.
-    fn owned(&self) -> Result<Vec<TaskWorkspace>, BackendError> {
+    /// This controller's workspace claims, as the API lists them (those being deleted or
+    /// filled by a copy too).
+    pub(super) fn workspace_claims(&self) -> Result<Vec<Claim>, BackendError> {
         let selector = format!(
             "{}={},{}=workspace",
             labels::OWNER,
@@ -269,8 +238,43 @@ impl Workspaces for K8sBackend {
         let (_, body) = self.api.call(Method::Get, &path, None).map_err(api_error)?;
         let list: ClaimList = serde_json::from_slice(&body)
             .map_err(|e| BackendError::Internal(format!("unexpected claim list: {e}")))?;
-        Ok(list
-            .items
+        Ok(list.items)
+    }
+
+    /// Sets (or, `null`, removes) annotations of claim `name`; a claim gone is no error.
+    pub(super) fn annotate_claim(
+        &self,
+        name: &str,
+        annotations: Value,
+    ) -> Result<(), BackendError> {
+        let patch = json!({"metadata": {"annotations": annotations}});
+        match self.api.call(
+            Method::Patch,
+            &format!("{}/{name}", self.claims_path()),
+            Some(&patch),
+        ) {
+            Ok(_)
+            | Err(ApiError::Status {
+                reason: Reason::NotFound,
+                ..
+            }) => Ok(()),
+            Err(e) => Err(api_error(e)),
+        }
+    }
+
+    fn mark_used(&self, name: &str) -> Result<(), BackendError> {
+        self.annotate_claim(
+            name,
+            json!({labels::LAST_USED: (now_millis() / 1000).to_string()}),
+        )
+    }
+}
+
+impl Workspaces for K8sBackend {
+    /// This controller's workspace claims.
+    fn owned(&self) -> Result<Vec<TaskWorkspace>, BackendError> {
+        Ok(self
+            .workspace_claims()?
             .into_iter()
             .filter(|c| c.metadata.deletion_timestamp.is_none() && !c.being_copied())
             .filter_map(|c| {
