@@ -26,6 +26,26 @@ fn mode(p: &Path) -> u32 {
     std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o7777
 }
 
+/// The controller on `wez` with a template with a workspace (`coder`) and one without
+/// (`plain`), plus `extra` flags, started; and its workspaces directory.
+fn started(wez: &Wez, extra: &[&str]) -> (Proc, PathBuf) {
+    let spaces = wez.root.join("workspaces");
+    let file = wez.root.join("templates.json");
+    std::fs::write(
+        &file,
+        json!({"templates": {"coder": {"workspace": {"size": "1Gi"}}, "plain": {}}}).to_string(),
+    )
+    .unwrap();
+    let mut flags = vec![
+        format!("-worker-templates-file={}", file.display()),
+        format!("-local-workspaces-dir={}", spaces.display()),
+    ];
+    flags.extend(extra.iter().map(|f| f.to_string()));
+    let mut p = wez.prepared(&flags.iter().map(String::as_str).collect::<Vec<_>>());
+    p.start_now();
+    (p, spaces)
+}
+
 fn create(p: &Proc, data: Value) -> Value {
     reply_data(&p.control(data))
 }
@@ -34,18 +54,7 @@ fn create(p: &Proc, data: Value) -> Value {
 fn a_local_task_starts_from_a_copy_of_another_tasks_directory() {
     let wez = Wez::new("fork");
     let _gui = wez.gui();
-    let spaces = wez.root.join("workspaces");
-    let file = wez.root.join("templates.json");
-    std::fs::write(
-        &file,
-        json!({"templates": {"coder": {"workspace": {"size": "1Gi"}}, "plain": {}}}).to_string(),
-    )
-    .unwrap();
-    let mut p = wez.prepared(&[
-        &format!("-worker-templates-file={}", file.display()),
-        &format!("-local-workspaces-dir={}", spaces.display()),
-    ]);
-    p.start_now();
+    let (mut p, spaces) = started(&wez, &[]);
 
     // The first task's tab leaves files, a mode and two links in its directory.
     let base = create(
@@ -137,19 +146,7 @@ fn a_local_task_starts_from_a_copy_of_another_tasks_directory() {
 fn a_create_from_another_task_at_max_workers_is_refused_before_any_copy() {
     let wez = Wez::new("fork-full");
     let _gui = wez.gui();
-    let spaces = wez.root.join("workspaces");
-    let file = wez.root.join("templates.json");
-    std::fs::write(
-        &file,
-        json!({"templates": {"coder": {"workspace": {"size": "1Gi"}}, "plain": {}}}).to_string(),
-    )
-    .unwrap();
-    let mut p = wez.prepared(&[
-        &format!("-worker-templates-file={}", file.display()),
-        &format!("-local-workspaces-dir={}", spaces.display()),
-        "-max-workers=1",
-    ]);
-    p.start_now();
+    let (p, _) = started(&wez, &["-max-workers=1"]);
     let base = create(
         &p,
         json!({"operation": "create", "task": "base", "template": "coder"}),

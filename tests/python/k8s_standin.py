@@ -15,7 +15,7 @@ What it mimics, and from where:
 | `Warning: 299` for a deprecated `beta.kubernetes.io/` node selector label (s15 tpl-deprecated); unknown fields: `Warning: 299 - "unknown field \\"spec.x\\""` by default (`fieldValidation=Warn`), none with `Ignore`, 400 `BadRequest` `Pod in version "v1" cannot be handled as a Pod: strict decoding error: ...` with `Strict` (the issue said 422; handlers/create.go's transformDecodeError answers 400) | rec s15b; apiserver handlers/create.go, rest.go |
 | `dryRun=All`: validation and admission run, nothing is stored | apiserver handlers/create.go |
 | PodSecurity `restricted` (namespace label, --psa or `psa restricted`): 403 `Forbidden` `violates PodSecurity "restricted:latest": ...` with the real check texts | rec create403psa.b, s15 |
-| ResourceQuota: 403 `exceeded quota: q-pods, requested: pods=1, used: pods=N, limited: pods=N`; `failed quota: q-mem: must specify limits.memory for: worker` | rec s27-quota.txt |
+| ResourceQuota: 403 `exceeded quota: q-pods, requested: pods=1, used: pods=N, limited: pods=N` (N: pods not Succeeded or Failed, as the quota counts them); `failed quota: q-mem: must specify limits.memory for: worker` | rec s27-quota.txt |
 | ServiceAccount admission: 403 `error looking up service account ns/sa: serviceaccount "sa" not found` | plugin/pkg/admission/serviceaccount |
 | list: equality and set-based label selectors (`=`, `==`, `!=`, `in`, `notin`, `k`, `!k`); 400 `found 'x', expected: ',' or 'end of string'` for malformed ones | rec list_eq.b, list_in.b, list_notin.b, list_badsel.b, list_badvalue.b |
 | field selectors `metadata.name`, `metadata.namespace`, `status.phase`, `spec.nodeName`; 400 `field label not supported: X` | rec field_phase.b, field_node.b, field_bad.b |
@@ -541,6 +541,11 @@ class Store:
                 return "0/1 nodes are available: pod has unbound immediate PersistentVolumeClaims. not found"
         return None
 
+    def quota_pods_used(self, ns):
+        """What a `pods` quota counts: the namespace's pods not in a terminal phase."""
+        return sum(1 for (pns, _), p in self.pods.items()
+                   if pns == ns and p["status"].get("phase") not in ("Succeeded", "Failed"))
+
     def job_event(self, job, reason, message):
         md = job["metadata"]
         if any(e["involvedObject"].get("uid") == md["uid"] and e["reason"] == reason for e in self.events):
@@ -592,7 +597,7 @@ class Store:
                                    'violates PodSecurity "restricted:latest": ' + ", ".join(restricted_violations(pod)))
                     continue
                 if self.state is not None and self.state.quota_pods is not None:
-                    used = sum(1 for (pns, _) in self.pods if pns == ns)
+                    used = self.quota_pods_used(ns)
                     if used + 1 > self.state.quota_pods:
                         self.job_event(job, "FailedCreate", f'Error creating: pods "{pod["metadata"]["name"]}" is forbidden: '
                                        f'exceeded quota: q-pods, requested: pods=1, used: pods={used}, limited: pods={self.state.quota_pods}')
@@ -1326,7 +1331,7 @@ class Handler(BaseHTTPRequestHandler):
                     f'pods "{pname}" is forbidden: violates PodSecurity "restricted:latest": ' + ", ".join(violations),
                     {"name": pname, "kind": "pods"}), warnings)
         if state.quota_pods is not None:
-            used = sum(1 for (pns, _) in store.pods if pns == ns)
+            used = store.quota_pods_used(ns)
             if used + 1 > state.quota_pods:
                 return self.send_json(*status(403, "Forbidden",
                     f'pods "{pname}" is forbidden: exceeded quota: q-pods, requested: pods=1, used: pods={used}, limited: pods={state.quota_pods}',

@@ -23,6 +23,22 @@ struct Record {
     last_used: String,
 }
 
+impl Record {
+    /// The workspace this record says, kept at `path`.
+    fn listed(self, path: &Path) -> TaskWorkspace {
+        TaskWorkspace {
+            task: self.task,
+            scope: self.scope,
+            template: self.template,
+            size: self.size,
+            created_at: self.created_at,
+            last_used: self.last_used,
+            in_use: false,
+            name: path.display().to_string(),
+        }
+    }
+}
+
 /// The workspaces directory of one local backend.
 pub struct Directories {
     dir: PathBuf,
@@ -116,16 +132,7 @@ impl Workspaces for Directories {
                 continue;
             };
             if let Some(r) = self.read(name).filter(|_| self.dir.join(name).is_dir()) {
-                out.push(TaskWorkspace {
-                    task: r.task,
-                    scope: r.scope,
-                    template: r.template,
-                    size: r.size,
-                    created_at: r.created_at,
-                    last_used: r.last_used,
-                    in_use: false,
-                    name: self.dir.join(name).display().to_string(),
-                });
+                out.push(r.listed(&self.dir.join(name)));
             }
         }
         Ok(out)
@@ -208,16 +215,7 @@ impl Copies for Directories {
         self.write(&target, &copied).map_err(|e| {
             BackendError::Internal(format!("the workspace record of {target}: {e}"))
         })?;
-        Ok(TaskWorkspace {
-            task: copied.task,
-            scope: copied.scope,
-            template: copied.template,
-            size: copied.size,
-            created_at: copied.created_at,
-            last_used: copied.last_used,
-            in_use: false,
-            name: path.display().to_string(),
-        })
+        Ok(copied.listed(&path))
     }
 
     /// A copy is renamed into place whole: the place is never half a copy.
